@@ -1,0 +1,5 @@
+import sys
+
+from syncer.cli import main
+
+sys.exit(main())

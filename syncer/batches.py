@@ -1,0 +1,131 @@
+"""Record batches as bytes: split a fetch payload, read headers, rewrite the writer fields.
+
+Kafka's v2 record batch starts with a 61-byte header (offsets below). The CRC-32C covers
+everything from ``attributes`` to the end, so rewriting producer id, epoch, base sequence or
+attributes means recomputing it; the records themselves (keys, values, headers, timestamps,
+compressed or not) are never decoded.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+import crc32c
+
+HEADER_SIZE = 61
+LOG_OVERHEAD = 12  # base offset (8) + batch length (4)
+MAGIC_V2 = 2
+
+_BASE_OFFSET = struct.Struct(">qi")  # base offset, batch length
+_CRC_AT = 17
+_ATTRIBUTES_AT = 21
+_WRITER_AT = 43  # producer id (q), producer epoch (h), base sequence (i)
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_WRITER = struct.Struct(">qhi")
+_ATTRIBUTES = struct.Struct(">h")
+_CRC = struct.Struct(">I")
+
+COMPRESSION_MASK = 0x07
+TIMESTAMP_TYPE_BIT = 0x08
+TRANSACTIONAL_BIT = 0x10
+CONTROL_BIT = 0x20
+SEQUENCE_MODULUS = 1 << 31
+
+CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+
+
+class BatchFormatError(ValueError):
+    """The bytes are not a well-formed v2 record batch."""
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """One record batch: its header fields and its bytes (a view into the fetch payload)."""
+
+    base_offset: int
+    last_offset_delta: int
+    record_count: int
+    attributes: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    max_timestamp: int
+    raw: memoryview
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.last_offset + 1
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL_BIT)
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_BIT)
+
+    @property
+    def codec(self) -> str:
+        return CODECS.get(self.attributes & COMPRESSION_MASK, "unknown")
+
+    @property
+    def is_dense(self) -> bool:
+        """True if the batch holds a record at every offset it spans (no compaction gaps)."""
+        return self.record_count == self.last_offset_delta + 1
+
+    def crc_ok(self) -> bool:
+        stored = _CRC.unpack_from(self.raw, _CRC_AT)[0]
+        return bool(stored == crc32c.crc32c(self.raw[_ATTRIBUTES_AT:]))
+
+
+def split_batches(payload: bytes | memoryview) -> list[Batch]:
+    """Split a fetch payload into whole v2 batches; a truncated trailing batch is dropped
+    (the broker cuts the last batch at the fetch size limit)."""
+    view = memoryview(payload)
+    batches = []
+    pos = 0
+    end = len(view)
+    while end - pos >= LOG_OVERHEAD:
+        _, length = _BASE_OFFSET.unpack_from(view, pos)
+        size = LOG_OVERHEAD + length
+        if end - pos < size:
+            break
+        if size < HEADER_SIZE:
+            raise BatchFormatError(f"batch at byte {pos} is {size} bytes, shorter than a header")
+        batches.append(_parse(view[pos : pos + size]))
+        pos += size
+    return batches
+
+
+def _parse(raw: memoryview) -> Batch:
+    (base_offset, _length, _epoch, magic, _crc, attributes, last_delta, _base_ts, max_ts,
+     producer_id, producer_epoch, base_sequence, count) = _HEADER.unpack_from(raw, 0)
+    if magic != MAGIC_V2:
+        raise BatchFormatError(f"batch at offset {base_offset} has magic {magic}, expected 2")
+    return Batch(base_offset, last_delta, count, attributes, producer_id, producer_epoch,
+                 base_sequence, max_ts, raw)
+
+
+def sequence_for(offset: int) -> int:
+    """The base sequence a batch destined for local ``offset`` carries (invariant 3)."""
+    return offset % SEQUENCE_MODULUS
+
+
+def rewrite_for_local(batch: Batch, producer_id: int, producer_epoch: int) -> bytes:
+    """Copy ``batch`` with our writer identity, sequence = its offset mod 2^31, the
+    transactional bit cleared (we never write inside a transaction) and a fresh CRC."""
+    out = bytearray(batch.raw)
+    # Producers send base offset 0 and the broker assigns the real one; for compressed
+    # batches it insists that the inner offsets start at 0. Not covered by the CRC.
+    _BASE_OFFSET.pack_into(out, 0, 0, len(out) - LOG_OVERHEAD)
+    _WRITER.pack_into(out, _WRITER_AT, producer_id, producer_epoch,
+                      sequence_for(batch.base_offset))
+    attributes = batch.attributes & ~TRANSACTIONAL_BIT
+    _ATTRIBUTES.pack_into(out, _ATTRIBUTES_AT, attributes)
+    _CRC.pack_into(out, _CRC_AT, crc32c.crc32c(memoryview(out)[_ATTRIBUTES_AT:]))
+    return bytes(out)

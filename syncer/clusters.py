@@ -1,0 +1,284 @@
+"""One class over aiokafka per cluster: metadata, ends, raw fetch and produce requests, topic
+admin. aiokafka's errors are translated into ours here, at the boundary."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from aiokafka import AIOKafkaClient
+from aiokafka import errors as kafka_errors
+from aiokafka.admin import AIOKafkaAdminClient, NewPartitions, NewTopic
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+from aiokafka.client import ConnectionGroup
+from aiokafka.protocol.fetch import FetchRequest
+from aiokafka.protocol.offset import OffsetRequest
+from aiokafka.protocol.produce import ProduceRequest
+from aiokafka.protocol.transaction import InitProducerIdRequest
+from aiokafka.structs import TopicPartition
+
+from syncer.config import ClusterConfig
+from syncer.errors import ClusterError, TransientClusterError, UnreachableError
+from syncer.retry import retried
+
+log = logging.getLogger(__name__)
+
+READ_UNCOMMITTED = 0
+READ_COMMITTED = 1
+EARLIEST = -2
+LATEST = -1
+
+TP = TopicPartition
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedPartition:
+    """One partition of a fetch response, records still as raw bytes."""
+
+    error_code: int
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+    aborted: tuple[tuple[int, int], ...]
+    records: bytes
+
+    @property
+    def stable_end(self) -> int:
+        return self.last_stable_offset if self.last_stable_offset >= 0 else self.high_watermark
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceResult:
+    error_code: int
+    base_offset: int
+    message: str | None = None
+
+
+def error_for(code: int, context: str) -> ClusterError:
+    """Our error for a Kafka error code; transient ones are retriable."""
+    kafka_error = kafka_errors.for_code(code)
+    text = f"{context}: {kafka_error.__name__} (error {code})"
+    if getattr(kafka_error, "retriable", False) or getattr(kafka_error, "invalid_metadata", False):
+        return TransientClusterError(text)
+    return ClusterError(text)
+
+
+class Cluster:
+    """A connection to one cluster. ``async with Cluster(cfg) as cluster: ...``"""
+
+    def __init__(self, config: ClusterConfig, *, role: str) -> None:
+        self.config = config
+        self.name = config.name or role
+        self.role = role
+        self._client = AIOKafkaClient(
+            bootstrap_servers=config.bootstrap_servers,
+            client_id=f"{config.client_id}-{self.name}",
+            request_timeout_ms=config.request_timeout_ms,
+            metadata_max_age_ms=config.metadata_max_age_ms,
+        )
+        self._admin: AIOKafkaAdminClient | None = None
+        self._started = False
+
+    def __repr__(self) -> str:
+        return f"<Cluster {self.role} {self.name} {self.config.bootstrap_servers}>"
+
+    async def __aenter__(self) -> Cluster:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    async def start(self) -> None:
+        if self._started:
+            return
+        try:
+            await self._client.bootstrap()
+        except (kafka_errors.KafkaError, OSError) as exc:
+            await self._client.close()
+            raise UnreachableError(
+                f"{self.role} cluster {self.name!r} at {self.config.bootstrap_servers}"
+                f" is unreachable: {exc}"
+            ) from exc
+        self._started = True
+
+    async def stop(self) -> None:
+        if self._admin is not None:
+            admin, self._admin = self._admin, None
+            await admin.close()
+        if self._started:
+            self._started = False
+            await self._client.close()
+
+    # metadata ---------------------------------------------------------------------------
+
+    async def refresh_metadata(self) -> None:
+        await self._client.force_metadata_update()
+
+    async def partition_counts(self) -> dict[str, int]:
+        """Topic name → partition count, for every topic the cluster has."""
+        await self.refresh_metadata()
+        cluster = self._client.cluster
+        return {t: len(cluster.partitions_for_topic(t) or ()) for t in cluster.topics()}
+
+    def leader(self, tp: TP) -> int:
+        node = self._client.cluster.leader_for_partition(tp)
+        if node is None or node < 0:
+            self._client.force_metadata_update()
+            raise TransientClusterError(f"{self.name}: no leader known for {tp.topic}[{tp.partition}]")
+        return int(node)
+
+    # requests ---------------------------------------------------------------------------
+
+    async def send(self, node: int, request: Any, *, side: bool = False) -> Any:
+        """Send one request; ``side`` uses a second connection so that a long-poll fetch
+        on the main one does not hold it up."""
+        group = ConnectionGroup.COORDINATION if side else ConnectionGroup.DEFAULT
+        try:
+            return await self._client.send(node, request, group=group)
+        except kafka_errors.KafkaError as exc:
+            self._client.force_metadata_update()
+            raise TransientClusterError(f"{self.name}: {type(exc).__name__}: {exc}") from exc
+        except (OSError, asyncio.TimeoutError) as exc:
+            self._client.force_metadata_update()
+            raise TransientClusterError(f"{self.name}: {exc!r}") from exc
+
+    async def ends(
+        self, tps: Iterable[TP], *, isolation: int = READ_COMMITTED
+    ) -> dict[TP, tuple[int, int]]:
+        """(start, end) of each partition; end is the last stable offset under read_committed."""
+        tps = list(tps)
+        starts = await self._list_offsets(tps, EARLIEST, isolation)
+        latest = await self._list_offsets(tps, LATEST, isolation)
+        return {tp: (starts[tp], latest[tp]) for tp in tps}
+
+    async def latest(self, tps: Iterable[TP], *, isolation: int = READ_UNCOMMITTED) -> dict[TP, int]:
+        """End of each partition: the high watermark, or the last stable offset."""
+        return await self._list_offsets(list(tps), LATEST, isolation)
+
+    async def _list_offsets(self, tps: list[TP], which: int, isolation: int) -> dict[TP, int]:
+        by_leader: dict[int, dict[str, list[tuple[int, int]]]] = defaultdict(lambda: defaultdict(list))
+        for tp in tps:
+            by_leader[self.leader(tp)][tp.topic].append((tp.partition, which))
+        out: dict[TP, int] = {}
+        for node, topics in by_leader.items():
+            request = OffsetRequest(-1, isolation, list(topics.items()))
+            response = await self.send(node, request, side=True)
+            for topic, partitions in response.topics:
+                for partition, code, *rest in partitions:
+                    if code:
+                        raise error_for(code, f"{self.name}: list offsets {topic}[{partition}]")
+                    out[TP(topic, partition)] = int(rest[-1])
+        return out
+
+    async def fetch(
+        self, node: int, wants: dict[TP, int], *, max_wait_ms: int, max_bytes: int,
+        partition_max_bytes: int,
+    ) -> dict[TP, FetchedPartition]:
+        """One read_committed fetch from ``node`` for every partition in ``wants``."""
+        topics: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
+        for tp, offset in wants.items():
+            topics[tp.topic].append((tp.partition, offset, partition_max_bytes))
+        request = FetchRequest(max_wait_ms, 1, max_bytes, READ_COMMITTED, list(topics.items()))
+        response = await self.send(node, request)
+        out: dict[TP, FetchedPartition] = {}
+        for topic, partitions in response.topics:
+            for p in partitions:
+                partition, code, hw, lso, start, aborted, _replica, records = p
+                out[TP(topic, partition)] = FetchedPartition(
+                    code, hw, lso, start, tuple((a[0], a[1]) for a in (aborted or ())),
+                    records or b"",
+                )
+        return out
+
+    async def produce(
+        self, node: int, batches: dict[TP, bytes], *, timeout_ms: int
+    ) -> dict[TP, ProduceResult]:
+        """One acks=all produce request carrying one batch per partition."""
+        topics: dict[str, list[tuple[int, bytes]]] = defaultdict(list)
+        for tp, batch in batches.items():
+            topics[tp.topic].append((tp.partition, batch))
+        request = ProduceRequest(None, -1, timeout_ms, list(topics.items()))
+        response = await self.send(node, request)
+        out: dict[TP, ProduceResult] = {}
+        for topic, partitions in response.topics:
+            for partition, code, offset, *_ in partitions:
+                out[TP(topic, partition)] = ProduceResult(code, offset)
+        return out
+
+    async def init_producer_id(self) -> tuple[int, int]:
+        """A fresh idempotent (non-transactional) producer id and epoch."""
+        return await retried(self._init_producer_id, what=f"{self.name}: InitProducerId")
+
+    async def _init_producer_id(self) -> tuple[int, int]:
+        node = self._client.get_random_node()
+        response = await self.send(node, InitProducerIdRequest(None, 60_000), side=True)  # type: ignore[arg-type]
+        if response.error_code:
+            raise error_for(response.error_code, f"{self.name}: InitProducerId")
+        return int(response.producer_id), int(response.producer_epoch)
+
+    # topic admin ------------------------------------------------------------------------
+
+    async def _admin_client(self) -> AIOKafkaAdminClient:
+        if self._admin is None:
+            admin = AIOKafkaAdminClient(
+                bootstrap_servers=self.config.bootstrap_servers,
+                client_id=f"{self.config.client_id}-{self.name}-admin",
+                request_timeout_ms=self.config.request_timeout_ms,
+            )
+            await admin.start()
+            self._admin = admin
+        return self._admin
+
+    async def topic_configs(self, topic: str, keys: Iterable[str]) -> dict[str, str]:
+        """The topic's explicitly set (non-default) values among ``keys``."""
+        admin = await self._admin_client()
+        wanted = set(keys)
+        result = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)])
+        out: dict[str, str] = {}
+        for response in result:
+            for resource in response.resources:
+                for entry in resource[4]:
+                    name, value, _read_only, source = entry[0], entry[1], entry[2], entry[3]
+                    if name in wanted and value is not None and source == 1:  # DYNAMIC_TOPIC_CONFIG
+                        out[name] = value
+        return out
+
+    async def create_topic(
+        self, topic: str, partitions: int, configs: dict[str, str], replication_factor: int
+    ) -> None:
+        admin = await self._admin_client()
+        if replication_factor < 1:
+            replication_factor = await self._default_replication_factor()
+        new = NewTopic(topic, partitions, replication_factor, topic_configs=configs)
+        try:
+            response = await admin.create_topics([new])
+        except kafka_errors.KafkaError as exc:
+            raise ClusterError(f"{self.name}: creating topic {topic!r} failed: {exc}") from exc
+        for _name, code, *rest in response.topic_errors:
+            if code and code != kafka_errors.TopicAlreadyExistsError.errno:
+                detail = rest[0] if rest and rest[0] else kafka_errors.for_code(code).__name__
+                raise ClusterError(f"{self.name}: creating topic {topic!r} failed: {detail}")
+
+    async def add_partitions(self, topic: str, total: int) -> None:
+        admin = await self._admin_client()
+        try:
+            await admin.create_partitions({topic: NewPartitions(total_count=total)})
+        except kafka_errors.KafkaError as exc:
+            raise ClusterError(f"{self.name}: growing {topic!r} to {total} partitions: {exc}") from exc
+
+    async def _default_replication_factor(self) -> int:
+        admin = await self._admin_client()
+        node = self._client.get_random_node()
+        resource = ConfigResource(ConfigResourceType.BROKER, str(node))
+        result = await admin.describe_configs([resource])
+        for response in result:
+            for res in response.resources:
+                for entry in res[4]:
+                    if entry[0] == "default.replication.factor" and entry[1]:
+                        return int(entry[1])
+        return 1

@@ -1,0 +1,242 @@
+"""Typed, validated settings loaded from YAML.
+
+Step one (here) parses and checks everything, reporting every problem at once with its path
+(``remotes[1].bootstrap_servers: required``); unknown keys are errors; ``${VAR}`` and
+``${VAR:-default}`` are replaced from the environment in every string.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+
+from syncer.errors import ConfigError
+
+DEFAULT_COPIED_CONFIGS = (
+    "cleanup.policy",
+    "retention.ms",
+    "retention.bytes",
+    "max.message.bytes",
+    "compression.type",
+    "message.timestamp.type",
+)
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """How to reach one cluster."""
+
+    bootstrap_servers: str
+    name: str = ""
+    client_id: str = "syncer"
+    request_timeout_ms: int = 30_000
+    metadata_max_age_ms: int = 60_000
+
+
+@dataclass(frozen=True)
+class TopicsConfig:
+    """Which topics to mirror and how to create them locally."""
+
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    create_missing: bool = True
+    copy_configs: tuple[str, ...] = DEFAULT_COPIED_CONFIGS
+    replication_factor: int = -1  # -1: the local cluster's default
+    on_hole: str = "halt"
+    refresh_interval_s: float = 30.0
+
+    def selects(self, topic: str) -> bool:
+        if topic.startswith("__"):
+            return False  # Kafka's internal topics are never mirrored
+        if not any(re.fullmatch(p, topic) for p in self.include):
+            return False
+        return not any(re.fullmatch(p, topic) for p in self.exclude)
+
+
+@dataclass(frozen=True)
+class CopierConfig:
+    """Sizes and pacing of the data path."""
+
+    fetch_max_bytes: int = 32 * 1024 * 1024
+    partition_fetch_max_bytes: int = 4 * 1024 * 1024
+    fetch_max_wait_ms: int = 500
+    max_in_flight: int = 5
+    retry_backoff_ms: int = 200
+    retry_backoff_max_ms: int = 10_000
+    shutdown_timeout_s: float = 30.0
+
+
+@dataclass(frozen=True)
+class Config:
+    """Everything a syncer deployment needs."""
+
+    local: ClusterConfig
+    remotes: tuple[ClusterConfig, ...]
+    topics: TopicsConfig
+    name: str = "syncer"
+    state_topic: str = "_syncer_state"
+    copier: CopierConfig = field(default_factory=CopierConfig)
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> Config:
+        path = Path(path)
+        try:
+            text = path.read_text()
+        except OSError as exc:
+            raise ConfigError([f"cannot read: {exc.strerror}"], str(path)) from exc
+        return cls.from_yaml(text, source=str(path))
+
+    @classmethod
+    def from_yaml(cls, text: str, source: str = "config") -> Config:
+        try:
+            raw = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+            problem = getattr(exc, "problem", None) or str(exc)
+            raise ConfigError([f"malformed YAML: {where}{problem}"], source) from exc
+        return cls.from_dict(raw, source=source)
+
+    @classmethod
+    def from_dict(cls, raw: Any, source: str = "config") -> Config:
+        problems: list[str] = []
+        config = _build(cls, _interpolate(raw, "", problems), "", problems)
+        if config is not None and not problems:
+            problems.extend(_check(config))
+        if problems or config is None:
+            raise ConfigError(problems or ["empty configuration"], source)
+        return config
+
+    def remote(self, name: str) -> ClusterConfig:
+        return next(r for r in self.remotes if r.name == name)
+
+
+def _check(config: Config) -> list[str]:
+    """Rules that span fields."""
+    problems = []
+    if not config.remotes:
+        problems.append("remotes: at least one remote is required")
+    seen: set[str] = set()
+    for i, remote in enumerate(config.remotes):
+        if not remote.name:
+            problems.append(f"remotes[{i}].name: required")
+        elif remote.name in seen:
+            problems.append(f"remotes[{i}].name: duplicate remote name {remote.name!r}")
+        seen.add(remote.name)
+        if _servers(remote.bootstrap_servers) & _servers(config.local.bootstrap_servers):
+            problems.append(f"remotes[{i}].bootstrap_servers: is the local cluster")
+    if not config.topics.include:
+        problems.append("topics.include: at least one pattern is required")
+    for key in ("include", "exclude"):
+        for i, pattern in enumerate(getattr(config.topics, key)):
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                problems.append(f"topics.{key}[{i}]: invalid regex {pattern!r}: {exc}")
+    if config.topics.on_hole not in ("halt",):
+        problems.append(f"topics.on_hole: must be 'halt', got {config.topics.on_hole!r}")
+    for name in ("fetch_max_bytes", "partition_fetch_max_bytes", "max_in_flight"):
+        if getattr(config.copier, name) <= 0:
+            problems.append(f"copier.{name}: must be positive")
+    if not 1 <= config.copier.max_in_flight <= 5:
+        problems.append("copier.max_in_flight: must be 1..5 (the broker dedupes 5 batches)")
+    return problems
+
+
+def _servers(bootstrap: str) -> set[str]:
+    return {s.strip().replace("localhost", "127.0.0.1") for s in bootstrap.split(",") if s}
+
+
+_ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def _interpolate(value: Any, path: str, problems: list[str]) -> Any:
+    if isinstance(value, str):
+        def sub(match: re.Match[str]) -> str:
+            name, default = match.group(1), match.group(2)
+            if name in os.environ:
+                return os.environ[name]
+            if default is not None:
+                return default
+            problems.append(f"{path or '<root>'}: environment variable {name} is not set")
+            return ""
+        return _ENV.sub(sub, value)
+    if isinstance(value, dict):
+        return {k: _interpolate(v, _join(path, str(k)), problems) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_interpolate(v, f"{path}[{i}]", problems) for i, v in enumerate(value)]
+    return value
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+T = TypeVar("T")
+
+
+def _build(cls: type[T], raw: Any, path: str, problems: list[str]) -> T | None:
+    """Build dataclass ``cls`` from a mapping, appending every problem found to ``problems``."""
+    if not isinstance(raw, dict):
+        problems.append(f"{path or '<root>'}: expected a mapping, got {_kind(raw)}")
+        return None
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    for key in raw:
+        if key not in fields:
+            problems.append(f"{_join(path, str(key))}: unknown key")
+    values: dict[str, Any] = {}
+    for name, spec in fields.items():
+        where = _join(path, name)
+        if name not in raw:
+            if spec.default is dataclasses.MISSING and spec.default_factory is dataclasses.MISSING:
+                problems.append(f"{where}: required")
+            continue
+        values[name] = _convert(hints[name], raw[name], where, problems)
+    try:
+        return cls(**values)
+    except TypeError:
+        return None
+
+
+def _convert(hint: Any, value: Any, path: str, problems: list[str]) -> Any:
+    origin = typing.get_origin(hint)
+    if dataclasses.is_dataclass(hint):
+        return _build(hint, value, path, problems)  # type: ignore[arg-type]
+    if origin is tuple:
+        (item,) = typing.get_args(hint)[:1]
+        if not isinstance(value, list):
+            problems.append(f"{path}: expected a list, got {_kind(value)}")
+            return ()
+        return tuple(_convert(item, v, f"{path}[{i}]", problems) for i, v in enumerate(value))
+    if origin in (typing.Union, types.UnionType):
+        return value
+    return _scalar(hint, value, path, problems)
+
+
+def _scalar(hint: Any, value: Any, path: str, problems: list[str]) -> Any:
+    if hint is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if hint is int and isinstance(value, str) and value.strip().isdigit():
+        return int(value)  # numbers that came through ${ENV}
+    if hint is bool and isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    if isinstance(value, hint) and not (hint is int and isinstance(value, bool)):
+        return value
+    problems.append(f"{path}: expected {hint.__name__}, got {_kind(value)}")
+    return value
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "nothing"
+    return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean",
+            int: "an integer", float: "a number"}.get(type(value), type(value).__name__)

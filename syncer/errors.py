@@ -1,0 +1,90 @@
+"""One exception tree for syncer.
+
+Errors carry what the caller does about them as class attributes: ``retriable`` errors are
+retried with backoff (tenacity retries exactly these); the others halt what they affect.
+``exit_code`` is what the CLI exits with when such an error ends a command (see the README).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+
+class ExitCode:
+    """Documented process exit codes."""
+
+    OK = 0
+    INTERNAL = 1
+    USAGE = 2
+    CONFIG = 3
+    UNREACHABLE = 4
+    HALTED = 5
+    TESTBED = 6
+    INTERRUPTED = 130
+
+
+class SyncerError(Exception):
+    """Base of every error syncer raises."""
+
+    retriable: ClassVar[bool] = False
+    exit_code: ClassVar[int] = ExitCode.INTERNAL
+
+
+class ConfigError(SyncerError):
+    """The configuration is invalid; ``problems`` lists every problem with its path."""
+
+    exit_code = ExitCode.CONFIG
+
+    def __init__(self, problems: list[str], source: str = "config") -> None:
+        self.problems = problems
+        self.source = source
+        super().__init__(f"{source}: " + "; ".join(problems))
+
+
+class ClusterError(SyncerError):
+    """A cluster answered with an error or not at all."""
+
+
+class TransientClusterError(ClusterError):
+    """Leader moved, timeout, disconnect: worth another try after a pause."""
+
+    retriable = True
+
+
+class UnreachableError(ClusterError):
+    """A cluster's bootstrap servers cannot be reached."""
+
+    exit_code = ExitCode.UNREACHABLE
+
+
+class PartitionHalted(SyncerError):
+    """One partition cannot go on safely; the others continue."""
+
+    exit_code = ExitCode.HALTED
+
+
+class MisalignedWrite(PartitionHalted):
+    """A produce response's base offset differs from the source offset (invariant 1)."""
+
+
+class HoleFound(PartitionHalted):
+    """The source has an offset with no readable data record (invariant 4)."""
+
+
+class SourceDataLost(PartitionHalted):
+    """A remote's start is beyond the local end: records are gone at the source."""
+
+
+class WriterFenced(PartitionHalted):
+    """The broker refused our sequence: another writer got there first, or a foreign one."""
+
+
+class TopicMismatch(SyncerError):
+    """Local and remote disagree on a topic's shape (partition counts)."""
+
+
+class TestbedError(SyncerError):
+    """The test bed could not do what was asked (Java or Maven missing, broker down)."""
+
+    __test__ = False  # not a pytest test class
+    exit_code = ExitCode.TESTBED

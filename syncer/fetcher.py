@@ -1,0 +1,109 @@
+"""Raw fetches from one remote, coalesced: every partition that wants data joins the next
+fetch request to its leader, so one long poll serves them all (a fetch holds its connection
+until it is answered)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict
+
+from syncer.clusters import TP, Cluster, FetchedPartition
+from syncer.config import CopierConfig
+from syncer.errors import SyncerError, TransientClusterError
+
+log = logging.getLogger(__name__)
+
+
+class Fetcher:
+    """Owns one background task; ``await fetch(tp, offset)`` from any number of copiers."""
+
+    def __init__(self, cluster: Cluster, config: CopierConfig) -> None:
+        self.cluster = cluster
+        self.config = config
+        self._wants: dict[TP, tuple[int, asyncio.Future[FetchedPartition]]] = {}
+        self._busy: set[int] = set()
+        self._wakeup = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._requests: set[asyncio.Task[None]] = set()
+        self.fetches = 0
+
+    def __repr__(self) -> str:
+        return (f"<Fetcher {self.cluster.name} [wants: {len(self._wants)},"
+                f" in flight: {len(self._busy)}]>")
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name=f"fetcher-{self.cluster.name}")
+
+    async def stop(self) -> None:
+        tasks = [t for t in (self._task, *self._requests) if t is not None]
+        self._task = None
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for _offset, future in self._wants.values():
+            future.cancel()
+        self._wants.clear()
+
+    async def fetch(self, tp: TP, offset: int, *, wait: bool = True) -> FetchedPartition:
+        """Records of ``tp`` from ``offset`` (raw); long-polls when ``wait`` and none are there."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[FetchedPartition] = loop.create_future()
+        old = self._wants.get(tp)
+        if old is not None:
+            old[1].cancel()
+        self._wants[tp] = (offset, future)
+        self._wakeup.set()
+        return await future
+
+    async def _run(self) -> None:
+        while True:
+            await self._wakeup.wait()
+            self._wakeup.clear()
+            by_node: dict[int, dict[TP, tuple[int, asyncio.Future[FetchedPartition]]]]
+            by_node = defaultdict(dict)
+            for tp, want in list(self._wants.items()):
+                if want[1].done():
+                    del self._wants[tp]
+                    continue
+                try:
+                    node = self.cluster.leader(tp)
+                except SyncerError as exc:
+                    del self._wants[tp]
+                    want[1].set_exception(exc)
+                    continue
+                if node not in self._busy:
+                    by_node[node][tp] = want
+                    del self._wants[tp]
+            for node, wants in by_node.items():
+                self._busy.add(node)
+                task = asyncio.create_task(self._fetch(node, wants))
+                self._requests.add(task)
+                task.add_done_callback(self._requests.discard)
+
+    async def _fetch(
+        self, node: int, wants: dict[TP, tuple[int, asyncio.Future[FetchedPartition]]]
+    ) -> None:
+        try:
+            offsets = {tp: offset for tp, (offset, _f) in wants.items()}
+            result = await self.cluster.fetch(
+                node, offsets, max_wait_ms=self.config.fetch_max_wait_ms,
+                max_bytes=self.config.fetch_max_bytes,
+                partition_max_bytes=self.config.partition_fetch_max_bytes,
+            )
+            self.fetches += 1
+            for tp, (_offset, future) in wants.items():
+                if future.done():
+                    continue
+                if tp in result:
+                    future.set_result(result[tp])
+                else:
+                    future.set_exception(TransientClusterError(f"{tp} missing from fetch"))
+        except Exception as exc:
+            for _offset, future in wants.values():
+                if not future.done():
+                    future.set_exception(exc)
+        finally:
+            self._busy.discard(node)
+            self._wakeup.set()

@@ -1,0 +1,123 @@
+"""Pure decisions over values: which remote serves a partition, what in a fetched run of
+batches may be written, and where the first hole is. No I/O here; unit-tested with plain values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import Enum
+
+from syncer.batches import Batch
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteEnds:
+    """What a remote holds of one partition: ``[start, end)``; ``end`` is the last stable
+    offset (the high watermark when no transaction is open)."""
+
+    start: int
+    end: int
+
+
+@dataclass(frozen=True, slots=True)
+class Choice:
+    """The plan for one partition: copy ``[local_end, target)`` from ``remote``."""
+
+    remote: str | None
+    local_end: int
+    target: int
+    lost_below: int | None = None  # a remote start above local_end: data lost at the source
+
+    @property
+    def gap(self) -> int:
+        return max(0, self.target - self.local_end)
+
+
+def choose_remote(local_end: int, remotes: Mapping[str, RemoteEnds]) -> Choice:
+    """Pick the remote furthest ahead of ``local_end`` that still holds ``local_end``.
+
+    Ties go to the first remote in configuration order. If every remote that is ahead starts
+    above ``local_end``, the records in between are gone at the source: say so, never skip."""
+    ahead = {name: ends for name, ends in remotes.items() if ends.end > local_end}
+    target = max((ends.end for ends in remotes.values()), default=local_end)
+    if not ahead:
+        return Choice(None, local_end, max(target, local_end))
+    holding = {name: e for name, e in ahead.items() if e.start <= local_end}
+    if not holding:
+        lowest_start = min(e.start for e in ahead.values())
+        return Choice(None, local_end, target, lost_below=lowest_start)
+    best = max(holding, key=lambda name: holding[name].end)
+    return Choice(best, local_end, holding[best].end)
+
+
+class HoleKind(Enum):
+    MISSING_OFFSETS = "offsets missing at the source (compaction or deleted records)"
+    COMPACTED_BATCH = "batch with compacted-away records"
+    CONTROL_BATCH = "transaction marker"
+    ABORTED_DATA = "aborted transactional data"
+    SPLIT_BATCH = "local end falls inside a source batch"
+
+
+@dataclass(frozen=True, slots=True)
+class Hole:
+    offset: int
+    kind: HoleKind
+
+    def describe(self) -> str:
+        return f"hole at offset {self.offset}: {self.kind.value}"
+
+
+@dataclass(frozen=True, slots=True)
+class Scan:
+    """The writable prefix of a fetched run of batches, and the hole that ends it, if any."""
+
+    writable: list[Batch]
+    next_offset: int
+    hole: Hole | None = None
+
+
+def is_aborted(batch: Batch, aborted: Iterable[tuple[int, int]]) -> bool:
+    """A transactional batch is aborted data if its producer has an aborted transaction that
+    began at or before it (the fetch response lists those overlapping the fetched range)."""
+    if not batch.is_transactional or batch.is_control:
+        return False
+    return any(pid == batch.producer_id and first <= batch.base_offset for pid, first in aborted)
+
+
+def scan(
+    batches: Sequence[Batch],
+    expected: int,
+    *,
+    limit: int,
+    aborted: Iterable[tuple[int, int]] = (),
+) -> Scan:
+    """Walk ``batches`` from offset ``expected`` and keep those that can be written as they
+    are, stopping before ``limit`` (the source's stable end) or at the first hole."""
+    aborted = list(aborted)
+    writable: list[Batch] = []
+    for batch in batches:
+        if batch.last_offset < expected:
+            continue  # the broker may return a batch that ends before the fetch offset
+        if batch.base_offset >= limit:
+            break
+        hole = _hole_in(batch, expected, aborted)
+        if hole is not None:
+            return Scan(writable, expected, hole)
+        writable.append(batch)
+        expected = batch.next_offset
+    return Scan(writable, expected)
+
+
+def _hole_in(batch: Batch, expected: int, aborted: list[tuple[int, int]]) -> Hole | None:
+    if batch.base_offset < expected:
+        return Hole(expected, HoleKind.SPLIT_BATCH)
+    if batch.base_offset > expected:
+        return Hole(expected, HoleKind.MISSING_OFFSETS)
+    if batch.is_control:
+        return Hole(batch.base_offset, HoleKind.CONTROL_BATCH)
+    if is_aborted(batch, aborted):
+        return Hole(batch.base_offset, HoleKind.ABORTED_DATA)
+    if not batch.is_dense:
+        return Hole(batch.base_offset, HoleKind.COMPACTED_BATCH)
+    return None

@@ -1,0 +1,253 @@
+"""``Syncer``: the library's front door. Connects to the clusters, decides which topics are
+mirrored, runs one copier per partition, and stops cleanly.
+
+    async with Syncer(config) as syncer:
+        summary = await syncer.catch_up()
+
+It never installs signal handlers or touches the event loop policy; the CLI does that.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from syncer.clusters import READ_COMMITTED, TP, Cluster
+from syncer.config import Config
+from syncer.copier import PartitionCopier, PartitionStatus, State
+from syncer.errors import SyncerError
+from syncer.fetcher import Fetcher
+from syncer.identity import WriterIdentity, load_identity
+from syncer.planner import RemoteEnds
+from syncer.retry import retried
+from syncer.topics import TopicPlan, create_local_topic, plan_topics
+from syncer.writer import Writer
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What a run did, for the one-line summary at the end."""
+
+    partitions: int
+    records: int
+    bytes: int
+    halted: int
+    refused: int
+    seconds: float
+
+    def line(self) -> str:
+        return (f"shutdown ◆ {self.partitions} partitions ◆ {self.records} records"
+                f" ◆ {self.bytes / 1e6:.1f} MB copied ◆ {self.halted} halted"
+                f" ◆ {self.refused} topics refused ◆ {self.seconds:.1f}s")
+
+
+class Syncer:
+    """Keeps the local cluster's selected partitions identical to the remotes'."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.local = Cluster(config.local, role="local")
+        self.remotes = {r.name: Cluster(r, role="remote") for r in config.remotes}
+        self.copiers: dict[TP, PartitionCopier] = {}
+        self.refused: dict[str, str] = {}
+        self._tasks: dict[TP, asyncio.Task[PartitionStatus]] = {}
+        self._fetchers: dict[str, Fetcher] = {}
+        self._writer: Writer | None = None
+        self._identity: WriterIdentity | None = None
+        self._started_at = time.monotonic()
+        self._stop = asyncio.Event()
+        self._started = False
+
+    def __repr__(self) -> str:
+        states: dict[str, int] = {}
+        for copier in self.copiers.values():
+            states[copier.status.state.value] = states.get(copier.status.state.value, 0) + 1
+        shown = ", ".join(f"{k}: {v}" for k, v in sorted(states.items())) or "idle"
+        return f"<Syncer {self.config.name} [{shown}]>"
+
+    async def __aenter__(self) -> Syncer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    # lifecycle --------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Connect to every cluster and load the writer identity."""
+        if self._started:
+            return
+        self._started_at = time.monotonic()
+        try:
+            await self.local.start()
+            for remote in self.remotes.values():
+                await remote.start()
+        except SyncerError:
+            await self._close_clusters()
+            raise
+        self._identity = await load_identity(self.local, self.config.state_topic, self.config.name)
+        self._writer = Writer(self.local, max_in_flight=self.config.copier.max_in_flight)
+        self._writer.start()
+        for name, cluster in self.remotes.items():
+            self._fetchers[name] = Fetcher(cluster, self.config.copier)
+            self._fetchers[name].start()
+        self._started = True
+
+    async def stop(self) -> None:
+        """Drain in-flight writes, bounded by ``copier.shutdown_timeout_s``; idempotent."""
+        self._stop.set()
+        for copier in self.copiers.values():
+            copier.request_stop()
+        tasks = [t for t in self._tasks.values() if not t.done()]
+        if tasks:
+            _done, late = await asyncio.wait(tasks, timeout=self.config.copier.shutdown_timeout_s)
+            for task in late:
+                task.cancel("shutdown timeout")
+            await asyncio.gather(*late, return_exceptions=True)
+        if self._writer is not None:
+            await self._writer.stop()
+        for fetcher in self._fetchers.values():
+            await fetcher.stop()
+        await self._close_clusters()
+        self._started = False
+
+    async def _close_clusters(self) -> None:
+        for cluster in (self.local, *self.remotes.values()):
+            await cluster.stop()
+
+    # the two modes ----------------------------------------------------------------------
+
+    async def catch_up(self) -> Summary:
+        """Snapshot the remote ends now and copy until the local ends reach them."""
+        await self.start()
+        await self.refresh_topics()
+        targets = {tp: c.status.remote_end for tp, c in self.copiers.items()}
+        for tp, copier in self.copiers.items():
+            self._spawn(tp, copier.run(until=targets[tp]))
+        await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+        return self.summary()
+
+    async def run(self) -> Summary:
+        """Copy continuously until ``stop()`` (or ``request_stop()``)."""
+        await self.start()
+        while not self._stop.is_set():
+            try:
+                await self.refresh_topics()
+            except SyncerError as exc:
+                if not exc.retriable:
+                    raise
+                log.warning("topic refresh failed, will try again: %s", exc)
+            for tp, copier in self.copiers.items():
+                if tp not in self._tasks:
+                    self._spawn(tp, copier.run())
+            try:
+                await asyncio.wait_for(self._stop.wait(), self.config.topics.refresh_interval_s)
+            except TimeoutError:
+                pass
+        for copier in self.copiers.values():
+            copier.request_stop()
+        await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+        return self.summary()
+
+    def request_stop(self) -> None:
+        """Ask ``run`` to drain and return; safe to call from a signal handler."""
+        self._stop.set()
+        for copier in self.copiers.values():
+            copier.request_stop()
+
+    def _spawn(self, tp: TP, work: object) -> None:
+        name = f"copier-{tp.topic}-{tp.partition}"
+        self._tasks[tp] = asyncio.create_task(work, name=name)  # type: ignore[arg-type]
+
+    # topics -----------------------------------------------------------------------------
+
+    async def plan(self) -> TopicPlan:
+        local_counts = await self.local.partition_counts()
+        remote_counts = {n: await c.partition_counts() for n, c in self.remotes.items()}
+        return plan_topics(self.config.topics, local_counts, remote_counts)
+
+    async def refresh_topics(self) -> TopicPlan:
+        """Find selected topics, create or grow local ones, and make a copier per new
+        partition with the remotes' current ends."""
+        plan = await self.plan()
+        for topic, reason in plan.refused.items():
+            if self.refused.get(topic) != reason:
+                log.error("topic %s refused: %s", topic, reason)
+        self.refused = dict(plan.refused)
+        for topic, count in plan.create.items():
+            source = self.remotes[plan.sources[topic][0]]
+            await create_local_topic(self.local, source, topic, count, self.config.topics)
+        for topic, count in plan.grow.items():
+            log.info("growing local topic %s to %d partitions", topic, count)
+            await self.local.add_partitions(topic, count)
+        if plan.create or plan.grow:
+            await retried(self._await_local_topics(plan), what="waiting for new local topics")
+        new = [TP(t, p) for t, n in plan.mirror.items() for p in range(n)
+               if TP(t, p) not in self.copiers]
+        if new:
+            ends = await self._remote_ends(new, plan)
+            for tp in new:
+                self.copiers[tp] = self._copier(tp, ends.get(tp, {}))
+        return plan
+
+    def _await_local_topics(self, plan: TopicPlan) -> _Check:
+        return _Check(self.local, {**plan.create, **plan.grow})
+
+    async def _remote_ends(
+        self, tps: Iterable[TP], plan: TopicPlan
+    ) -> dict[TP, dict[str, RemoteEnds]]:
+        out: dict[TP, dict[str, RemoteEnds]] = {}
+        for name, cluster in self.remotes.items():
+            mine = [tp for tp in tps if name in plan.sources.get(tp.topic, ())]
+            if not mine:
+                continue
+            ends = await retried(lambda c=cluster, m=mine: c.ends(m, isolation=READ_COMMITTED),
+                                 what=f"ends of remote {name}")
+            for tp, (start, end) in ends.items():
+                out.setdefault(tp, {})[name] = RemoteEnds(start, end)
+        return out
+
+    def _copier(self, tp: TP, ends: dict[str, RemoteEnds]) -> PartitionCopier:
+        assert self._writer is not None and self._identity is not None
+        fetchers = {name: self._fetchers[name] for name in ends} or self._fetchers
+        return PartitionCopier(tp, self.local, self._writer, fetchers, self._identity,
+                               self.config.copier, ends)
+
+    # reporting --------------------------------------------------------------------------
+
+    def statuses(self) -> list[PartitionStatus]:
+        return [c.status for _tp, c in sorted(self.copiers.items())]
+
+    def summary(self) -> Summary:
+        statuses = self.statuses()
+        return Summary(
+            partitions=len(statuses),
+            records=sum(s.records_copied for s in statuses),
+            bytes=sum(s.bytes_copied for s in statuses),
+            halted=sum(s.state is State.HALTED for s in statuses),
+            refused=len(self.refused),
+            seconds=time.monotonic() - self._started_at,
+        )
+
+
+class _Check:
+    """Callable for ``retried``: succeeds once the local cluster's metadata shows the topics
+    with their partition counts."""
+
+    def __init__(self, local: Cluster, wanted: dict[str, int]) -> None:
+        self.local = local
+        self.wanted = wanted
+
+    async def __call__(self) -> None:
+        from syncer.errors import TransientClusterError
+
+        counts = await self.local.partition_counts()
+        for topic, count in self.wanted.items():
+            if counts.get(topic, 0) < count:
+                raise TransientClusterError(f"local topic {topic} not ready yet")

@@ -1,0 +1,108 @@
+"""Raw produce requests to the local cluster, coalesced: one request per leader carries the
+next batch of every partition that has one waiting; requests go out in order on one
+connection, so each partition's batches reach the broker in offset order."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict, deque
+
+from syncer.clusters import TP, Cluster, ProduceResult
+from syncer.errors import SyncerError
+
+log = logging.getLogger(__name__)
+
+PRODUCE_TIMEOUT_MS = 30_000
+
+
+class Writer:
+    """Owns one background task; ``submit(tp, batch)`` returns a future for the result."""
+
+    def __init__(self, cluster: Cluster, *, max_in_flight: int) -> None:
+        self.cluster = cluster
+        self.max_in_flight = max_in_flight
+        self._queues: dict[TP, deque[tuple[bytes, asyncio.Future[ProduceResult]]]] = {}
+        self._in_flight: dict[int, int] = defaultdict(int)
+        self._wakeup = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._requests: set[asyncio.Task[None]] = set()
+        self.requests_sent = 0
+
+    def __repr__(self) -> str:
+        queued = sum(len(q) for q in self._queues.values())
+        return f"<Writer {self.cluster.name} [queued: {queued}, in flight: {sum(self._in_flight.values())}]>"
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name=f"writer-{self.cluster.name}")
+
+    async def stop(self) -> None:
+        tasks = [t for t in (self._task, *self._requests) if t is not None]
+        self._task = None
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for queue in self._queues.values():
+            for _batch, future in queue:
+                future.cancel()
+        self._queues.clear()
+
+    def submit(self, tp: TP, batch: bytes) -> asyncio.Future[ProduceResult]:
+        future: asyncio.Future[ProduceResult] = asyncio.get_running_loop().create_future()
+        self._queues.setdefault(tp, deque()).append((batch, future))
+        self._wakeup.set()
+        return future
+
+    def forget(self, tp: TP) -> None:
+        """Drop what ``tp`` still has queued (after an error, its copier starts over)."""
+        for _batch, future in self._queues.pop(tp, ()):
+            future.cancel()
+
+    async def _run(self) -> None:
+        while True:
+            await self._wakeup.wait()
+            self._wakeup.clear()
+            by_node: dict[int, dict[TP, tuple[bytes, asyncio.Future[ProduceResult]]]]
+            by_node = defaultdict(dict)
+            for tp, queue in list(self._queues.items()):
+                while queue and queue[0][1].done():
+                    queue.popleft()
+                if not queue:
+                    del self._queues[tp]
+                    continue
+                try:
+                    node = self.cluster.leader(tp)
+                except SyncerError as exc:
+                    for _batch, future in self._queues.pop(tp):
+                        if not future.done():
+                            future.set_exception(exc)
+                    continue
+                if self._in_flight[node] < self.max_in_flight:
+                    by_node[node][tp] = queue.popleft()
+            for node, entries in by_node.items():
+                self._in_flight[node] += 1
+                task = asyncio.create_task(self._produce(node, entries))
+                self._requests.add(task)
+                task.add_done_callback(self._requests.discard)
+            if any(self._queues.values()) and by_node:
+                self._wakeup.set()  # more batches wait behind the ones just sent
+            await asyncio.sleep(0)
+
+    async def _produce(
+        self, node: int, entries: dict[TP, tuple[bytes, asyncio.Future[ProduceResult]]]
+    ) -> None:
+        try:
+            batches = {tp: batch for tp, (batch, _f) in entries.items()}
+            result = await self.cluster.produce(node, batches, timeout_ms=PRODUCE_TIMEOUT_MS)
+            self.requests_sent += 1
+            for tp, (_batch, future) in entries.items():
+                if not future.done():
+                    future.set_result(result.get(tp, ProduceResult(-1, -1, "missing")))
+        except Exception as exc:
+            for _batch, future in entries.values():
+                if not future.done():
+                    future.set_exception(exc)
+        finally:
+            self._in_flight[node] -= 1
+            self._wakeup.set()
