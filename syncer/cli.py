@@ -1,12 +1,19 @@
-"""The ``syncer`` command: thin; it builds a config and calls the library."""
+"""The ``syncer`` command: thin; it builds a Config and calls the library."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
+import signal
 import sys
+from pathlib import Path
 
+from syncer.config import Config
 from syncer.errors import ExitCode, SyncerError
+from syncer.progress import CatchUpProgress
+from syncer.report import gather_rows, print_rows
+from syncer.syncer import Summary, Syncer
 from syncer.testbed import cli as testbed_cli
 
 log = logging.getLogger("syncer")
@@ -19,6 +26,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging")
     sub = parser.add_subparsers(dest="command", required=True)
+    commands = (
+        ("run", "the daemon: copy continuously until SIGTERM/SIGINT", _run),
+        ("catch-up", "one shot: copy up to the remote ends seen at start, then exit", _catch_up),
+        ("plan", "dry run: ends, gaps and the first hole per partition", _plan),
+        ("status", "ends, lag and state per partition", _status),
+    )
+    for name, text, func in commands:
+        p = sub.add_parser(name, help=text)
+        p.add_argument("-c", "--config", required=True, type=Path, help="YAML configuration")
+        if name in ("plan", "status"):
+            p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+        if name == "catch-up":
+            p.add_argument("--no-progress", action="store_true", help="no progress bar")
+        p.set_defaults(func=func)
     testbed_cli.add_parser(sub)
     return parser
 
@@ -26,11 +47,92 @@ def build_parser() -> argparse.ArgumentParser:
 def setup_logging(verbosity: int) -> None:
     level = logging.DEBUG if verbosity > 1 else logging.INFO if verbosity else logging.WARNING
     logging.basicConfig(
-        level=level, stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+        level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s %(message)s"
     )
     if verbosity < 2:
         logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
+
+
+def _exit_code(summary: Summary) -> int:
+    return ExitCode.HALTED if summary.halted else ExitCode.OK
+
+
+def _run_async(coro: object) -> int:
+    import uvloop
+
+    return int(uvloop.run(coro))  # type: ignore[arg-type]
+
+
+def _run(args: argparse.Namespace) -> int:
+    config = Config.from_file(args.config)
+
+    async def main() -> int:
+        syncer = Syncer(config)
+        loop = asyncio.get_running_loop()
+        interrupts = 0
+
+        def on_signal() -> None:
+            nonlocal interrupts
+            interrupts += 1
+            if interrupts == 1:
+                log.warning("stopping: draining writes in flight (signal again to force)")
+                syncer.request_stop()
+            else:
+                for task in asyncio.all_tasks(loop):
+                    task.cancel("forced exit")
+
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, on_signal)
+        async with syncer:
+            summary = await syncer.run()
+        print(summary.line(), file=sys.stderr)
+        return _exit_code(summary)
+
+    return _run_async(main())
+
+
+def _catch_up(args: argparse.Namespace) -> int:
+    config = Config.from_file(args.config)
+
+    async def main() -> int:
+        async with Syncer(config) as syncer:
+            with CatchUpProgress(syncer, enabled=not args.no_progress and sys.stderr.isatty()):
+                summary = await syncer.catch_up()
+            for status in syncer.statuses():
+                if status.error:
+                    print(f"syncer: {status.error}", file=sys.stderr)
+            for topic, reason in syncer.refused.items():
+                print(f"syncer: topic {topic} refused: {reason}", file=sys.stderr)
+        print(summary.line(), file=sys.stderr)
+        return _exit_code(summary)
+
+    return _run_async(main())
+
+
+def _plan(args: argparse.Namespace) -> int:
+    return _report(args, holes=True, title="plan (dry run)")
+
+
+def _status(args: argparse.Namespace) -> int:
+    return _report(args, holes=False, title="status")
+
+
+def _report(args: argparse.Namespace, *, holes: bool, title: str) -> int:
+    config = Config.from_file(args.config)
+
+    async def main() -> int:
+        syncer = Syncer(config)
+        try:
+            await syncer.local.start()
+            for remote in syncer.remotes.values():
+                await remote.start()
+            rows = await gather_rows(syncer, look_for_holes=holes)
+        finally:
+            await syncer.stop()
+        print_rows(rows, as_json=args.json, title=title, holes=holes)
+        return 0
+
+    return _run_async(main())
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -132,6 +132,12 @@ class Cluster:
             raise TransientClusterError(f"{self.name}: no leader known for {tp.topic}[{tp.partition}]")
         return int(node)
 
+    async def leader_for(self, tp: TP) -> int:
+        """Like ``leader``, refreshing metadata once if the partition is not known yet."""
+        if self._client.cluster.leader_for_partition(tp) in (None, -1):
+            await self.refresh_metadata()
+        return self.leader(tp)
+
     # requests ---------------------------------------------------------------------------
 
     async def send(self, node: int, request: Any, *, side: bool = False) -> Any:
@@ -163,7 +169,7 @@ class Cluster:
     async def _list_offsets(self, tps: list[TP], which: int, isolation: int) -> dict[TP, int]:
         by_leader: dict[int, dict[str, list[tuple[int, int]]]] = defaultdict(lambda: defaultdict(list))
         for tp in tps:
-            by_leader[self.leader(tp)][tp.topic].append((tp.partition, which))
+            by_leader[await self.leader_for(tp)][tp.topic].append((tp.partition, which))
         out: dict[TP, int] = {}
         for node, topics in by_leader.items():
             request = OffsetRequest(-1, isolation, list(topics.items()))

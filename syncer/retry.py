@@ -10,7 +10,7 @@ from tenacity import (
     AsyncRetrying,
     retry_if_exception,
     stop_after_delay,
-    wait_exponential_jitter,
+    wait_random_exponential,
 )
 
 from syncer.errors import SyncerError
@@ -36,7 +36,7 @@ async def retried(
     for at most ``give_up_after_s``; other errors propagate at once."""
     async for attempt in AsyncRetrying(
         retry=retry_if_exception(is_retriable),
-        wait=wait_exponential_jitter(initial=initial_s, max=max_s),
+        wait=wait_random_exponential(multiplier=initial_s, max=max_s),
         stop=stop_after_delay(give_up_after_s),
         reraise=True,
         before_sleep=lambda state: log.info(

@@ -1,0 +1,146 @@
+"""The core promise against real brokers: every record lands at its remote offset, restarts
+resume from the local end, two writers never duplicate, holes halt one partition only."""
+
+from __future__ import annotations
+
+import asyncio
+
+from aiokafka import AIOKafkaProducer
+
+from syncer.copier import State
+from syncer.syncer import Syncer
+from tests.kafka_helpers import (
+    batch_layout,
+    create_topic,
+    make_config,
+    produce,
+    produce_every_kind,
+    read_partition,
+)
+
+
+async def catch_up(local: str, remotes: dict[str, str], include: list[str]) -> Syncer:
+    syncer = Syncer(make_config(local, remotes, include))
+    async with syncer:
+        await syncer.catch_up()
+    return syncer
+
+
+async def test_every_record_kind_lands_at_its_remote_offset(local: str, east: str, topic: str) -> None:
+    await create_topic(east, topic)
+    written = await produce_every_kind(east, topic)
+    syncer = await catch_up(local, {"east": east}, [topic])
+    remote = await read_partition(east, topic)
+    copied = await read_partition(local, topic)
+    assert len(copied) == written
+    assert copied == remote  # offset, key, value, headers, timestamp, timestamp type
+    assert await batch_layout(local, topic) == await batch_layout(east, topic)  # codecs kept
+    (status,) = syncer.statuses()
+    assert status.state is State.CAUGHT_UP and status.local_end == written
+
+
+async def test_creates_local_topic_with_partitions_and_copied_configs(
+    local: str, east: str, topic: str
+) -> None:
+    await create_topic(east, topic, 3, **{"retention.ms": "7200000", "cleanup.policy": "delete"})
+    for p in range(3):
+        await produce(east, topic, [(b"k", b"v%d" % i) for i in range(10 * (p + 1))], partition=p)
+    syncer = await catch_up(local, {"east": east}, [topic])
+    assert [s.local_end for s in syncer.statuses()] == [10, 20, 30]
+    async with syncer.local:
+        configs = await syncer.local.topic_configs(topic, ["retention.ms", "cleanup.policy"])
+    assert configs["retention.ms"] == "7200000"
+
+
+async def test_a_second_catch_up_copies_only_the_gap(local: str, east: str, topic: str) -> None:
+    await create_topic(east, topic)
+    await produce(east, topic, [(b"a", b"%d" % i) for i in range(100)])
+    first = await catch_up(local, {"east": east}, [topic])
+    assert first.summary().records == 100
+    await produce(east, topic, [(b"b", b"%d" % i) for i in range(50)])
+    second = await catch_up(local, {"east": east}, [topic])
+    assert second.summary().records == 50
+    assert await read_partition(local, topic) == await read_partition(east, topic)
+
+
+async def test_two_copiers_on_one_partition_write_each_offset_once(
+    local: str, east: str, topic: str
+) -> None:
+    await create_topic(east, topic)
+    for i in range(40):  # many small batches, so the two writers interleave
+        await produce(east, topic, [(b"k", b"%d-%d" % (i, j)) for j in range(25)])
+    one = Syncer(make_config(local, {"east": east}, [topic]))
+    two = Syncer(make_config(local, {"east": east}, [topic]))
+    async with one, two:
+        await asyncio.gather(one.catch_up(), two.catch_up())
+    remote = await read_partition(east, topic)
+    copied = await read_partition(local, topic)
+    assert len(copied) == 1000
+    assert copied == remote
+    assert {s.state for s in one.statuses() + two.statuses()} == {State.CAUGHT_UP}
+
+
+async def test_transaction_marker_halts_that_partition_only(
+    local: str, east: str, topic: str
+) -> None:
+    await create_topic(east, topic, 2)
+    await produce(east, topic, [(b"plain", b"%d" % i) for i in range(10)], partition=1)
+    await produce(east, topic, [(b"before", b"%d" % i) for i in range(5)], partition=0)
+    txn = AIOKafkaProducer(bootstrap_servers=east, transactional_id=f"{topic}-txn")
+    await txn.start()
+    try:
+        async with txn.transaction():
+            for i in range(3):
+                await txn.send_and_wait(topic, b"in txn %d" % i, key=b"t", partition=0)
+    finally:
+        await txn.stop()
+    syncer = await catch_up(local, {"east": east}, [topic])
+    halted, finished = syncer.statuses()
+    assert halted.state is State.HALTED
+    assert halted.error is not None and "hole at offset 8: transaction marker" in halted.error
+    assert halted.local_end == 8  # the plain records and the committed data before the marker
+    assert finished.state is State.CAUGHT_UP and finished.local_end == 10
+    assert await read_partition(local, topic, 1) == await read_partition(east, topic, 1)
+    copied = await read_partition(local, topic, 0)
+    assert [(r.offset, r.value) for r in copied] == [
+        (r.offset, r.value) for r in (await read_partition(east, topic, 0))[:8]
+    ]
+
+
+async def test_partition_count_mismatch_is_refused_and_others_go_on(
+    local: str, east: str, topic: str
+) -> None:
+    await create_topic(east, topic + ".bad", 2)
+    await create_topic(local, topic + ".bad", 3)
+    await create_topic(east, topic + ".good", 1)
+    await produce(east, topic + ".good", [(b"k", b"v")] * 5)
+    syncer = await catch_up(local, {"east": east}, [topic + r"\..*"])
+    assert syncer.refused == {
+        topic + ".bad": "partition counts differ: local has 3, remote has 2"
+    }
+    (good,) = syncer.statuses()
+    assert good.tp.topic == topic + ".good" and good.local_end == 5
+
+
+async def test_daemon_picks_up_new_topics_and_stops_cleanly(local: str, east: str, topic: str) -> None:
+    config = make_config(local, {"east": east}, [topic + r"\..*"],
+                         topics={"include": [topic + r"\..*"], "refresh_interval_s": 0.5})
+    await create_topic(east, topic + ".a")
+    await produce(east, topic + ".a", [(b"a", b"%d" % i) for i in range(20)])
+    syncer = Syncer(config)
+    async with syncer:
+        running = asyncio.create_task(syncer.run())
+        await create_topic(east, topic + ".b", 2)
+        await produce(east, topic + ".b", [(b"b", b"%d" % i) for i in range(30)], partition=1)
+        await produce(east, topic + ".a", [(b"a2", b"%d" % i) for i in range(5)])
+        for _ in range(100):
+            ends = {(s.tp.topic, s.tp.partition): s.local_end for s in syncer.statuses()}
+            if ends.get((topic + ".a", 0)) == 25 and ends.get((topic + ".b", 1)) == 30:
+                break
+            await asyncio.sleep(0.2)
+        syncer.request_stop()
+        summary = await asyncio.wait_for(running, 15)
+    assert summary.records == 55
+    for name, part in ((".a", 0), (".b", 1)):
+        assert await read_partition(local, topic + name, part) == \
+            await read_partition(east, topic + name, part)

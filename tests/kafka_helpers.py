@@ -1,0 +1,162 @@
+"""Test data of every kind, written with aiokafka's producer, and read back offset by offset."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.structs import TopicPartition
+
+from syncer.batches import split_batches
+from syncer.clusters import Cluster
+from syncer.config import ClusterConfig, Config
+
+CODECS = (None, "gzip", "snappy", "lz4", "zstd")
+
+
+@dataclass(frozen=True)
+class Rec:
+    """One record as a reader sees it: what must be identical on both sides."""
+
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes], ...]
+    timestamp: int
+    timestamp_type: int
+
+
+async def create_topic(bootstrap: str, topic: str, partitions: int = 1, **configs: str) -> None:
+    async with Cluster(ClusterConfig(bootstrap, name="test"), role="test") as cluster:
+        await cluster.create_topic(topic, partitions, dict(configs), 1)
+        for _ in range(50):
+            if (await cluster.partition_counts()).get(topic) == partitions:
+                return
+            await asyncio.sleep(0.1)
+
+
+async def produce(
+    bootstrap: str, topic: str, records: list[tuple[bytes | None, bytes | None]],
+    *, partition: int = 0, codec: str | None = None, headers: list[tuple[str, bytes]] | None = None,
+    timestamp_ms: int | None = None, linger_ms: int = 0, max_request_size: int = 1048576,
+) -> None:
+    producer = AIOKafkaProducer(
+        bootstrap_servers=bootstrap, compression_type=codec, linger_ms=linger_ms,
+        max_request_size=max_request_size, acks="all",
+    )
+    await producer.start()
+    try:
+        futures = [
+            await producer.send(topic, key=k, value=v, partition=partition, headers=headers,
+                                timestamp_ms=timestamp_ms)
+            for k, v in records
+        ]
+        await producer.flush()
+        for future in futures:
+            await future
+    finally:
+        await producer.stop()
+
+
+async def produce_every_kind(bootstrap: str, topic: str, partition: int = 0) -> int:
+    """Keys, null keys and values, headers, explicit timestamps, each codec, a large record.
+    Returns the number of records written."""
+    count = 0
+    plain = [(b"key-%d" % i, b"value-%d" % i) for i in range(20)]
+    await produce(bootstrap, topic, plain, partition=partition)
+    count += len(plain)
+    await produce(bootstrap, topic, [(None, b"no key"), (b"no value", None), (b"", b"")],
+                  partition=partition)
+    count += 3
+    await produce(bootstrap, topic, [(b"h", b"with headers")], partition=partition,
+                  headers=[("trace", b"abc"), ("empty", b""), ("dup", b"1"), ("dup", b"2")])
+    count += 1
+    await produce(bootstrap, topic, [(b"t", b"old timestamp")], partition=partition,
+                  timestamp_ms=1_500_000_000_000)
+    count += 1
+    for codec in CODECS:
+        batch = [(b"%s-%d" % (str(codec).encode(), i), b"x" * (i * 37 % 500)) for i in range(50)]
+        await produce(bootstrap, topic, batch, partition=partition, codec=codec, linger_ms=20)
+        count += len(batch)
+    large = [(b"large", bytes(range(256)) * 3500)]  # ~900 KB, near the 1 MB default limit
+    await produce(bootstrap, topic, large, partition=partition)
+    count += 1
+    return count
+
+
+async def read_partition(bootstrap: str, topic: str, partition: int = 0) -> list[Rec]:
+    """Every record of a partition, offset by offset (read_uncommitted: what is in the log)."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, enable_auto_commit=False, fetch_max_bytes=8 << 20,
+        max_partition_fetch_bytes=4 << 20,
+    )
+    await consumer.start()
+    try:
+        tp = TopicPartition(topic, partition)
+        consumer.assign([tp])
+        await consumer.seek_to_beginning(tp)
+        end = (await consumer.end_offsets([tp]))[tp]
+        out: list[Rec] = []
+        while await consumer.position(tp) < end:
+            got = await consumer.getmany(tp, timeout_ms=2000)
+            for m in got.get(tp, []):
+                out.append(Rec(m.offset, m.key, m.value, tuple(m.headers), m.timestamp,
+                               m.timestamp_type))
+        return out
+    finally:
+        await consumer.stop()
+
+
+async def batch_layout(bootstrap: str, topic: str, partition: int = 0) -> list[tuple[int, int, str]]:
+    """(base offset, record count, codec) of every batch: the copy must keep codecs."""
+    tp = TopicPartition(topic, partition)
+    layout = []
+    async with Cluster(ClusterConfig(bootstrap, name="test"), role="test") as cluster:
+        end = (await cluster.latest([tp]))[tp]
+        offset = 0
+        while offset < end:
+            fetched = await cluster.fetch(await cluster.leader_for(tp), {tp: offset}, max_wait_ms=100,
+                                          max_bytes=8 << 20, partition_max_bytes=4 << 20)
+            batches = split_batches(fetched[tp].records)
+            for b in batches:
+                if b.base_offset >= offset:
+                    layout.append((b.base_offset, b.record_count, b.codec))
+                    offset = b.next_offset
+    return layout
+
+
+def make_config(local: str, remotes: dict[str, str], include: list[str], **extra: object) -> Config:
+    raw: dict[str, object] = {
+        "local": {"bootstrap_servers": local},
+        "remotes": [{"name": n, "bootstrap_servers": b} for n, b in remotes.items()],
+        "topics": {"include": include},
+        "copier": {"shutdown_timeout_s": 10},
+    }
+    raw.update(extra)
+    return Config.from_dict(raw)
+
+
+async def batch_digests(bootstrap: str, topic: str, partition: int = 0) -> list[tuple[int, int, str]]:
+    """(base offset, last offset delta, digest of the record bytes) per batch: the records
+    part of a batch is copied byte for byte, so equal digests at equal offsets mean equal data.
+    Fast enough for hundreds of megabytes."""
+    import hashlib
+
+    from syncer.batches import HEADER_SIZE
+
+    tp = TopicPartition(topic, partition)
+    out = []
+    async with Cluster(ClusterConfig(bootstrap, name="test"), role="test") as cluster:
+        end = (await cluster.latest([tp]))[tp]
+        offset = 0
+        while offset < end:
+            fetched = await cluster.fetch(await cluster.leader_for(tp), {tp: offset},
+                                          max_wait_ms=100, max_bytes=32 << 20,
+                                          partition_max_bytes=16 << 20)
+            for b in split_batches(fetched[tp].records):
+                if b.base_offset >= offset:
+                    digest = hashlib.blake2b(b.raw[HEADER_SIZE:], digest_size=16).hexdigest()
+                    out.append((b.base_offset, b.last_offset_delta, digest))
+                    offset = b.next_offset
+    return out
