@@ -103,12 +103,34 @@ def split_batches(payload: bytes | memoryview) -> list[Batch]:
 
 
 def _parse(raw: memoryview) -> Batch:
-    (base_offset, _length, _epoch, magic, _crc, attributes, last_delta, _base_ts, max_ts,
-     producer_id, producer_epoch, base_sequence, count) = _HEADER.unpack_from(raw, 0)
+    (
+        base_offset,
+        _length,
+        _epoch,
+        magic,
+        _crc,
+        attributes,
+        last_delta,
+        _base_ts,
+        max_ts,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        count,
+    ) = _HEADER.unpack_from(raw, 0)
     if magic != MAGIC_V2:
         raise BatchFormatError(f"batch at offset {base_offset} has magic {magic}, expected 2")
-    return Batch(base_offset, last_delta, count, attributes, producer_id, producer_epoch,
-                 base_sequence, max_ts, raw)
+    return Batch(
+        base_offset,
+        last_delta,
+        count,
+        attributes,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        max_ts,
+        raw,
+    )
 
 
 def sequence_for(offset: int) -> int:
@@ -123,8 +145,7 @@ def rewrite_for_local(batch: Batch, producer_id: int, producer_epoch: int) -> by
     # Producers send base offset 0 and the broker assigns the real one; for compressed
     # batches it insists that the inner offsets start at 0. Not covered by the CRC.
     _BASE_OFFSET.pack_into(out, 0, 0, len(out) - LOG_OVERHEAD)
-    _WRITER.pack_into(out, _WRITER_AT, producer_id, producer_epoch,
-                      sequence_for(batch.base_offset))
+    _WRITER.pack_into(out, _WRITER_AT, producer_id, producer_epoch, sequence_for(batch.base_offset))
     attributes = batch.attributes & ~TRANSACTIONAL_BIT
     _ATTRIBUTES.pack_into(out, _ATTRIBUTES_AT, attributes)
     _CRC.pack_into(out, _CRC_AT, crc32c.crc32c(memoryview(out)[_ATTRIBUTES_AT:]))

@@ -54,7 +54,7 @@ def setup_logging(verbosity: int) -> None:
 
 
 def _exit_code(summary: Summary) -> int:
-    return ExitCode.HALTED if summary.halted else ExitCode.OK
+    return ExitCode.HALTED if summary.halted or summary.refused else ExitCode.OK
 
 
 def _run_async(coro: object) -> int:

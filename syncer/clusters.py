@@ -3,12 +3,11 @@ admin. aiokafka's errors are translated into ours here, at the boundary."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 from aiokafka import AIOKafkaClient
 from aiokafka import errors as kafka_errors
@@ -32,7 +31,7 @@ READ_COMMITTED = 1
 EARLIEST = -2
 LATEST = -1
 
-TP = TopicPartition
+TP: TypeAlias = TopicPartition
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +128,9 @@ class Cluster:
         node = self._client.cluster.leader_for_partition(tp)
         if node is None or node < 0:
             self._client.force_metadata_update()
-            raise TransientClusterError(f"{self.name}: no leader known for {tp.topic}[{tp.partition}]")
+            raise TransientClusterError(
+                f"{self.name}: no leader known for {tp.topic}[{tp.partition}]"
+            )
         return int(node)
 
     async def leader_for(self, tp: TP) -> int:
@@ -149,7 +150,7 @@ class Cluster:
         except kafka_errors.KafkaError as exc:
             self._client.force_metadata_update()
             raise TransientClusterError(f"{self.name}: {type(exc).__name__}: {exc}") from exc
-        except (OSError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, OSError) as exc:
             self._client.force_metadata_update()
             raise TransientClusterError(f"{self.name}: {exc!r}") from exc
 
@@ -162,12 +163,16 @@ class Cluster:
         latest = await self._list_offsets(tps, LATEST, isolation)
         return {tp: (starts[tp], latest[tp]) for tp in tps}
 
-    async def latest(self, tps: Iterable[TP], *, isolation: int = READ_UNCOMMITTED) -> dict[TP, int]:
+    async def latest(
+        self, tps: Iterable[TP], *, isolation: int = READ_UNCOMMITTED
+    ) -> dict[TP, int]:
         """End of each partition: the high watermark, or the last stable offset."""
         return await self._list_offsets(list(tps), LATEST, isolation)
 
     async def _list_offsets(self, tps: list[TP], which: int, isolation: int) -> dict[TP, int]:
-        by_leader: dict[int, dict[str, list[tuple[int, int]]]] = defaultdict(lambda: defaultdict(list))
+        by_leader: dict[int, dict[str, list[tuple[int, int]]]] = defaultdict(
+            lambda: defaultdict(list)
+        )
         for tp in tps:
             by_leader[await self.leader_for(tp)][tp.topic].append((tp.partition, which))
         out: dict[TP, int] = {}
@@ -182,7 +187,12 @@ class Cluster:
         return out
 
     async def fetch(
-        self, node: int, wants: dict[TP, int], *, max_wait_ms: int, max_bytes: int,
+        self,
+        node: int,
+        wants: dict[TP, int],
+        *,
+        max_wait_ms: int,
+        max_bytes: int,
         partition_max_bytes: int,
     ) -> dict[TP, FetchedPartition]:
         """One read_committed fetch from ``node`` for every partition in ``wants``."""
@@ -196,7 +206,11 @@ class Cluster:
             for p in partitions:
                 partition, code, hw, lso, start, aborted, _replica, records = p
                 out[TP(topic, partition)] = FetchedPartition(
-                    code, hw, lso, start, tuple((a[0], a[1]) for a in (aborted or ())),
+                    code,
+                    hw,
+                    lso,
+                    start,
+                    tuple((a[0], a[1]) for a in (aborted or ())),
                     records or b"",
                 )
         return out
@@ -222,7 +236,7 @@ class Cluster:
 
     async def _init_producer_id(self) -> tuple[int, int]:
         node = self._client.get_random_node()
-        response = await self.send(node, InitProducerIdRequest(None, 60_000), side=True)  # type: ignore[arg-type]
+        response = await self.send(node, InitProducerIdRequest(None, 60_000), side=True)
         if response.error_code:
             raise error_for(response.error_code, f"{self.name}: InitProducerId")
         return int(response.producer_id), int(response.producer_epoch)
@@ -275,7 +289,9 @@ class Cluster:
         try:
             await admin.create_partitions({topic: NewPartitions(total_count=total)})
         except kafka_errors.KafkaError as exc:
-            raise ClusterError(f"{self.name}: growing {topic!r} to {total} partitions: {exc}") from exc
+            raise ClusterError(
+                f"{self.name}: growing {topic!r} to {total} partitions: {exc}"
+            ) from exc
 
     async def _default_replication_factor(self) -> int:
         admin = await self._admin_client()

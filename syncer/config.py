@@ -121,6 +121,10 @@ class Config:
 
 def _check(config: Config) -> list[str]:
     """Rules that span fields."""
+    return [*_check_remotes(config), *_check_topics(config.topics), *_check_copier(config.copier)]
+
+
+def _check_remotes(config: Config) -> list[str]:
     problems = []
     if not config.remotes:
         problems.append("remotes: at least one remote is required")
@@ -133,20 +137,31 @@ def _check(config: Config) -> list[str]:
         seen.add(remote.name)
         if _servers(remote.bootstrap_servers) & _servers(config.local.bootstrap_servers):
             problems.append(f"remotes[{i}].bootstrap_servers: is the local cluster")
-    if not config.topics.include:
+    return problems
+
+
+def _check_topics(topics: TopicsConfig) -> list[str]:
+    problems = []
+    if not topics.include:
         problems.append("topics.include: at least one pattern is required")
     for key in ("include", "exclude"):
-        for i, pattern in enumerate(getattr(config.topics, key)):
+        for i, pattern in enumerate(getattr(topics, key)):
             try:
                 re.compile(pattern)
             except re.error as exc:
                 problems.append(f"topics.{key}[{i}]: invalid regex {pattern!r}: {exc}")
-    if config.topics.on_hole not in ("halt",):
-        problems.append(f"topics.on_hole: must be 'halt', got {config.topics.on_hole!r}")
-    for name in ("fetch_max_bytes", "partition_fetch_max_bytes", "max_in_flight"):
-        if getattr(config.copier, name) <= 0:
-            problems.append(f"copier.{name}: must be positive")
-    if not 1 <= config.copier.max_in_flight <= 5:
+    if topics.on_hole not in ("halt",):
+        problems.append(f"topics.on_hole: must be 'halt', got {topics.on_hole!r}")
+    return problems
+
+
+def _check_copier(copier: CopierConfig) -> list[str]:
+    problems = [
+        f"copier.{name}: must be positive"
+        for name in ("fetch_max_bytes", "partition_fetch_max_bytes")
+        if getattr(copier, name) <= 0
+    ]
+    if not 1 <= copier.max_in_flight <= 5:
         problems.append("copier.max_in_flight: must be 1..5 (the broker dedupes 5 batches)")
     return problems
 
@@ -160,6 +175,7 @@ _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 def _interpolate(value: Any, path: str, problems: list[str]) -> Any:
     if isinstance(value, str):
+
         def sub(match: re.Match[str]) -> str:
             name, default = match.group(1), match.group(2)
             if name in os.environ:
@@ -168,6 +184,7 @@ def _interpolate(value: Any, path: str, problems: list[str]) -> Any:
                 return default
             problems.append(f"{path or '<root>'}: environment variable {name} is not set")
             return ""
+
         return _ENV.sub(sub, value)
     if isinstance(value, dict):
         return {k: _interpolate(v, _join(path, str(k)), problems) for k, v in value.items()}
@@ -238,5 +255,11 @@ def _scalar(hint: Any, value: Any, path: str, problems: list[str]) -> Any:
 def _kind(value: Any) -> str:
     if value is None:
         return "nothing"
-    return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean",
-            int: "an integer", float: "a number"}.get(type(value), type(value).__name__)
+    return {
+        dict: "a mapping",
+        list: "a list",
+        str: "a string",
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+    }.get(type(value), type(value).__name__)

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 
 from aiokafka import errors as kafka_errors
 
@@ -34,10 +33,13 @@ log = logging.getLogger(__name__)
 OUT_OF_ORDER_SEQUENCE = kafka_errors.OutOfOrderSequenceNumber.errno
 DUPLICATE_SEQUENCE = kafka_errors.DuplicateSequenceNumber.errno
 OFFSET_OUT_OF_RANGE = kafka_errors.OffsetOutOfRangeError.errno
-TOO_LARGE = {kafka_errors.MessageSizeTooLargeError.errno, kafka_errors.RecordListTooLargeError.errno}
+TOO_LARGE = {
+    kafka_errors.MessageSizeTooLargeError.errno,
+    kafka_errors.RecordListTooLargeError.errno,
+}
 
 
-class State(str, Enum):
+class State(StrEnum):
     STARTING = "starting"
     COPYING = "copying"
     CAUGHT_UP = "caught-up"
@@ -106,8 +108,10 @@ class PartitionCopier:
 
     def __repr__(self) -> str:
         s = self.status
-        return (f"<PartitionCopier {self.tp.topic}[{self.tp.partition}] {s.state.value}"
-                f" [local end: {s.local_end}, remote end: {s.remote_end}]>")
+        return (
+            f"<PartitionCopier {self.tp.topic}[{self.tp.partition}] {s.state.value}"
+            f" [local end: {s.local_end}, remote end: {s.remote_end}]>"
+        )
 
     def request_stop(self) -> None:
         """Finish the writes in flight, then return from ``run``."""
@@ -126,8 +130,9 @@ class PartitionCopier:
             except (TransientClusterError, _Resync) as exc:
                 self.status.retries += 1
                 self.status.state = State.RETRYING
-                log.info("%s[%d]: %s; resuming from the local end", self.tp.topic,
-                         self.tp.partition, exc)
+                log.info(
+                    "%s[%d]: %s; resuming from the local end", self.tp.topic, self.tp.partition, exc
+                )
                 self.writer.forget(self.tp)
                 self._pending.clear()
                 await asyncio.sleep(backoff)
@@ -159,8 +164,10 @@ class PartitionCopier:
             next_offset = found.next_offset
             if found.hole is not None:
                 await self._drain(0)
-                raise HoleFound(f"{self.tp.topic}[{self.tp.partition}]: {found.hole.describe()}"
-                                f" (remote {remote}); policy is halt")
+                raise HoleFound(
+                    f"{self.tp.topic}[{self.tp.partition}]: {found.hole.describe()}"
+                    f" (remote {remote}); policy is halt"
+                )
             if not found.writable:
                 if until is not None and fetched.stable_end <= next_offset:
                     break  # the remote has no more than this to give
@@ -184,8 +191,9 @@ class PartitionCopier:
     def _observe(self, remote: str, fetched: FetchedPartition, offset: int) -> None:
         code = fetched.error_code
         if code == 0:
-            self.status.remote_ends[remote] = RemoteEnds(fetched.log_start_offset,
-                                                         fetched.stable_end)
+            self.status.remote_ends[remote] = RemoteEnds(
+                fetched.log_start_offset, fetched.stable_end
+            )
             return
         where = f"{self.tp.topic}[{self.tp.partition}]"
         if code == OFFSET_OUT_OF_RANGE:

@@ -18,7 +18,7 @@ class ExitCode:
     USAGE = 2
     CONFIG = 3
     UNREACHABLE = 4
-    HALTED = 5
+    HALTED = 5  # some partitions halted or topics were refused; the rest finished
     TESTBED = 6
     INTERRUPTED = 130
 

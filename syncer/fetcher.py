@@ -29,8 +29,10 @@ class Fetcher:
         self.fetches = 0
 
     def __repr__(self) -> str:
-        return (f"<Fetcher {self.cluster.name} [wants: {len(self._wants)},"
-                f" in flight: {len(self._busy)}]>")
+        return (
+            f"<Fetcher {self.cluster.name} [wants: {len(self._wants)},"
+            f" in flight: {len(self._busy)}]>"
+        )
 
     def start(self) -> None:
         if self._task is None:
@@ -88,7 +90,9 @@ class Fetcher:
         try:
             offsets = {tp: offset for tp, (offset, _f) in wants.items()}
             result = await self.cluster.fetch(
-                node, offsets, max_wait_ms=self.config.fetch_max_wait_ms,
+                node,
+                offsets,
+                max_wait_ms=self.config.fetch_max_wait_ms,
                 max_bytes=self.config.fetch_max_bytes,
                 partition_max_bytes=self.config.partition_fetch_max_bytes,
             )

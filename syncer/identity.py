@@ -32,7 +32,10 @@ async def load_identity(local: Cluster, state_topic: str, deployment: str) -> Wr
     await local.create_topic(
         # not compacted: compaction keeps the last record per key, and every process must
         # keep agreeing on the first one
-        state_topic, 1, {"cleanup.policy": "delete", "retention.ms": "-1", "retention.bytes": "-1"}, -1
+        state_topic,
+        1,
+        {"cleanup.policy": "delete", "retention.ms": "-1", "retention.bytes": "-1"},
+        -1,
     )
     key = f"producer:{deployment}".encode()
     found = await _read_first(local, state_topic, key)
@@ -49,14 +52,19 @@ async def load_identity(local: Cluster, state_topic: str, deployment: str) -> Wr
         await producer.stop()
     found = await _read_first(local, state_topic, key)
     assert found is not None, "identity record vanished right after it was written"
-    log.info("deployment %s writes as producer id %d epoch %d",
-             deployment, found.producer_id, found.producer_epoch)
+    log.info(
+        "deployment %s writes as producer id %d epoch %d",
+        deployment,
+        found.producer_id,
+        found.producer_epoch,
+    )
     return found
 
 
 async def _read_first(local: Cluster, topic: str, key: bytes) -> WriterIdentity | None:
     consumer = AIOKafkaConsumer(
-        bootstrap_servers=local.config.bootstrap_servers, enable_auto_commit=False,
+        bootstrap_servers=local.config.bootstrap_servers,
+        enable_auto_commit=False,
         isolation_level="read_committed",
     )
     await consumer.start()

@@ -25,9 +25,13 @@ class CatchUpProgress:
         self.syncer = syncer
         self.enabled = enabled
         self._progress = Progress(
-            TextColumn("catch-up"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("catch-up"),
+            BarColumn(),
+            MofNCompleteColumn(),
             TextColumn("records ◆ {task.fields[mb]:.1f} MB ◆ {task.fields[rate]:.0f} rec/s"),
-            TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
             transient=False,
         )
         self._task: asyncio.Task[None] | None = None
@@ -40,8 +44,12 @@ class CatchUpProgress:
             self._task = asyncio.get_running_loop().create_task(self._redraw())
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         if self._task is not None:
             self._task.cancel()
             self._update()
@@ -60,7 +68,9 @@ class CatchUpProgress:
         total = copied + sum(s.lag for s in statuses)
         elapsed = self._progress.tasks[0].elapsed or 0.0
         self._progress.update(
-            self._bar, completed=copied, total=total or None,
+            self._bar,
+            completed=copied,
+            total=total or None,
             mb=sum(s.bytes_copied for s in statuses) / 1e6,
             rate=copied / elapsed if elapsed > 0 else 0.0,
         )

@@ -46,8 +46,13 @@ async def gather_rows(syncer: Syncer, *, look_for_holes: bool) -> list[Partition
         ends = remote.get(tp, {})
         choice = choose_remote(local_end, ends)
         row = PartitionRow(
-            tp.topic, tp.partition, local_end, {n: e.end for n, e in ends.items()},
-            choice.gap, choice.remote, _state(choice.gap, choice.lost_below),
+            tp.topic,
+            tp.partition,
+            local_end,
+            {n: e.end for n, e in ends.items()},
+            choice.gap,
+            choice.remote,
+            _state(choice.gap, choice.lost_below),
             remote_starts={n: e.start for n, e in ends.items()},
         )
         if look_for_holes and choice.remote is not None:
@@ -69,12 +74,21 @@ def _state(gap: int, lost_below: int | None) -> str:
 async def _first_hole(syncer: Syncer, tp: TP, remote: str, start: int, target: int) -> str | None:
     """Scan the first fetch of the gap for a hole (a full scan is what catch-up does)."""
     cluster = syncer.remotes[remote]
-    fetched = (await cluster.fetch(
-        await cluster.leader_for(tp), {tp: start}, max_wait_ms=0, max_bytes=syncer.config.copier.fetch_max_bytes,
-        partition_max_bytes=syncer.config.copier.partition_fetch_max_bytes,
-    ))[tp]
-    found = scan(split_batches(fetched.records), start, limit=min(target, fetched.stable_end),
-                 aborted=fetched.aborted)
+    fetched = (
+        await cluster.fetch(
+            await cluster.leader_for(tp),
+            {tp: start},
+            max_wait_ms=0,
+            max_bytes=syncer.config.copier.fetch_max_bytes,
+            partition_max_bytes=syncer.config.copier.partition_fetch_max_bytes,
+        )
+    )[tp]
+    found = scan(
+        split_batches(fetched.records),
+        start,
+        limit=min(target, fetched.stable_end),
+        aborted=fetched.aborted,
+    )
     return found.hole.describe() if found.hole else None
 
 
@@ -84,17 +98,40 @@ def print_rows(rows: list[PartitionRow], *, as_json: bool, title: str, holes: bo
         return
     remotes = sorted({n for r in rows for n in r.remote_ends})
     table = Table(title=title)
-    for column in ("topic", "partition", "local end", *[f"{n} end" for n in remotes], "lag",
-                   "source", "state", *(["first hole"] if holes else [])):
-        table.add_column(column, justify="right" if "end" in column or column in ("lag", "partition") else "left")
+    for column in (
+        "topic",
+        "partition",
+        "local end",
+        *[f"{n} end" for n in remotes],
+        "lag",
+        "source",
+        "state",
+        *(["first hole"] if holes else []),
+    ):
+        table.add_column(
+            column, justify="right" if "end" in column or column in ("lag", "partition") else "left"
+        )
     for r in rows:
         if r.partition < 0:
-            table.add_row(r.topic, "-", "-", *["-" for _ in remotes], "-", "-", r.state,
-                          *(["-"] if holes else []))
+            table.add_row(
+                r.topic,
+                "-",
+                "-",
+                *["-" for _ in remotes],
+                "-",
+                "-",
+                r.state,
+                *(["-"] if holes else []),
+            )
             continue
         table.add_row(
-            r.topic, str(r.partition), str(r.local_end),
-            *[str(r.remote_ends.get(n, "-")) for n in remotes], str(r.lag), r.source or "-",
-            r.state, *([r.hole or "-"] if holes else []),
+            r.topic,
+            str(r.partition),
+            str(r.local_end),
+            *[str(r.remote_ends.get(n, "-")) for n in remotes],
+            str(r.lag),
+            r.source or "-",
+            r.state,
+            *([r.hole or "-"] if holes else []),
         )
     Console().print(table)

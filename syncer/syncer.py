@@ -10,10 +10,12 @@ It never installs signal handlers or touches the event loop policy; the CLI does
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import partial
 
 from syncer.clusters import READ_COMMITTED, TP, Cluster
 from syncer.config import Config
@@ -41,9 +43,11 @@ class Summary:
     seconds: float
 
     def line(self) -> str:
-        return (f"shutdown ◆ {self.partitions} partitions ◆ {self.records} records"
-                f" ◆ {self.bytes / 1e6:.1f} MB copied ◆ {self.halted} halted"
-                f" ◆ {self.refused} topics refused ◆ {self.seconds:.1f}s")
+        return (
+            f"shutdown ◆ {self.partitions} partitions ◆ {self.records} records"
+            f" ◆ {self.bytes / 1e6:.1f} MB copied ◆ {self.halted} halted"
+            f" ◆ {self.refused} topics refused ◆ {self.seconds:.1f}s"
+        )
 
 
 class Syncer:
@@ -146,10 +150,8 @@ class Syncer:
             for tp, copier in self.copiers.items():
                 if tp not in self._tasks:
                     self._spawn(tp, copier.run())
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), self.config.topics.refresh_interval_s)
-            except TimeoutError:
-                pass
         for copier in self.copiers.values():
             copier.request_stop()
         await asyncio.gather(*self._tasks.values(), return_exceptions=True)
@@ -170,7 +172,8 @@ class Syncer:
     async def plan(self) -> TopicPlan:
         local_counts = await self.local.partition_counts()
         remote_counts = {n: await c.partition_counts() for n, c in self.remotes.items()}
-        return plan_topics(self.config.topics, local_counts, remote_counts)
+        mirrored = {tp.topic for tp in self.copiers}
+        return plan_topics(self.config.topics, local_counts, remote_counts, mirrored)
 
     async def refresh_topics(self) -> TopicPlan:
         """Find selected topics, create or grow local ones, and make a copier per new
@@ -188,8 +191,12 @@ class Syncer:
             await self.local.add_partitions(topic, count)
         if plan.create or plan.grow:
             await retried(self._await_local_topics(plan), what="waiting for new local topics")
-        new = [TP(t, p) for t, n in plan.mirror.items() for p in range(n)
-               if TP(t, p) not in self.copiers]
+        new = [
+            TP(t, p)
+            for t, n in plan.mirror.items()
+            for p in range(n)
+            if TP(t, p) not in self.copiers
+        ]
         if new:
             ends = await self._remote_ends(new, plan)
             for tp in new:
@@ -207,8 +214,9 @@ class Syncer:
             mine = [tp for tp in tps if name in plan.sources.get(tp.topic, ())]
             if not mine:
                 continue
-            ends = await retried(lambda c=cluster, m=mine: c.ends(m, isolation=READ_COMMITTED),
-                                 what=f"ends of remote {name}")
+            ends = await retried(
+                partial(cluster.ends, mine, isolation=READ_COMMITTED), what=f"ends of remote {name}"
+            )
             for tp, (start, end) in ends.items():
                 out.setdefault(tp, {})[name] = RemoteEnds(start, end)
         return out
@@ -216,8 +224,9 @@ class Syncer:
     def _copier(self, tp: TP, ends: dict[str, RemoteEnds]) -> PartitionCopier:
         assert self._writer is not None and self._identity is not None
         fetchers = {name: self._fetchers[name] for name in ends} or self._fetchers
-        return PartitionCopier(tp, self.local, self._writer, fetchers, self._identity,
-                               self.config.copier, ends)
+        return PartitionCopier(
+            tp, self.local, self._writer, fetchers, self._identity, self.config.copier, ends
+        )
 
     # reporting --------------------------------------------------------------------------
 

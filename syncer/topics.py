@@ -4,7 +4,7 @@ plus the I/O that creates missing local topics and partitions."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 from syncer.clusters import Cluster
@@ -29,9 +29,11 @@ def plan_topics(
     selection: TopicsConfig,
     local_counts: Mapping[str, int],
     remote_counts: Mapping[str, Mapping[str, int]],
+    mirrored: Collection[str] = (),
 ) -> TopicPlan:
     """Decide per selected remote topic: mirror, create locally, or refuse (partition counts
-    differ between remotes or with the local topic)."""
+    differ between remotes or with the local topic). A topic already ``mirrored`` whose remote
+    gained partitions grows locally to match; at start, any difference is refused."""
     plan = TopicPlan()
     names = sorted({t for counts in remote_counts.values() for t in counts if selection.selects(t)})
     for topic in names:
@@ -48,12 +50,10 @@ def plan_topics(
                 plan.refused[topic] = "missing locally and topics.create_missing is false"
                 continue
             plan.create[topic] = count
-        elif local < count and selection.create_missing:
+        elif local < count and topic in mirrored and selection.create_missing:
             plan.grow[topic] = count  # the remote topic gained partitions while we ran
         elif local != count:
-            plan.refused[topic] = (
-                f"partition counts differ: local has {local}, remote has {count}"
-            )
+            plan.refused[topic] = f"partition counts differ: local has {local}, remote has {count}"
             continue
         plan.mirror[topic] = count
         plan.sources[topic] = tuple(counts)

@@ -31,7 +31,8 @@ class Writer:
 
     def __repr__(self) -> str:
         queued = sum(len(q) for q in self._queues.values())
-        return f"<Writer {self.cluster.name} [queued: {queued}, in flight: {sum(self._in_flight.values())}]>"
+        in_flight = sum(self._in_flight.values())
+        return f"<Writer {self.cluster.name} [queued: {queued}, in flight: {in_flight}]>"
 
     def start(self) -> None:
         if self._task is None:

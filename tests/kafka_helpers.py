@@ -37,19 +37,35 @@ async def create_topic(bootstrap: str, topic: str, partitions: int = 1, **config
 
 
 async def produce(
-    bootstrap: str, topic: str, records: list[tuple[bytes | None, bytes | None]],
-    *, partition: int = 0, codec: str | None = None, headers: list[tuple[str, bytes]] | None = None,
-    timestamp_ms: int | None = None, linger_ms: int = 0, max_request_size: int = 1048576,
+    bootstrap: str,
+    topic: str,
+    records: list[tuple[bytes | None, bytes | None]],
+    *,
+    partition: int = 0,
+    codec: str | None = None,
+    headers: list[tuple[str, bytes]] | None = None,
+    timestamp_ms: int | None = None,
+    linger_ms: int = 0,
+    max_request_size: int = 1048576,
 ) -> None:
     producer = AIOKafkaProducer(
-        bootstrap_servers=bootstrap, compression_type=codec, linger_ms=linger_ms,
-        max_request_size=max_request_size, acks="all",
+        bootstrap_servers=bootstrap,
+        compression_type=codec,
+        linger_ms=linger_ms,
+        max_request_size=max_request_size,
+        acks="all",
     )
     await producer.start()
     try:
         futures = [
-            await producer.send(topic, key=k, value=v, partition=partition, headers=headers,
-                                timestamp_ms=timestamp_ms)
+            await producer.send(
+                topic,
+                key=k,
+                value=v,
+                partition=partition,
+                headers=headers,
+                timestamp_ms=timestamp_ms,
+            )
             for k, v in records
         ]
         await producer.flush()
@@ -66,14 +82,25 @@ async def produce_every_kind(bootstrap: str, topic: str, partition: int = 0) -> 
     plain = [(b"key-%d" % i, b"value-%d" % i) for i in range(20)]
     await produce(bootstrap, topic, plain, partition=partition)
     count += len(plain)
-    await produce(bootstrap, topic, [(None, b"no key"), (b"no value", None), (b"", b"")],
-                  partition=partition)
+    await produce(
+        bootstrap, topic, [(None, b"no key"), (b"no value", None), (b"", b"")], partition=partition
+    )
     count += 3
-    await produce(bootstrap, topic, [(b"h", b"with headers")], partition=partition,
-                  headers=[("trace", b"abc"), ("empty", b""), ("dup", b"1"), ("dup", b"2")])
+    await produce(
+        bootstrap,
+        topic,
+        [(b"h", b"with headers")],
+        partition=partition,
+        headers=[("trace", b"abc"), ("empty", b""), ("dup", b"1"), ("dup", b"2")],
+    )
     count += 1
-    await produce(bootstrap, topic, [(b"t", b"old timestamp")], partition=partition,
-                  timestamp_ms=1_500_000_000_000)
+    await produce(
+        bootstrap,
+        topic,
+        [(b"t", b"old timestamp")],
+        partition=partition,
+        timestamp_ms=1_500_000_000_000,
+    )
     count += 1
     for codec in CODECS:
         batch = [(b"%s-%d" % (str(codec).encode(), i), b"x" * (i * 37 % 500)) for i in range(50)]
@@ -88,7 +115,9 @@ async def produce_every_kind(bootstrap: str, topic: str, partition: int = 0) -> 
 async def read_partition(bootstrap: str, topic: str, partition: int = 0) -> list[Rec]:
     """Every record of a partition, offset by offset (read_uncommitted: what is in the log)."""
     consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap, enable_auto_commit=False, fetch_max_bytes=8 << 20,
+        bootstrap_servers=bootstrap,
+        enable_auto_commit=False,
+        fetch_max_bytes=8 << 20,
         max_partition_fetch_bytes=4 << 20,
     )
     await consumer.start()
@@ -101,14 +130,17 @@ async def read_partition(bootstrap: str, topic: str, partition: int = 0) -> list
         while await consumer.position(tp) < end:
             got = await consumer.getmany(tp, timeout_ms=2000)
             for m in got.get(tp, []):
-                out.append(Rec(m.offset, m.key, m.value, tuple(m.headers), m.timestamp,
-                               m.timestamp_type))
+                out.append(
+                    Rec(m.offset, m.key, m.value, tuple(m.headers), m.timestamp, m.timestamp_type)
+                )
         return out
     finally:
         await consumer.stop()
 
 
-async def batch_layout(bootstrap: str, topic: str, partition: int = 0) -> list[tuple[int, int, str]]:
+async def batch_layout(
+    bootstrap: str, topic: str, partition: int = 0
+) -> list[tuple[int, int, str]]:
     """(base offset, record count, codec) of every batch: the copy must keep codecs."""
     tp = TopicPartition(topic, partition)
     layout = []
@@ -116,8 +148,13 @@ async def batch_layout(bootstrap: str, topic: str, partition: int = 0) -> list[t
         end = (await cluster.latest([tp]))[tp]
         offset = 0
         while offset < end:
-            fetched = await cluster.fetch(await cluster.leader_for(tp), {tp: offset}, max_wait_ms=100,
-                                          max_bytes=8 << 20, partition_max_bytes=4 << 20)
+            fetched = await cluster.fetch(
+                await cluster.leader_for(tp),
+                {tp: offset},
+                max_wait_ms=100,
+                max_bytes=8 << 20,
+                partition_max_bytes=4 << 20,
+            )
             batches = split_batches(fetched[tp].records)
             for b in batches:
                 if b.base_offset >= offset:
@@ -137,7 +174,9 @@ def make_config(local: str, remotes: dict[str, str], include: list[str], **extra
     return Config.from_dict(raw)
 
 
-async def batch_digests(bootstrap: str, topic: str, partition: int = 0) -> list[tuple[int, int, str]]:
+async def batch_digests(
+    bootstrap: str, topic: str, partition: int = 0
+) -> list[tuple[int, int, str]]:
     """(base offset, last offset delta, digest of the record bytes) per batch: the records
     part of a batch is copied byte for byte, so equal digests at equal offsets mean equal data.
     Fast enough for hundreds of megabytes."""
@@ -151,9 +190,13 @@ async def batch_digests(bootstrap: str, topic: str, partition: int = 0) -> list[
         end = (await cluster.latest([tp]))[tp]
         offset = 0
         while offset < end:
-            fetched = await cluster.fetch(await cluster.leader_for(tp), {tp: offset},
-                                          max_wait_ms=100, max_bytes=32 << 20,
-                                          partition_max_bytes=16 << 20)
+            fetched = await cluster.fetch(
+                await cluster.leader_for(tp),
+                {tp: offset},
+                max_wait_ms=100,
+                max_bytes=32 << 20,
+                partition_max_bytes=16 << 20,
+            )
             for b in split_batches(fetched[tp].records):
                 if b.base_offset >= offset:
                     digest = hashlib.blake2b(b.raw[HEADER_SIZE:], digest_size=16).hexdigest()

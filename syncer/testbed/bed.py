@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -157,16 +158,31 @@ class RunningCluster:
 
     def _java(self, jars: KafkaJars, main: str, *args: str, heap: str = HEAP) -> list[str]:
         return [
-            "java", f"-Xmx{heap}", "-Xms128m", "-XX:+UseG1GC", "-Djava.awt.headless=true",
+            "java",
+            f"-Xmx{heap}",
+            "-Xms128m",
+            "-XX:+UseG1GC",
+            "-Djava.awt.headless=true",
             f"-Dlog4j2.configurationFile={Path(self.directory) / 'log4j2.properties'}",
             f"-Dsyncer.testbed.dir={self.directory}",
-            "-cp", jars.classpath, main, *args,
+            "-cp",
+            jars.classpath,
+            main,
+            *args,
         ]
 
     def _format(self, jars: KafkaJars) -> None:
         cluster_id = _random_cluster_id()
-        cmd = self._java(jars, "kafka.tools.StorageTool", "format", "-t", cluster_id,
-                         "-c", str(Path(self.directory) / "server.properties"), heap="256m")
+        cmd = self._java(
+            jars,
+            "kafka.tools.StorageTool",
+            "format",
+            "-t",
+            cluster_id,
+            "-c",
+            str(Path(self.directory) / "server.properties"),
+            heap="256m",
+        )
         result = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if result.returncode != 0:
             tail = (result.stderr or result.stdout).strip().splitlines()[-1:] or ["?"]
@@ -176,7 +192,10 @@ class RunningCluster:
         cmd = self._java(jars, "kafka.Kafka", str(Path(self.directory) / "server.properties"))
         with self.log_path.open("ab") as out:
             proc = subprocess.Popen(
-                cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                cmd,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
                 start_new_session=True,
             )
         self.pid = proc.pid
@@ -202,19 +221,15 @@ def _is_our_java(pid: int, directory: str) -> bool:
 
 
 def _signal(pid: int, signum: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signum)
-    except ProcessLookupError:
-        pass
 
 
 def _wait_gone(pid: int, directory: str, timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        try:
+        with contextlib.suppress(ChildProcessError):
             os.waitpid(pid, os.WNOHANG)  # reap if it is our child
-        except ChildProcessError:
-            pass
         if not _is_our_java(pid, directory):
             return True
         time.sleep(0.2)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -20,11 +21,17 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     up.add_argument("--clusters", required=True, help="comma-separated names, e.g. local,east")
     up.add_argument("--state", required=True, type=Path, help="directory for data and state")
     up.add_argument(
-        "--advertise", action="append", default=[], metavar="NAME=HOST:PORT",
+        "--advertise",
+        action="append",
+        default=[],
+        metavar="NAME=HOST:PORT",
         help="advertise another address for a cluster (a proxy in front of it)",
     )
     up.add_argument(
-        "--port", action="append", default=[], metavar="NAME=PORT",
+        "--port",
+        action="append",
+        default=[],
+        metavar="NAME=PORT",
         help="listen on a fixed port instead of a free one",
     )
     for verb, text in (("status", "show the clusters"), ("down", "stop every cluster")):
@@ -62,7 +69,9 @@ def _up(args: argparse.Namespace) -> int:
         raise SystemExit(f"syncer: --clusters wants distinct names, got {args.clusters!r}")
     advertised = _pairs(args.advertise, "advertise")
     ports = {k: int(v) for k, v in _pairs(args.port, "port").items()}
-    bed = Testbed.load(args.state) if (args.state / "testbed.json").exists() else Testbed(args.state)
+    bed = (
+        Testbed.load(args.state) if (args.state / "testbed.json").exists() else Testbed(args.state)
+    )
     specs = [ClusterSpec(n, port=ports.get(n), advertised=advertised.get(n)) for n in names]
     for cluster in bed.up(specs):
         print(f"{cluster.name}\t{cluster.bootstrap}\t{cluster.log_path}")
@@ -70,15 +79,21 @@ def _up(args: argparse.Namespace) -> int:
 
 
 def _status(bed: Testbed, *, as_json: bool) -> int:
-    rows = []
+    rows: list[dict[str, Any]] = []
     for cluster in bed.clusters.values():
         running = cluster.is_running()
         answers = running and probe_metadata(cluster.bootstrap, timeout=3.0)
-        rows.append({
-            "name": cluster.name, "bootstrap": cluster.bootstrap, "listen": cluster.listen,
-            "pid": cluster.pid if running else None, "running": running, "answers": answers,
-            "log": str(cluster.log_path),
-        })
+        rows.append(
+            {
+                "name": cluster.name,
+                "bootstrap": cluster.bootstrap,
+                "listen": cluster.listen,
+                "pid": cluster.pid if running else None,
+                "running": running,
+                "answers": answers,
+                "log": str(cluster.log_path),
+            }
+        )
     if as_json:
         print(json.dumps({"kafka_version": bed.jars.version, "clusters": rows}, indent=2))
     else:

@@ -96,13 +96,24 @@ class KafkaJars:
         (self.home / "pom.xml").write_text(_pom())
         staging = self.home / "libs.partial"
         shutil.rmtree(staging, ignore_errors=True)
-        log.info("fetching Apache Kafka %s jars from Maven Central into %s", self.version, self.libs)
+        log.info(
+            "fetching Apache Kafka %s jars from Maven Central into %s", self.version, self.libs
+        )
         mvn_log = self.home / "mvn.log"
         with mvn_log.open("w") as out:
             result = subprocess.run(
-                [mvn, "-B", "-q", "-f", str(self.home / "pom.xml"),
-                 "dependency:copy-dependencies", f"-DoutputDirectory={staging}"],
-                stdout=out, stderr=subprocess.STDOUT, check=False,
+                [
+                    mvn,
+                    "-B",
+                    "-q",
+                    "-f",
+                    str(self.home / "pom.xml"),
+                    "dependency:copy-dependencies",
+                    f"-DoutputDirectory={staging}",
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                check=False,
             )
         if result.returncode != 0:
             raise TestbedError(

@@ -8,10 +8,10 @@ import concurrent.futures
 from aiokafka import AIOKafkaClient
 
 
-async def _probe(bootstrap: str, timeout: float) -> bool:
-    client = AIOKafkaClient(bootstrap_servers=bootstrap, request_timeout_ms=int(timeout * 1000))
+async def _probe(bootstrap: str, limit_s: float) -> bool:
+    client = AIOKafkaClient(bootstrap_servers=bootstrap, request_timeout_ms=int(limit_s * 1000))
     try:
-        await asyncio.wait_for(client.bootstrap(), timeout)
+        await asyncio.wait_for(client.bootstrap(), limit_s)
         return bool(client.cluster.brokers())
     except Exception:
         return False

@@ -21,13 +21,29 @@ def perf_produce(
     """Write ``records`` records of ``record_size`` bytes with kafka-producer-perf-test;
     returns its last line of figures."""
     jars = (jars or KafkaJars.default()).ensure()
-    props = {"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": "5",
-             "batch.size": "65536", **(producer_props or {})}
+    props = {
+        "bootstrap.servers": bootstrap,
+        "acks": "1",
+        "linger.ms": "5",
+        "batch.size": "65536",
+        **(producer_props or {}),
+    }
     cmd = [
-        "java", "-Xmx512m", "-cp", jars.classpath, "org.apache.kafka.tools.ProducerPerformance",
-        "--topic", topic, "--num-records", str(records), "--record-size", str(record_size),
-        "--throughput", str(throughput),
-        "--producer-props", *[f"{k}={v}" for k, v in props.items()],
+        "java",
+        "-Xmx512m",
+        "-cp",
+        jars.classpath,
+        "org.apache.kafka.tools.ProducerPerformance",
+        "--topic",
+        topic,
+        "--num-records",
+        str(records),
+        "--record-size",
+        str(record_size),
+        "--throughput",
+        str(throughput),
+        "--producer-props",
+        *[f"{k}={v}" for k, v in props.items()],
     ]
     result = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if result.returncode != 0:

@@ -26,7 +26,9 @@ async def catch_up(local: str, remotes: dict[str, str], include: list[str]) -> S
     return syncer
 
 
-async def test_every_record_kind_lands_at_its_remote_offset(local: str, east: str, topic: str) -> None:
+async def test_every_record_kind_lands_at_its_remote_offset(
+    local: str, east: str, topic: str
+) -> None:
     await create_topic(east, topic)
     written = await produce_every_kind(east, topic)
     syncer = await catch_up(local, {"east": east}, [topic])
@@ -115,16 +117,20 @@ async def test_partition_count_mismatch_is_refused_and_others_go_on(
     await create_topic(east, topic + ".good", 1)
     await produce(east, topic + ".good", [(b"k", b"v")] * 5)
     syncer = await catch_up(local, {"east": east}, [topic + r"\..*"])
-    assert syncer.refused == {
-        topic + ".bad": "partition counts differ: local has 3, remote has 2"
-    }
+    assert syncer.refused == {topic + ".bad": "partition counts differ: local has 3, remote has 2"}
     (good,) = syncer.statuses()
     assert good.tp.topic == topic + ".good" and good.local_end == 5
 
 
-async def test_daemon_picks_up_new_topics_and_stops_cleanly(local: str, east: str, topic: str) -> None:
-    config = make_config(local, {"east": east}, [topic + r"\..*"],
-                         topics={"include": [topic + r"\..*"], "refresh_interval_s": 0.5})
+async def test_daemon_picks_up_new_topics_and_stops_cleanly(
+    local: str, east: str, topic: str
+) -> None:
+    config = make_config(
+        local,
+        {"east": east},
+        [topic + r"\..*"],
+        topics={"include": [topic + r"\..*"], "refresh_interval_s": 0.5},
+    )
     await create_topic(east, topic + ".a")
     await produce(east, topic + ".a", [(b"a", b"%d" % i) for i in range(20)])
     syncer = Syncer(config)
@@ -142,5 +148,6 @@ async def test_daemon_picks_up_new_topics_and_stops_cleanly(local: str, east: st
         summary = await asyncio.wait_for(running, 15)
     assert summary.records == 55
     for name, part in ((".a", 0), (".b", 1)):
-        assert await read_partition(local, topic + name, part) == \
-            await read_partition(east, topic + name, part)
+        assert await read_partition(local, topic + name, part) == await read_partition(
+            east, topic + name, part
+        )

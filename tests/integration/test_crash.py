@@ -16,7 +16,6 @@ from aiokafka.structs import TopicPartition
 from syncer.clusters import Cluster
 from syncer.config import ClusterConfig
 from syncer.errors import SyncerError
-
 from syncer.testbed import Testbed
 from syncer.testbed.tools import perf_produce
 from tests.kafka_helpers import batch_digests, create_topic
@@ -32,6 +31,7 @@ async def local_total(bootstrap: str, topic: str) -> int:
             return 0  # the syncer has not created the local topic yet
     return sum(ends.values())
 
+
 RECORDS = 160_000
 
 
@@ -39,23 +39,34 @@ async def test_sigkill_five_times_loses_and_duplicates_nothing(
     testbed: Testbed, local: str, east: str, topic: str, tmp_path: Path
 ) -> None:
     await create_topic(east, topic, PARTITIONS)
-    await asyncio.to_thread(perf_produce, east, topic, records=RECORDS, record_size=1024,
-                            jars=testbed.jars)
+    await asyncio.to_thread(
+        perf_produce, east, topic, records=RECORDS, record_size=1024, jars=testbed.jars
+    )
     config = tmp_path / "syncer.yaml"
-    config.write_text(yaml.safe_dump({
-        "local": {"bootstrap_servers": local},
-        "remotes": [{"name": "east", "bootstrap_servers": east}],
-        "topics": {"include": [topic]},
-        # small fetches: the copy takes long enough to be killed in the middle of it
-        "copier": {"partition_fetch_max_bytes": 32768, "fetch_max_bytes": 131072,
-                   "max_in_flight": 1},
-    }))
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "local": {"bootstrap_servers": local},
+                "remotes": [{"name": "east", "bootstrap_servers": east}],
+                "topics": {"include": [topic]},
+                # small fetches: the copy takes long enough to be killed in the middle of it
+                "copier": {
+                    "partition_fetch_max_bytes": 32768,
+                    "fetch_max_bytes": 131072,
+                    "max_in_flight": 1,
+                },
+            }
+        )
+    )
     rng = random.Random(7)
     kills = 0
     copied_so_far: list[int] = []
     for _ in range(5):
-        proc = subprocess.Popen([sys.executable, "-m", "syncer", "run", "-c", str(config)],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "syncer", "run", "-c", str(config)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         before = copied_so_far[-1] if copied_so_far else 0
         while proc.poll() is None and await local_total(local, topic) < before + 4000:
             await asyncio.sleep(0.02)  # wait until this run is copying
@@ -69,12 +80,22 @@ async def test_sigkill_five_times_loses_and_duplicates_nothing(
     # the kills fell in the middle of the copy, which moved on after each restart
     mid_copy = [n for n in copied_so_far if 0 < n < RECORDS]
     assert len(mid_copy) >= 2, copied_so_far
-    final = subprocess.run([sys.executable, "-m", "syncer", "catch-up", "-c", str(config)],
-                           capture_output=True, text=True, timeout=300, check=False)
+    final = subprocess.run(
+        [sys.executable, "-m", "syncer", "catch-up", "-c", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert final.returncode == 0, final.stderr
     for partition in range(PARTITIONS):
         remote = await batch_digests(east, topic, partition)
         copied = await batch_digests(local, topic, partition)
         assert copied == remote, f"partition {partition} differs"
-    assert sum(d[-1][0] + d[-1][1] + 1 for d in [await batch_digests(local, topic, p)
-                                                  for p in range(PARTITIONS)]) == RECORDS
+    assert (
+        sum(
+            d[-1][0] + d[-1][1] + 1
+            for d in [await batch_digests(local, topic, p) for p in range(PARTITIONS)]
+        )
+        == RECORDS
+    )

@@ -27,8 +27,13 @@ async def test_every_kind_of_record_round_trips(east: str, topic: str) -> None:
 
 
 def _syncer(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "syncer", *args], capture_output=True,
-                          text=True, timeout=240, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "syncer", *args],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
 
 
 def test_cli_up_status_down_leaves_no_java(tmp_path: Path) -> None:
@@ -45,7 +50,8 @@ def test_cli_up_status_down_leaves_no_java(tmp_path: Path) -> None:
     finally:
         down = _syncer("testbed", "down", "--state", str(state))
     assert down.returncode == 0, down.stderr
-    ours = subprocess.run(["pgrep", "-f", f"syncer.testbed.dir={state}"], capture_output=True,
-                          text=True, check=False)
+    ours = subprocess.run(
+        ["pgrep", "-f", f"syncer.testbed.dir={state}"], capture_output=True, text=True, check=False
+    )
     assert ours.stdout.strip() == ""
     assert not any(probe_metadata(b, timeout=2.0) for b in bootstraps)

@@ -1,0 +1,106 @@
+"""Bad input gets one clear line and a documented exit code."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from syncer.errors import ExitCode
+from syncer.testbed.bed import free_port
+from tests.kafka_helpers import create_topic, produce
+
+
+def syncer(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "syncer", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def one_line(result: subprocess.CompletedProcess[str]) -> str:
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    return lines[0]
+
+
+def test_malformed_yaml(config_file: Path) -> None:
+    config_file.write_text("local: {bootstrap_servers: [1\n")
+    result = syncer("catch-up", "-c", str(config_file))
+    assert result.returncode == ExitCode.CONFIG
+    assert one_line(result).startswith(f"syncer: {config_file}: malformed YAML: line ")
+
+
+def test_unknown_key_and_missing_field_together(config_file: Path) -> None:
+    config_file.write_text(
+        "local: {bootstrap_servers: 'a:1'}\nremotes: [{name: east}]\n"
+        "topics: {include: ['x']}\nspeed: 11\n"
+    )
+    result = syncer("run", "-c", str(config_file))
+    assert result.returncode == ExitCode.CONFIG
+    line = one_line(result)
+    assert "speed: unknown key" in line and "remotes[0].bootstrap_servers: required" in line
+
+
+def test_missing_config_file(tmp_path: Path) -> None:
+    result = syncer("plan", "-c", str(tmp_path / "nope.yaml"))
+    assert result.returncode == ExitCode.CONFIG
+    assert "cannot read" in one_line(result)
+
+
+def test_unreachable_bootstrap(config_file: Path, east: str) -> None:
+    dead = f"127.0.0.1:{free_port()}"
+    config_file.write_text(
+        f"local: {{bootstrap_servers: '{dead}'}}\n"
+        f"remotes: [{{name: east, bootstrap_servers: '{east}'}}]\ntopics: {{include: ['x']}}\n"
+    )
+    result = syncer("catch-up", "-c", str(config_file))
+    assert result.returncode == ExitCode.UNREACHABLE
+    assert one_line(result).startswith(f"syncer: local cluster 'local' at {dead} is unreachable")
+
+
+async def test_partition_mismatch_and_halted_exit_codes(
+    config_file: Path, local: str, east: str, topic: str
+) -> None:
+    await create_topic(east, topic, 2)
+    await create_topic(local, topic, 1)
+    config_file.write_text(
+        f"local: {{bootstrap_servers: '{local}'}}\n"
+        f"remotes: [{{name: east, bootstrap_servers: '{east}'}}]\n"
+        f"topics: {{include: ['{topic}']}}\n"
+    )
+    result = syncer("catch-up", "-c", str(config_file))
+    assert result.returncode == ExitCode.HALTED
+    assert (
+        f"topic {topic} refused: partition counts differ: local has 1, remote has 2"
+        in result.stderr
+    )
+    plan = syncer("plan", "-c", str(config_file), "--json")
+    assert plan.returncode == 0 and "refused: partition counts differ" in plan.stdout
+
+
+async def test_catch_up_exits_halted_on_a_hole(
+    config_file: Path, local: str, east: str, topic: str
+) -> None:
+    from aiokafka import AIOKafkaProducer
+
+    await create_topic(east, topic)
+    await produce(east, topic, [(b"k", b"v")] * 3)
+    txn = AIOKafkaProducer(bootstrap_servers=east, transactional_id=topic)
+    await txn.start()
+    try:
+        async with txn.transaction():
+            await txn.send_and_wait(topic, b"x", partition=0)
+    finally:
+        await txn.stop()
+    config_file.write_text(
+        f"local: {{bootstrap_servers: '{local}'}}\n"
+        f"remotes: [{{name: east, bootstrap_servers: '{east}'}}]\n"
+        f"topics: {{include: ['{topic}']}}\n"
+    )
+    result = syncer("catch-up", "-c", str(config_file), "--no-progress")
+    assert result.returncode == ExitCode.HALTED
+    assert f"{topic}[0]: hole at offset 4: transaction marker" in result.stderr

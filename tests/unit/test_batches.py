@@ -1,0 +1,111 @@
+"""Batch splitting and rewriting over batches built by aiokafka's own record builder."""
+
+from __future__ import annotations
+
+import pytest
+from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+from hypothesis import given
+from hypothesis import strategies as st
+
+from syncer.batches import (
+    BatchFormatError,
+    rewrite_for_local,
+    sequence_for,
+    split_batches,
+)
+
+GZIP = 1
+
+
+def build(
+    base_offset: int,
+    records: list[tuple[bytes | None, bytes | None]],
+    *,
+    codec: int = 0,
+    transactional: bool = False,
+    producer_id: int = 77,
+) -> bytes:
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=codec,
+        is_transactional=transactional,
+        producer_id=producer_id,
+        producer_epoch=3,
+        base_sequence=11,
+        batch_size=1 << 20,
+    )
+    for i, (key, value) in enumerate(records):
+        builder.append(
+            i, timestamp=1_600_000_000_000 + i, key=key, value=value, headers=[("h", b"%d" % i)]
+        )
+    raw = bytearray(builder.build())
+    raw[0:8] = base_offset.to_bytes(8, "big")  # as the broker stamps it in the log
+    return bytes(raw)
+
+
+def decode(raw: bytes) -> list[tuple[int, bytes | None, bytes | None, int]]:
+    batch = DefaultRecordBatch(raw)
+    return [(r.offset, r.key, r.value, r.timestamp) for r in batch]
+
+
+def test_split_reads_every_header_field() -> None:
+    payload = build(100, [(b"a", b"1"), (None, b"2")]) + build(102, [(b"c", None)], codec=GZIP)
+    first, second = split_batches(payload)
+    assert (first.base_offset, first.record_count, first.last_offset, first.next_offset) == (
+        100,
+        2,
+        101,
+        102,
+    )
+    assert (first.producer_id, first.producer_epoch, first.base_sequence) == (77, 3, 11)
+    assert first.codec == "none" and second.codec == "gzip"
+    assert first.is_dense and not first.is_control and not first.is_transactional
+    assert first.crc_ok() and second.crc_ok()
+
+
+def test_a_truncated_trailing_batch_is_dropped() -> None:
+    whole = build(0, [(b"k", b"v")])
+    cut = build(1, [(b"k", b"v" * 100)])[:-10]
+    assert [b.base_offset for b in split_batches(whole + cut)] == [0]
+
+
+def test_a_non_v2_batch_is_refused() -> None:
+    raw = bytearray(build(0, [(b"k", b"v")]))
+    raw[16] = 1
+    with pytest.raises(BatchFormatError, match="magic 1"):
+        split_batches(bytes(raw))
+
+
+def test_rewrite_sets_writer_fields_clears_transaction_and_keeps_records() -> None:
+    raw = build(
+        2**31 + 5, [(b"k%d" % i, b"v" * i) for i in range(20)], codec=GZIP, transactional=True
+    )
+    (batch,) = split_batches(raw)
+    out = rewrite_for_local(batch, producer_id=4242, producer_epoch=9)
+    (rewritten,) = split_batches(out)
+    assert rewritten.crc_ok()
+    assert (rewritten.producer_id, rewritten.producer_epoch) == (4242, 9)
+    assert rewritten.base_sequence == 5 == sequence_for(batch.base_offset)
+    assert not rewritten.is_transactional
+    assert rewritten.base_offset == 0  # the broker assigns it
+    assert rewritten.codec == "gzip" and rewritten.record_count == 20
+    before = [(o - batch.base_offset, k, v, t) for o, k, v, t in decode(raw)]
+    assert decode(out) == before
+    assert out[61:] == raw[61:]  # the record bytes travel untouched
+
+
+@given(
+    st.lists(
+        st.tuples(st.binary(max_size=30) | st.none(), st.binary(max_size=200)),
+        min_size=1,
+        max_size=30,
+    ),
+    st.integers(0, 2**40),
+    st.integers(0, 2**40),
+)
+def test_rewrite_always_yields_a_valid_crc(
+    records: list[tuple[bytes | None, bytes]], base: int, pid: int
+) -> None:
+    (batch,) = split_batches(build(base, list(records)))
+    (out,) = split_batches(rewrite_for_local(batch, pid, 0))
+    assert out.crc_ok() and out.base_sequence == base % 2**31 and out.producer_id == pid

@@ -1,0 +1,90 @@
+"""Config: every problem at once, with its path."""
+
+from __future__ import annotations
+
+import pytest
+
+from syncer.config import Config
+from syncer.errors import ConfigError
+
+GOOD = """
+local:   {bootstrap_servers: "127.0.0.1:9092"}
+remotes:
+  - {name: east, bootstrap_servers: "127.0.0.1:9192"}
+topics:
+  include: ["orders\\\\..*"]
+  exclude: ["_.*"]
+"""
+
+
+def problems(text: str) -> list[str]:
+    with pytest.raises(ConfigError) as caught:
+        Config.from_yaml(text)
+    return caught.value.problems
+
+
+def test_the_contract_example_loads() -> None:
+    config = Config.from_yaml(GOOD)
+    assert config.remote("east").bootstrap_servers == "127.0.0.1:9192"
+    assert config.topics.selects("orders.eu")
+    assert not config.topics.selects("payments") and not config.topics.selects("__consumer_offsets")
+
+
+def test_every_problem_is_reported_at_once_with_its_path() -> None:
+    found = problems("""
+local: {bootstrap_servers: 1}
+remotes:
+  - {name: east}
+  - {name: west, bootstrap_servers: "b:1", colour: blue}
+topics: {include: "x"}
+copier: {max_in_flight: many}
+surprise: true
+""")
+    assert found == [
+        "surprise: unknown key",
+        "local.bootstrap_servers: expected str, got an integer",
+        "remotes[0].bootstrap_servers: required",
+        "remotes[1].colour: unknown key",
+        "topics.include: expected a list, got a string",
+        "copier.max_in_flight: expected int, got a string",
+    ]
+
+
+def test_cross_field_rules() -> None:
+    found = problems("""
+local: {bootstrap_servers: "localhost:9092"}
+remotes:
+  - {name: east, bootstrap_servers: "127.0.0.1:9092"}
+  - {name: east, bootstrap_servers: "h:2"}
+  - {bootstrap_servers: "h:3"}
+topics: {include: ["("]}
+""")
+    assert "remotes[0].bootstrap_servers: is the local cluster" in found
+    assert "remotes[1].name: duplicate remote name 'east'" in found
+    assert "remotes[2].name: required" in found
+    assert any(p.startswith("topics.include[0]: invalid regex") for p in found)
+
+
+def test_empty_topic_selection_is_an_error() -> None:
+    found = problems(GOOD.replace('include: ["orders\\\\..*"]', "include: []"))
+    assert found == ["topics.include: at least one pattern is required"]
+
+
+def test_environment_interpolation(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EAST", "10.0.0.1:9092")
+    monkeypatch.setenv("WAIT", "250")
+    text = (
+        GOOD.replace('"127.0.0.1:9192"', '"${EAST}"') + "copier: {fetch_max_wait_ms: '${WAIT}'}\n"
+    )
+    config = Config.from_yaml(text.replace("_.*", "${NOT_SET:-_.*}"))
+    assert config.remote("east").bootstrap_servers == "10.0.0.1:9092"
+    assert config.copier.fetch_max_wait_ms == 250
+    assert config.topics.exclude == ("_.*",)
+    assert problems(GOOD.replace('"127.0.0.1:9192"', '"${NOT_SET}"')) == [
+        "remotes[0].bootstrap_servers: environment variable NOT_SET is not set"
+    ]
+
+
+def test_malformed_yaml_names_the_line() -> None:
+    (problem,) = problems("local: {a: [1\n")
+    assert problem.startswith("malformed YAML: line 2")
