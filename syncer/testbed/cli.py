@@ -10,6 +10,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from syncer.testbed import demo as demo_cli
 from syncer.testbed.bed import ClusterSpec, Testbed
 from syncer.testbed.probe import probe_metadata
 
@@ -39,6 +40,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         p.add_argument("--state", required=True, type=Path)
         if verb == "status":
             p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    demo_cli.add_parser(verbs)
     parser.set_defaults(func=run)
 
 
@@ -55,6 +57,8 @@ def _pairs(values: list[str], what: str) -> dict[str, str]:
 def run(args: argparse.Namespace) -> int:
     if args.verb == "up":
         return _up(args)
+    if args.verb == "demo":
+        return demo_cli.run(args)
     bed = Testbed.load(args.state)
     if args.verb == "down":
         bed.down()

@@ -1,0 +1,39 @@
+# syncer: the two commands are `make run` and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: run test unit integration lint bench clean testbed-down
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+# Local + two remote clusters, sample data in the remotes, the syncer between them until Ctrl-C.
+run: $(STAMP)
+	$(BIN)/syncer -v testbed demo --state .run
+
+# Unit tests, then integration tests against real brokers started by the test bed.
+test: $(STAMP)
+	$(BIN)/pytest -q -p no:cacheprovider tests/unit tests/integration
+
+unit: $(STAMP)
+	$(BIN)/pytest -q tests/unit
+
+lint: $(STAMP)
+	$(BIN)/ruff check syncer tests
+	$(BIN)/ruff format --check syncer tests
+	$(BIN)/mypy
+
+# Benchmarks (not tests): syncer and MirrorMaker 2 side by side; writes results/*.json.
+bench: $(STAMP)
+	$(BIN)/python -m tests.bench.catchup
+
+testbed-down:
+	-$(BIN)/syncer testbed down --state .run
+
+clean:
+	rm -rf $(VENV) .run results *.egg-info

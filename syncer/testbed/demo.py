@@ -1,0 +1,136 @@
+"""``syncer testbed demo``: what ``make run`` runs. Brings up a local and two remote clusters,
+fills the remotes with sample data (orders on east, payments on west), keeps a trickle of new
+orders coming, and runs the syncer between them until Ctrl-C; then stops the clusters."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+from pathlib import Path
+
+import yaml
+from aiokafka import AIOKafkaProducer
+
+from syncer.clusters import Cluster
+from syncer.config import ClusterConfig, Config
+from syncer.report import gather_rows, print_rows
+from syncer.syncer import Syncer
+from syncer.testbed.bed import ClusterSpec, Testbed
+from syncer.testbed.tools import perf_produce
+
+log = logging.getLogger(__name__)
+
+SAMPLE = {  # remote → (topic, partitions, records of 1 KiB)
+    "east": ("demo.orders", 4, 200_000),
+    "west": ("demo.payments", 2, 50_000),
+}
+
+
+def add_parser(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    demo = verbs.add_parser("demo", help="local + two remotes, sample data, syncer until Ctrl-C")
+    demo.add_argument("--state", type=Path, default=Path(".run"))
+    demo.add_argument("--seconds", type=float, default=None, help="stop after this long")
+    demo.add_argument("--keep", action="store_true", help="leave the clusters running")
+
+
+def run(args: argparse.Namespace) -> int:
+    bed = (
+        Testbed.load(args.state) if (args.state / "testbed.json").exists() else Testbed(args.state)
+    )
+    wanted = [
+        n
+        for n in ("local", "east", "west")
+        if n not in bed.clusters or not bed.clusters[n].is_running()
+    ]
+    if wanted:
+        print(f"starting Kafka clusters {', '.join(wanted)} under {bed.state_dir} ...")
+        bed.up([ClusterSpec(n) for n in wanted])
+    try:
+        config = _write_config(bed, args.state / "syncer.yaml")
+        for remote, (topic, partitions, records) in SAMPLE.items():
+            _fill(bed, remote, topic, partitions, records)
+        print(f"config: {args.state / 'syncer.yaml'}  (Ctrl-C to stop)")
+        import uvloop
+
+        return int(uvloop.run(_sync(config, bed, args.seconds)))
+    finally:
+        if not args.keep:
+            print("stopping the clusters ...")
+            bed.down()
+
+
+def _write_config(bed: Testbed, path: Path) -> Config:
+    raw = {
+        "local": {"bootstrap_servers": bed.clusters["local"].bootstrap},
+        "remotes": [{"name": n, "bootstrap_servers": bed.clusters[n].bootstrap} for n in SAMPLE],
+        "topics": {"include": [r"demo\..*"], "refresh_interval_s": 5},
+    }
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return Config.from_dict(raw, source=str(path))
+
+
+def _fill(bed: Testbed, remote: str, topic: str, partitions: int, records: int) -> None:
+    bootstrap = bed.clusters[remote].bootstrap
+
+    async def create() -> bool:
+        async with Cluster(ClusterConfig(bootstrap, name=remote), role="remote") as cluster:
+            if topic in await cluster.partition_counts():
+                return False
+            await cluster.create_topic(topic, partitions, {}, 1)
+            return True
+
+    if asyncio.run(create()):
+        print(f"filling {remote}/{topic}: {records} records of 1 KiB ...")
+        perf_produce(
+            bootstrap,
+            topic,
+            records=records,
+            record_size=1024,
+            jars=bed.jars,
+            producer_props={"compression.type": "lz4"},
+        )
+
+
+async def _trickle(bootstrap: str, topic: str) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=50)
+    await producer.start()
+    try:
+        n = 0
+        while True:
+            await producer.send(topic, key=b"order-%d" % n, value=b'{"amount": %d}' % n)
+            n += 1
+            await asyncio.sleep(0.05)
+    finally:
+        await producer.stop()
+
+
+async def _sync(config: Config, bed: Testbed, seconds: float | None) -> int:
+    syncer = Syncer(config)
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, syncer.request_stop)
+    if seconds is not None:
+        loop.call_later(seconds, syncer.request_stop)
+    trickle = asyncio.create_task(_trickle(bed.clusters["east"].bootstrap, "demo.orders"))
+    reporter = asyncio.create_task(_report_every(syncer, 10.0))
+    try:
+        async with syncer:
+            summary = await syncer.run()
+    finally:
+        for task in (trickle, reporter):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+    print(summary.line(), file=sys.stderr)
+    return 5 if summary.halted else 0
+
+
+async def _report_every(syncer: Syncer, period: float) -> None:
+    while True:
+        await asyncio.sleep(period)
+        rows = await gather_rows(syncer, look_for_holes=False)
+        print_rows(rows, as_json=False, title="syncer status", holes=False)
