@@ -264,6 +264,13 @@ class Testbed:
         bed.clusters = {c["name"]: RunningCluster(**c) for c in raw["clusters"]}
         return bed
 
+    @classmethod
+    def open(cls, state_dir: Path | str) -> Testbed:
+        """The bed recorded under ``state_dir``, or a new empty one there."""
+        if (Path(state_dir) / STATE_FILE).exists():
+            return cls.load(state_dir)
+        return cls(state_dir)
+
     def save(self) -> None:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         raw = {
