@@ -38,6 +38,10 @@ logger.kafka_request.level = WARN
 """
 
 
+# JVMs this process started, kept so they are reaped (and not garbage collected while running)
+_CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -177,8 +181,7 @@ class RunningCluster:
             jars,
             "kafka.tools.StorageTool",
             "format",
-            "-t",
-            cluster_id,
+            f"--cluster-id={cluster_id}",  # an id may start with "-"
             "-c",
             str(Path(self.directory) / "server.properties"),
             heap="256m",
@@ -199,6 +202,7 @@ class RunningCluster:
                 start_new_session=True,
             )
         self.pid = proc.pid
+        _CHILDREN[proc.pid] = proc
 
 
 def _random_cluster_id() -> str:
@@ -228,8 +232,9 @@ def _signal(pid: int, signum: int) -> None:
 def _wait_gone(pid: int, directory: str, timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(pid, os.WNOHANG)  # reap if it is our child
+        child = _CHILDREN.get(pid)
+        if child is not None and child.poll() is not None:
+            del _CHILDREN[pid]
         if not _is_our_java(pid, directory):
             return True
         time.sleep(0.2)

@@ -1,0 +1,166 @@
+"""The two copiers a benchmark runs in turn on the same data: syncer and MirrorMaker 2
+(dedicated mode, jars from the test bed), each measured as a child process: wall time from
+launch to the last record copied, CPU seconds and peak RSS from the kernel's own accounting."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+from aiokafka.structs import TopicPartition
+
+from syncer.clusters import Cluster
+from syncer.config import ClusterConfig
+from syncer.errors import SyncerError
+from syncer.testbed.jars import KafkaJars
+
+
+@dataclass(frozen=True)
+class Measured:
+    copier: str
+    seconds: float
+    cpu_seconds: float
+    peak_rss_mib: float
+    records: int
+    bytes: int
+
+    @property
+    def records_per_s(self) -> float:
+        return self.records / self.seconds
+
+    @property
+    def mb_per_s(self) -> float:
+        return self.bytes / 1e6 / self.seconds
+
+    @property
+    def cpu_s_per_gib(self) -> float:
+        return self.cpu_seconds / (self.bytes / 2**30)
+
+
+def _reap(pid: int) -> tuple[float, float]:
+    """Wait for child ``pid``; its (CPU seconds, peak RSS in MiB)."""
+    _pid, _status, usage = os.wait4(pid, 0)
+    return usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+
+
+async def local_total(bootstrap: str, topic: str, partitions: int) -> int:
+    async with Cluster(ClusterConfig(bootstrap, name="bench"), role="bench") as cluster:
+        try:
+            ends = await cluster.latest([TopicPartition(topic, p) for p in range(partitions)])
+        except SyncerError:
+            return 0
+    return sum(ends.values())
+
+
+def run_syncer(
+    workdir: Path, local: str, remote: str, topic: str, records: int, size: int
+) -> Measured:
+    config = workdir / "syncer.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "local": {"bootstrap_servers": local},
+                "remotes": [{"name": "east", "bootstrap_servers": remote}],
+                "topics": {"include": [topic]},
+            }
+        )
+    )
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "syncer", "catch-up", "-c", str(config), "--no-progress"],
+        stdout=subprocess.DEVNULL,
+        stderr=open(workdir / "syncer.log", "w"),  # noqa: SIM115
+    )
+    cpu, rss = _reap(proc.pid)
+    proc.returncode = 0
+    return Measured("syncer", time.monotonic() - started, cpu, rss, records, size)
+
+
+MM2_PROPERTIES = """
+clusters = east, local
+east.bootstrap.servers = {remote}
+local.bootstrap.servers = {local}
+east->local.enabled = true
+local->east.enabled = false
+east->local.topics = {topic}
+tasks.max = {tasks}
+replication.factor = 1
+checkpoints.topic.replication.factor = 1
+heartbeats.topic.replication.factor = 1
+offset-syncs.topic.replication.factor = 1
+offset.storage.replication.factor = 1
+status.storage.replication.factor = 1
+config.storage.replication.factor = 1
+sync.topic.acls.enabled = false
+emit.checkpoints.enabled = false
+refresh.topics.interval.seconds = 5
+# throughput settings the way operators tune them for bulk copies
+local.producer.batch.size = 524288
+local.producer.linger.ms = 20
+local.producer.buffer.memory = 134217728
+local.producer.max.request.size = 4194304
+local.producer.acks = all
+east.consumer.fetch.max.bytes = 52428800
+east.consumer.max.partition.fetch.bytes = 4194304
+east.consumer.max.poll.records = 5000
+east.consumer.fetch.min.bytes = 1048576
+"""
+
+LOG4J = """status = error
+appender.out.type = Console
+appender.out.name = out
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = WARN
+rootLogger.appenderRef.out.ref = out
+"""
+
+
+def run_mm2(
+    workdir: Path,
+    jars: KafkaJars,
+    local: str,
+    remote: str,
+    topic: str,
+    records: int,
+    size: int,
+    partitions: int,
+    tasks: int,
+) -> Measured:
+    props = workdir / "mm2.properties"
+    props.write_text(MM2_PROPERTIES.format(remote=remote, local=local, topic=topic, tasks=tasks))
+    (workdir / "log4j2.properties").write_text(LOG4J)
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        [
+            "java",
+            "-Xmx512m",
+            "-Xms128m",
+            "-XX:+UseG1GC",
+            f"-Dlog4j2.configurationFile={workdir / 'log4j2.properties'}",
+            "-cp",
+            jars.classpath,
+            "org.apache.kafka.connect.mirror.MirrorMaker",
+            str(props),
+        ],
+        stdout=open(workdir / "mm2.log", "w"),
+        stderr=subprocess.STDOUT,  # noqa: SIM115
+    )
+    target = f"east.{topic}"
+    deadline = started + 1800
+    while asyncio.run(local_total(local, target, partitions)) < records:
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"MirrorMaker 2 stopped or stalled; see {workdir / 'mm2.log'}")
+        time.sleep(0.25)
+    seconds = time.monotonic() - started
+    proc.send_signal(signal.SIGTERM)
+    cpu, rss = _reap(proc.pid)
+    proc.returncode = 0
+    return Measured(f"MirrorMaker 2 (tasks.max={tasks})", seconds, cpu, rss, records, size)
