@@ -1,5 +1,38 @@
 """syncer: keep local Kafka partitions offset-for-offset identical to remote ones."""
 
-from syncer.errors import ConfigError, PartitionHalted, SyncerError
+from syncer.config import ClusterConfig, Config, CopierConfig, TopicsConfig
+from syncer.copier import PartitionStatus, State
+from syncer.errors import (
+    ClusterError,
+    ConfigError,
+    ExitCode,
+    HoleFound,
+    MisalignedWrite,
+    PartitionHalted,
+    SourceDataLost,
+    SyncerError,
+    TransientClusterError,
+    UnreachableError,
+)
+from syncer.syncer import Summary, Syncer
 
-__all__ = ["ConfigError", "PartitionHalted", "SyncerError"]
+__all__ = [
+    "ClusterConfig",
+    "ClusterError",
+    "Config",
+    "ConfigError",
+    "CopierConfig",
+    "ExitCode",
+    "HoleFound",
+    "MisalignedWrite",
+    "PartitionHalted",
+    "PartitionStatus",
+    "SourceDataLost",
+    "State",
+    "Summary",
+    "Syncer",
+    "SyncerError",
+    "TopicsConfig",
+    "TransientClusterError",
+    "UnreachableError",
+]

@@ -17,6 +17,7 @@ from syncer.batches import Batch, rewrite_for_local, split_batches
 from syncer.clusters import TP, Cluster, FetchedPartition, ProduceResult, error_for
 from syncer.config import CopierConfig
 from syncer.errors import (
+    ForeignWrite,
     HoleFound,
     MisalignedWrite,
     PartitionHalted,
@@ -72,7 +73,12 @@ class PartitionStatus:
 
 
 class _Resync(Exception):
-    """The local end moved under us (another writer, a retried write): read it again."""
+    """The local end moved under us (another writer, a retried write): read it again.
+    ``refused_at`` is set when the broker refused our sequence for that offset."""
+
+    def __init__(self, message: str, refused_at: int | None = None) -> None:
+        super().__init__(message)
+        self.refused_at = refused_at
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +111,7 @@ class PartitionCopier:
         self.status = PartitionStatus(tp, remote_ends=dict(remote_ends or {}))
         self._stopping = False
         self._pending: deque[tuple[_Sent, asyncio.Future[ProduceResult]]] = deque()
+        self._refused_at: int | None = None
 
     def __repr__(self) -> str:
         s = self.status
@@ -128,6 +135,11 @@ class PartitionCopier:
                 self._halt(exc)
                 return self.status
             except (TransientClusterError, _Resync) as exc:
+                if isinstance(exc, _Resync) and exc.refused_at is not None:
+                    if exc.refused_at == self._refused_at:
+                        self._halt(ForeignWrite(self._foreign_write_message(exc.refused_at)))
+                        return self.status
+                    self._refused_at = exc.refused_at
                 self.status.retries += 1
                 self.status.state = State.RETRYING
                 log.info(
@@ -139,6 +151,13 @@ class PartitionCopier:
                 backoff = min(backoff * 2, self.config.retry_backoff_max_ms / 1000)
         self.status.state = State.STOPPED if self._stopping else State.CAUGHT_UP
         return self.status
+
+    def _foreign_write_message(self, offset: int) -> str:
+        return (
+            f"{self.tp.topic}[{self.tp.partition}]: the broker refuses our sequence at local end"
+            f" {offset} twice: the records before it were not written by this deployment"
+            " (a foreign producer writes into this partition)"
+        )
 
     def _halt(self, exc: PartitionHalted) -> None:
         self.writer.forget(self.tp)
@@ -227,8 +246,13 @@ class PartitionCopier:
     def _verify(self, sent: _Sent, result: ProduceResult) -> None:
         where = f"{self.tp.topic}[{self.tp.partition}]"
         code = result.error_code
-        if code in (OUT_OF_ORDER_SEQUENCE, DUPLICATE_SEQUENCE):
-            raise _Resync(f"sequence refused at offset {sent.base_offset}: the partition moved")
+        if code == OUT_OF_ORDER_SEQUENCE:
+            raise _Resync(
+                f"sequence refused at offset {sent.base_offset}: the partition moved",
+                refused_at=sent.base_offset,
+            )
+        if code == DUPLICATE_SEQUENCE:
+            raise _Resync(f"duplicate sequence at offset {sent.base_offset}")
         if code in TOO_LARGE:
             raise PartitionHalted(
                 f"{where}: batch at offset {sent.base_offset} ({sent.size} bytes) is larger than"
@@ -244,6 +268,7 @@ class PartitionCopier:
                 f"{where}: record from remote offset {sent.base_offset} landed at local offset"
                 f" {result.base_offset}; another producer writes into this partition"
             )
+        self._refused_at = None
         self.status.local_end = sent.next_offset
         self.status.records_copied += sent.records
         self.status.bytes_copied += sent.size

@@ -75,8 +75,8 @@ class SourceDataLost(PartitionHalted):
     """A remote's start is beyond the local end: records are gone at the source."""
 
 
-class WriterFenced(PartitionHalted):
-    """The broker refused our sequence: another writer got there first, or a foreign one."""
+class ForeignWrite(PartitionHalted):
+    """Records in a mirrored local partition were written by someone else than syncer."""
 
 
 class TopicMismatch(SyncerError):

@@ -10,6 +10,7 @@ import argparse
 import asyncio
 import datetime
 import json
+import logging
 import os
 import platform
 import shutil
@@ -50,6 +51,7 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=8, help="MirrorMaker 2 tasks.max")
     parser.add_argument("--out", type=Path, default=Path("results"))
     args = parser.parse_args()
+    logging.getLogger("aiokafka").setLevel(logging.CRITICAL)  # probes of starting brokers
     args.out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="syncer-bench-"))
     bed = Testbed(work / "bed")
@@ -83,12 +85,23 @@ def report(console: Console, args: argparse.Namespace, ours: Measured, peer: Mea
         title=f"catch-up: {args.records} × {RECORD_SIZE} B, {PARTITIONS} partitions,"
         f" loopback · {when}"
     )
-    for column in ("copier", "seconds", "records/s", "MB/s", "CPU s", "CPU s/GiB", "peak RSS MiB"):
+    columns = (
+        "copier",
+        "copy s",
+        "launch→done s",
+        "records/s",
+        "MB/s",
+        "CPU s",
+        "CPU s/GiB",
+        "peak RSS MiB",
+    )
+    for column in columns:
         table.add_column(column, justify="left" if column == "copier" else "right")
     for m in (ours, peer):
         table.add_row(
             m.copier,
             f"{m.seconds:.1f}",
+            f"{m.launch_to_last_s:.1f}",
             f"{m.records_per_s:,.0f}",
             f"{m.mb_per_s:.1f}",
             f"{m.cpu_seconds:.1f}",

@@ -104,3 +104,34 @@ async def test_catch_up_exits_halted_on_a_hole(
     result = syncer("catch-up", "-c", str(config_file), "--no-progress")
     assert result.returncode == ExitCode.HALTED
     assert f"{topic}[0]: hole at offset 4: transaction marker" in result.stderr
+
+
+async def test_daemon_drains_on_sigterm_and_prints_one_summary(
+    config_file: Path, local: str, east: str, topic: str
+) -> None:
+    import asyncio
+    import signal
+    import time
+
+    await create_topic(east, topic)
+    await produce(east, topic, [(b"k", b"v")] * 50)
+    config_file.write_text(
+        f"local: {{bootstrap_servers: '{local}'}}\n"
+        f"remotes: [{{name: east, bootstrap_servers: '{east}'}}]\n"
+        f"topics: {{include: ['{topic}']}}\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "syncer", "run", "-c", str(config_file)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    await asyncio.sleep(4)
+    proc.send_signal(signal.SIGTERM)
+    started = time.monotonic()
+    _out, err = proc.communicate(timeout=30)
+    assert proc.returncode == ExitCode.OK, err
+    assert time.monotonic() - started < 10
+    summary = [line for line in err.splitlines() if line.startswith("shutdown ◆")]
+    assert len(summary) == 1, err
+    assert "◆ 1 partitions ◆ 50 records ◆" in summary[0] and "◆ 0 halted ◆" in summary[0]

@@ -151,3 +151,71 @@ async def test_daemon_picks_up_new_topics_and_stops_cleanly(
         assert await read_partition(local, topic + name, part) == await read_partition(
             east, topic + name, part
         )
+
+
+async def test_a_foreign_write_into_the_local_partition_halts_it(
+    local: str, east: str, topic: str
+) -> None:
+    await create_topic(east, topic)
+    await produce(east, topic, [(b"k", b"%d" % i) for i in range(10)])
+    await catch_up(local, {"east": east}, [topic])
+    await produce(local, topic, [(b"intruder", b"!")])  # lands at local offset 10
+    for i in range(10, 20):  # one batch per record, so local end 11 is a batch border
+        await produce(east, topic, [(b"k", b"%d" % i)])
+    syncer = await catch_up(local, {"east": east}, [topic])
+    (status,) = syncer.statuses()
+    assert status.state is State.HALTED
+    assert status.error is not None and "refuses our sequence at local end 11" in status.error
+    copied = await read_partition(local, topic)
+    assert len(copied) == 11 and copied[10].key == b"intruder"  # nothing written after it
+
+
+async def test_a_remote_start_beyond_the_local_end_is_data_loss(
+    local: str, east: str, topic: str
+) -> None:
+    from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
+    from aiokafka.structs import TopicPartition
+
+    await create_topic(east, topic)
+    await produce(east, topic, [(b"k", b"%d" % i) for i in range(10)])
+    admin = AIOKafkaAdminClient(bootstrap_servers=east)
+    await admin.start()
+    try:
+        await admin.delete_records({TopicPartition(topic, 0): RecordsToDelete(before_offset=6)})
+    finally:
+        await admin.close()
+    syncer = await catch_up(local, {"east": east}, [topic])
+    (status,) = syncer.statuses()
+    assert status.state is State.HALTED and status.local_end == 0
+    assert status.error is not None and "records 0..5 are gone at every remote" in status.error
+
+
+async def test_daemon_grows_a_local_topic_when_the_remote_gains_partitions(
+    local: str, east: str, topic: str
+) -> None:
+    from aiokafka.admin import AIOKafkaAdminClient, NewPartitions
+
+    config = make_config(
+        local, {"east": east}, [topic], topics={"include": [topic], "refresh_interval_s": 0.5}
+    )
+    await create_topic(east, topic, 1)
+    await produce(east, topic, [(b"a", b"%d" % i) for i in range(5)])
+    syncer = Syncer(config)
+    async with syncer:
+        running = asyncio.create_task(syncer.run())
+        admin = AIOKafkaAdminClient(bootstrap_servers=east)
+        await admin.start()
+        try:
+            await admin.create_partitions({topic: NewPartitions(total_count=3)})
+        finally:
+            await admin.close()
+        await asyncio.sleep(1.0)
+        await produce(east, topic, [(b"c", b"%d" % i) for i in range(7)], partition=2)
+        for _ in range(100):
+            ends = {s.tp.partition: s.local_end for s in syncer.statuses()}
+            if ends.get(2) == 7 and ends.get(0) == 5:
+                break
+            await asyncio.sleep(0.2)
+        syncer.request_stop()
+        await asyncio.wait_for(running, 15)
+    assert await read_partition(local, topic, 2) == await read_partition(east, topic, 2)

@@ -55,3 +55,24 @@ def test_cli_up_status_down_leaves_no_java(tmp_path: Path) -> None:
     )
     assert ours.stdout.strip() == ""
     assert not any(probe_metadata(b, timeout=2.0) for b in bootstraps)
+
+
+def test_a_broker_that_cannot_start_is_named_with_its_log(tmp_path: Path) -> None:
+    import socket
+
+    import pytest
+
+    from syncer.errors import TestbedError
+    from syncer.testbed import ClusterSpec, Testbed
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        bed = Testbed(tmp_path / "bed")
+        with pytest.raises(TestbedError) as caught:
+            bed.up([ClusterSpec("busy", port=port)])
+    message = str(caught.value)
+    assert "Kafka cluster 'busy'" in message
+    assert str(tmp_path / "bed" / "busy" / "broker.log") in message
+    assert not bed.clusters["busy"].is_running()

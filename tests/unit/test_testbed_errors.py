@@ -1,0 +1,44 @@
+"""The test bed says in one line what is missing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from syncer.errors import ExitCode, TestbedError
+from syncer.testbed.jars import KafkaJars
+
+
+def test_missing_java_is_one_clear_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # nothing on it
+    with pytest.raises(TestbedError) as caught:
+        KafkaJars(tmp_path / "cache").ensure()
+    assert str(caught.value) == (
+        "java not found on PATH: install a Java 17+ runtime (Debian: openjdk-17-jre-headless)"
+    )
+    assert caught.value.exit_code == ExitCode.TESTBED
+
+
+def test_missing_maven_is_one_clear_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    (tmp_path / "java").write_text("#!/bin/sh\n")
+    (tmp_path / "java").chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(TestbedError, match=r"^mvn not found on PATH: install Apache Maven"):
+        KafkaJars(tmp_path / "cache").ensure()
+
+
+def test_a_failed_download_names_the_maven_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for tool, body in (("java", "exit 0"), ("mvn", "echo 'Could not resolve' ; exit 1")):
+        (tmp_path / tool).write_text(f"#!/bin/sh\n{body}\n")
+        (tmp_path / tool).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    jars = KafkaJars(tmp_path / "cache", version="9.9.9")
+    with pytest.raises(TestbedError) as caught:
+        jars.ensure()
+    assert str(caught.value) == (
+        f"downloading Kafka 9.9.9 jars with mvn failed (exit 1); see {jars.home / 'mvn.log'}"
+    )
+    assert not jars.is_complete()
