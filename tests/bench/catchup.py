@@ -55,7 +55,7 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="syncer-bench-"))
     bed = Testbed(work / "bed")
-    console = Console()
+    console = Console(width=132)
     try:
         console.print(f"starting clusters under {work} ...")
         bed.up([ClusterSpec("local"), ClusterSpec("east")])
