@@ -75,6 +75,22 @@ class CopierConfig:
 
 
 @dataclass(frozen=True)
+class CoordinationConfig:
+    """Share the partitions among the processes of one group on the local cluster."""
+
+    group: str = ""
+    instance_id: str = ""  # static membership (group.instance.id): rolling restarts keep work
+    session_timeout_ms: int = 10_000
+    heartbeat_interval_ms: int = 1_000
+    # stop writing when no heartbeat was answered for this long (below the session timeout)
+    lease_ms: int = 6_000
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.group)
+
+
+@dataclass(frozen=True)
 class Config:
     """Everything a syncer deployment needs."""
 
@@ -84,6 +100,7 @@ class Config:
     name: str = "syncer"
     state_topic: str = "_syncer_state"
     copier: CopierConfig = field(default_factory=CopierConfig)
+    coordination: CoordinationConfig = field(default_factory=CoordinationConfig)
 
     @classmethod
     def from_file(cls, path: str | Path) -> Config:
@@ -121,7 +138,25 @@ class Config:
 
 def _check(config: Config) -> list[str]:
     """Rules that span fields."""
-    return [*_check_remotes(config), *_check_topics(config.topics), *_check_copier(config.copier)]
+    return [
+        *_check_remotes(config),
+        *_check_topics(config.topics),
+        *_check_copier(config.copier),
+        *_check_coordination(config.coordination),
+    ]
+
+
+def _check_coordination(group: CoordinationConfig) -> list[str]:
+    problems = []
+    if group.instance_id and not group.group:
+        problems.append("coordination.instance_id: needs coordination.group")
+    if not 0 < group.heartbeat_interval_ms < group.session_timeout_ms:
+        problems.append("coordination.heartbeat_interval_ms: must be below session_timeout_ms")
+    if not group.heartbeat_interval_ms < group.lease_ms < group.session_timeout_ms:
+        problems.append(
+            "coordination.lease_ms: must lie between heartbeat_interval_ms and session_timeout_ms"
+        )
+    return problems
 
 
 def _check_remotes(config: Config) -> list[str]:

@@ -72,6 +72,11 @@ class PartitionStatus:
         return max(0, self.remote_end - self.local_end)
 
 
+def _consume(future: asyncio.Future[ProduceResult]) -> None:
+    if not future.cancelled():
+        future.exception()
+
+
 class _Resync(Exception):
     """The local end moved under us (another writer, a retried write): read it again.
     ``refused_at`` is set when the broker refused our sequence for that offset."""
@@ -145,8 +150,7 @@ class PartitionCopier:
                 log.info(
                     "%s[%d]: %s; resuming from the local end", self.tp.topic, self.tp.partition, exc
                 )
-                self.writer.forget(self.tp)
-                self._pending.clear()
+                self._abandon_pending()
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, self.config.retry_backoff_max_ms / 1000)
         self.status.state = State.STOPPED if self._stopping else State.CAUGHT_UP
@@ -159,8 +163,16 @@ class PartitionCopier:
             " (a foreign producer writes into this partition)"
         )
 
-    def _halt(self, exc: PartitionHalted) -> None:
+    def _abandon_pending(self) -> None:
+        """Forget the writes still queued or in flight; the local end read next tells what
+        landed. Their outcomes are consumed so that none goes unretrieved."""
         self.writer.forget(self.tp)
+        for _sent, future in self._pending:
+            future.add_done_callback(_consume)
+        self._pending.clear()
+
+    def _halt(self, exc: PartitionHalted) -> None:
+        self._abandon_pending()
         self.status.state = State.HALTED
         self.status.error = str(exc)
         log.error("%s[%d] halted: %s", self.tp.topic, self.tp.partition, exc)

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from syncer.batches import split_batches
 from syncer.clusters import READ_COMMITTED, TP
+from syncer.coordination import group_owners
 from syncer.planner import RemoteEnds, choose_remote, scan
 from syncer.syncer import Syncer
 
@@ -25,6 +26,7 @@ class PartitionRow:
     source: str | None
     state: str
     hole: str | None = None
+    owner: str | None = None
     remote_starts: dict[str, int] = field(default_factory=dict)
 
 
@@ -40,6 +42,7 @@ async def gather_rows(syncer: Syncer, *, look_for_holes: bool) -> list[Partition
         if mine:
             for tp, (start, end) in (await cluster.ends(mine, isolation=READ_COMMITTED)).items():
                 remote.setdefault(tp, {})[name] = RemoteEnds(start, end)
+    owners = await group_owners(syncer.config) if syncer.config.coordination.enabled else {}
     rows = []
     for tp in tps:
         local_end = local_ends.get(tp, 0)
@@ -54,6 +57,7 @@ async def gather_rows(syncer: Syncer, *, look_for_holes: bool) -> list[Partition
             choice.remote,
             _state(choice.gap, choice.lost_below),
             remote_starts={n: e.start for n, e in ends.items()},
+            owner=owners.get(tp),
         )
         if look_for_holes and choice.remote is not None:
             row.hole = await _first_hole(syncer, tp, choice.remote, local_end, choice.target)
@@ -97,41 +101,31 @@ def print_rows(rows: list[PartitionRow], *, as_json: bool, title: str, holes: bo
         print(json.dumps([asdict(r) for r in rows], indent=2))
         return
     remotes = sorted({n for r in rows for n in r.remote_ends})
+    owners = any(r.owner for r in rows)
     table = Table(title=title)
-    for column in (
-        "topic",
-        "partition",
-        "local end",
-        *[f"{n} end" for n in remotes],
-        "lag",
-        "source",
-        "state",
-        *(["first hole"] if holes else []),
-    ):
-        table.add_column(
-            column, justify="right" if "end" in column or column in ("lag", "partition") else "left"
-        )
-    for r in rows:
-        if r.partition < 0:
-            table.add_row(
-                r.topic,
-                "-",
-                "-",
-                *["-" for _ in remotes],
-                "-",
-                "-",
-                r.state,
-                *(["-"] if holes else []),
-            )
-            continue
-        table.add_row(
-            r.topic,
-            str(r.partition),
-            str(r.local_end),
-            *[str(r.remote_ends.get(n, "-")) for n in remotes],
-            str(r.lag),
-            r.source or "-",
-            r.state,
-            *([r.hole or "-"] if holes else []),
-        )
+    cells = [_cells(r, remotes, holes=holes, owners=owners) for r in rows]
+    columns = list(cells[0]) if cells else ["topic"]
+    for column in columns:
+        numeric = column.endswith("end") or column in ("lag", "partition")
+        table.add_column(column, justify="right" if numeric else "left")
+    for row in cells:
+        table.add_row(*row.values())
     Console().print(table)
+
+
+def _cells(r: PartitionRow, remotes: list[str], *, holes: bool, owners: bool) -> dict[str, str]:
+    refused = r.partition < 0
+    cells = {
+        "topic": r.topic,
+        "partition": "-" if refused else str(r.partition),
+        "local end": "-" if refused else str(r.local_end),
+        **{f"{n} end": str(r.remote_ends.get(n, "-")) for n in remotes},
+        "lag": "-" if refused else str(r.lag),
+        "source": r.source or "-",
+        "state": r.state,
+    }
+    if owners:
+        cells["owner"] = r.owner or "-"
+    if holes:
+        cells["first hole"] = r.hole or "-"
+    return cells

@@ -19,6 +19,7 @@ from functools import partial
 
 from syncer.clusters import READ_COMMITTED, TP, Cluster
 from syncer.config import Config
+from syncer.coordination import GroupMember
 from syncer.copier import PartitionCopier, PartitionStatus, State
 from syncer.errors import SyncerError
 from syncer.fetcher import Fetcher
@@ -66,6 +67,12 @@ class Syncer:
         self._started_at = time.monotonic()
         self._stop = asyncio.Event()
         self._started = False
+        self._mirrored: dict[str, int] = {}
+        self._sources: dict[str, tuple[str, ...]] = {}
+        self.member: GroupMember | None = None
+        self._grouped = False  # run() shares partitions through the group; catch_up() does not
+        if config.coordination.enabled:
+            self.member = GroupMember(config, self._on_assigned, self._on_revoked)
 
     def __repr__(self) -> str:
         states: dict[str, int] = {}
@@ -96,30 +103,41 @@ class Syncer:
             await self._close_clusters()
             raise
         self._identity = await load_identity(self.local, self.config.state_topic, self.config.name)
-        self._writer = Writer(self.local, max_in_flight=self.config.copier.max_in_flight)
+        self._writer = Writer(
+            self.local, max_in_flight=self.config.copier.max_in_flight, may_write=self._may_write
+        )
         self._writer.start()
         for name, cluster in self.remotes.items():
             self._fetchers[name] = Fetcher(cluster, self.config.copier)
             self._fetchers[name].start()
         self._started = True
 
+    def _may_write(self) -> bool:
+        return not self._grouped or self.member is None or self.member.may_write()
+
     async def stop(self) -> None:
         """Drain in-flight writes, bounded by ``copier.shutdown_timeout_s``; idempotent."""
         self._stop.set()
         for copier in self.copiers.values():
             copier.request_stop()
-        tasks = [t for t in self._tasks.values() if not t.done()]
-        if tasks:
-            _done, late = await asyncio.wait(tasks, timeout=self.config.copier.shutdown_timeout_s)
-            for task in late:
-                task.cancel("shutdown timeout")
-            await asyncio.gather(*late, return_exceptions=True)
+        await self._finish(list(self._tasks.values()))
+        if self.member is not None:
+            await self.member.stop()
         if self._writer is not None:
             await self._writer.stop()
         for fetcher in self._fetchers.values():
             await fetcher.stop()
         await self._close_clusters()
         self._started = False
+
+    async def _finish(self, tasks: list[asyncio.Task[PartitionStatus]]) -> None:
+        """Wait for stopping copiers to drain, bounded; cancel the ones that do not."""
+        tasks = [t for t in tasks if not t.done()]
+        if tasks:
+            _done, late = await asyncio.wait(tasks, timeout=self.config.copier.shutdown_timeout_s)
+            for task in late:
+                task.cancel("shutdown timeout")
+            await asyncio.gather(*late, return_exceptions=True)
 
     async def _close_clusters(self) -> None:
         for cluster in (self.local, *self.remotes.values()):
@@ -128,7 +146,9 @@ class Syncer:
     # the two modes ----------------------------------------------------------------------
 
     async def catch_up(self) -> Summary:
-        """Snapshot the remote ends now and copy until the local ends reach them."""
+        """Snapshot the remote ends now and copy until the local ends reach them. Every
+        selected partition, in this process (a group, if configured, is not joined; running
+        beside the group's members is safe: the shared writer identity dedupes)."""
         await self.start()
         await self.refresh_topics()
         targets = {tp: c.status.remote_end for tp, c in self.copiers.items()}
@@ -138,8 +158,10 @@ class Syncer:
         return self.summary()
 
     async def run(self) -> Summary:
-        """Copy continuously until ``stop()`` (or ``request_stop()``)."""
+        """Copy continuously until ``stop()`` (or ``request_stop()``). With
+        ``coordination.group`` set, only the partitions the group assigns to this process."""
         await self.start()
+        self._grouped = self.member is not None
         while not self._stop.is_set():
             try:
                 await self.refresh_topics()
@@ -147,9 +169,12 @@ class Syncer:
                 if not exc.retriable:
                     raise
                 log.warning("topic refresh failed, will try again: %s", exc)
-            for tp, copier in self.copiers.items():
-                if tp not in self._tasks:
-                    self._spawn(tp, copier.run())
+            if self._grouped:
+                await self._share_through_group()
+            else:
+                for tp, copier in self.copiers.items():
+                    if tp not in self._tasks:
+                        self._spawn(tp, copier.run())
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), self.config.topics.refresh_interval_s)
         for copier in self.copiers.values():
@@ -163,6 +188,49 @@ class Syncer:
         for copier in self.copiers.values():
             copier.request_stop()
 
+    # coordination -----------------------------------------------------------------------
+
+    async def _share_through_group(self) -> None:
+        """Tell the group leader's assignor the gaps, and keep the subscription current."""
+        assert self.member is not None
+        tps = [TP(t, p) for t, n in self._mirrored.items() for p in range(n)]
+        try:
+            self.member.update_gaps(await self._gaps(tps))
+        except SyncerError as exc:
+            log.info("could not measure gaps for the assignor: %s", exc)
+        await self.member.subscribe(self._mirrored)
+
+    async def _gaps(self, tps: list[TP]) -> dict[TP, int]:
+        if not tps:
+            return {}
+        local = await self.local.latest(tps)
+        remote: dict[TP, int] = {}
+        for name, cluster in self.remotes.items():
+            mine = [tp for tp in tps if name in self._sources.get(tp.topic, ())]
+            if mine:
+                for tp, end in (await cluster.latest(mine, isolation=READ_COMMITTED)).items():
+                    remote[tp] = max(remote.get(tp, 0), end)
+        return {tp: max(0, remote.get(tp, 0) - local.get(tp, 0)) for tp in tps}
+
+    async def _on_assigned(self, assigned: set[TP]) -> None:
+        for tp in sorted(assigned):
+            if tp in self._tasks and not self._tasks[tp].done():
+                continue
+            self.copiers[tp] = self._copier(tp, {})
+            self._spawn(tp, self.copiers[tp].run())
+
+    async def _on_revoked(self, revoked: set[TP]) -> None:
+        """Stop the revoked partitions' copiers before the group moves them elsewhere."""
+        tasks = []
+        for tp in revoked:
+            copier = self.copiers.pop(tp, None)
+            if copier is not None:
+                copier.request_stop()
+            task = self._tasks.pop(tp, None)
+            if task is not None:
+                tasks.append(task)
+        await self._finish(tasks)
+
     def _spawn(self, tp: TP, work: object) -> None:
         name = f"copier-{tp.topic}-{tp.partition}"
         self._tasks[tp] = asyncio.create_task(work, name=name)  # type: ignore[arg-type]
@@ -172,7 +240,7 @@ class Syncer:
     async def plan(self) -> TopicPlan:
         local_counts = await self.local.partition_counts()
         remote_counts = {n: await c.partition_counts() for n, c in self.remotes.items()}
-        mirrored = {tp.topic for tp in self.copiers}
+        mirrored = set(self._mirrored) | {tp.topic for tp in self.copiers}
         return plan_topics(self.config.topics, local_counts, remote_counts, mirrored)
 
     async def refresh_topics(self) -> TopicPlan:
@@ -191,6 +259,10 @@ class Syncer:
             await self.local.add_partitions(topic, count)
         if plan.create or plan.grow:
             await retried(self._await_local_topics(plan), what="waiting for new local topics")
+        self._mirrored = dict(plan.mirror)
+        self._sources = dict(plan.sources)
+        if self._grouped:
+            return plan  # copiers come and go with the group's assignment
         new = [
             TP(t, p)
             for t, n in plan.mirror.items()
@@ -223,7 +295,8 @@ class Syncer:
 
     def _copier(self, tp: TP, ends: dict[str, RemoteEnds]) -> PartitionCopier:
         assert self._writer is not None and self._identity is not None
-        fetchers = {name: self._fetchers[name] for name in ends} or self._fetchers
+        sources = self._sources.get(tp.topic) or tuple(ends) or tuple(self._fetchers)
+        fetchers = {name: self._fetchers[name] for name in sources}
         return PartitionCopier(
             tp, self.local, self._writer, fetchers, self._identity, self.config.copier, ends
         )

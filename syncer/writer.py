@@ -7,9 +7,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import defaultdict, deque
+from collections.abc import Callable
 
 from syncer.clusters import TP, Cluster, ProduceResult
-from syncer.errors import SyncerError
+from syncer.errors import SyncerError, TransientClusterError
 
 log = logging.getLogger(__name__)
 
@@ -19,8 +20,15 @@ PRODUCE_TIMEOUT_MS = 30_000
 class Writer:
     """Owns one background task; ``submit(tp, batch)`` returns a future for the result."""
 
-    def __init__(self, cluster: Cluster, *, max_in_flight: int) -> None:
+    def __init__(
+        self,
+        cluster: Cluster,
+        *,
+        max_in_flight: int,
+        may_write: Callable[[], bool] = lambda: True,
+    ) -> None:
         self.cluster = cluster
+        self.may_write = may_write
         self.max_in_flight = max_in_flight
         self._queues: dict[TP, deque[tuple[bytes, asyncio.Future[ProduceResult]]]] = {}
         self._in_flight: dict[int, int] = defaultdict(int)
@@ -64,6 +72,9 @@ class Writer:
         while True:
             await self._wakeup.wait()
             self._wakeup.clear()
+            if not self.may_write():
+                self._refuse_all()
+                continue
             by_node: dict[int, dict[TP, tuple[bytes, asyncio.Future[ProduceResult]]]]
             by_node = defaultdict(dict)
             for tp, queue in list(self._queues.items()):
@@ -89,6 +100,14 @@ class Writer:
             if any(self._queues.values()) and by_node:
                 self._wakeup.set()  # more batches wait behind the ones just sent
             await asyncio.sleep(0)
+
+    def _refuse_all(self) -> None:
+        error = TransientClusterError("not writing: this process may have lost its group")
+        for queue in self._queues.values():
+            for _batch, future in queue:
+                if not future.done():
+                    future.set_exception(error)
+        self._queues.clear()
 
     async def _produce(
         self, node: int, entries: dict[TP, tuple[bytes, asyncio.Future[ProduceResult]]]

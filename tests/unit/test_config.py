@@ -88,3 +88,14 @@ def test_environment_interpolation(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_malformed_yaml_names_the_line() -> None:
     (problem,) = problems("local: {a: [1\n")
     assert problem.startswith("malformed YAML: line 2")
+
+
+def test_coordination_settings_are_checked_together() -> None:
+    found = problems(GOOD + "coordination: {instance_id: a, heartbeat_interval_ms: 20000}\n")
+    assert found == [
+        "coordination.instance_id: needs coordination.group",
+        "coordination.heartbeat_interval_ms: must be below session_timeout_ms",
+        "coordination.lease_ms: must lie between heartbeat_interval_ms and session_timeout_ms",
+    ]
+    config = Config.from_yaml(GOOD + "coordination: {group: mirrors}\n")
+    assert config.coordination.enabled and config.coordination.lease_ms == 6000

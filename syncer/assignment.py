@@ -1,0 +1,81 @@
+"""Pure partition assignment for a syncer group: balanced by gap size, sticky across
+rebalances. Unit-tested with plain values; the aiokafka assignor in ``coordination`` only
+translates to and from the wire format."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Mapping
+
+from syncer.clusters import TP
+
+
+def weights_from_gaps(gaps: Mapping[TP, int]) -> dict[TP, float]:
+    """Every partition costs 1 (a task, a fetch slot) plus its gap relative to the mean gap, so
+    a partition with an average backlog weighs 2 and a caught-up one weighs 1."""
+    mean = sum(gaps.values()) / len(gaps) if gaps else 0.0
+    return {tp: 1.0 + (gap / mean if mean > 0 else 0.0) for tp, gap in gaps.items()}
+
+
+def assign(owned: Mapping[str, Collection[TP]], weights: Mapping[TP, float]) -> dict[str, set[TP]]:
+    """Give every partition in ``weights`` to exactly one member of ``owned`` (member → the
+    partitions it owns now).
+
+    Members keep what they own; unowned partitions go, heaviest first, to the least loaded
+    member; then single partitions move from the most to the least loaded member while that
+    narrows the gap between them. Each move lowers the sum of squared loads, so this ends, and
+    it ends with the spread of loads at most one partition's weight. An assignment that is
+    already balanced comes back unchanged (sticky)."""
+    members = sorted(owned)
+    if not members:
+        return {}
+    out: dict[str, set[TP]] = {m: set() for m in members}
+    placed: set[TP] = set()
+    for member in members:
+        for tp in sorted(owned[member]):
+            if tp in weights and tp not in placed:
+                out[member].add(tp)
+                placed.add(tp)
+    load = {m: sum(weights[tp] for tp in out[m]) for m in members}
+    for tp in sorted((t for t in weights if t not in placed), key=lambda t: (-weights[t], t)):
+        member = min(members, key=lambda m: (load[m], len(out[m]), m))
+        out[member].add(tp)
+        load[member] += weights[tp]
+    _rebalance(out, load, weights)
+    return out
+
+
+def _rebalance(
+    out: dict[str, set[TP]], load: dict[str, float], weights: Mapping[TP, float]
+) -> None:
+    while True:
+        high = max(out, key=lambda m: (load[m], len(out[m]), m))
+        low = min(out, key=lambda m: (load[m], len(out[m]), m))
+        spread = load[high] - load[low]
+        movable = [tp for tp in out[high] if weights[tp] < spread - 1e-9]
+        if not movable:
+            return
+        # the move that narrows the spread most: a weight closest to half of it
+        tp = min(movable, key=lambda t: (abs(spread - 2 * weights[t]), t))
+        out[high].remove(tp)
+        out[low].add(tp)
+        load[high] -= weights[tp]
+        load[low] += weights[tp]
+
+
+def encode_owned(partitions: Collection[TP]) -> bytes:
+    """What a member tells the group leader it owns (the JoinGroup user data)."""
+    by_topic: dict[str, list[int]] = {}
+    for tp in partitions:
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    return json.dumps({"owned": {t: sorted(p) for t, p in sorted(by_topic.items())}}).encode()
+
+
+def decode_owned(user_data: bytes | None) -> set[TP]:
+    if not user_data:
+        return set()
+    try:
+        raw = json.loads(user_data)
+        return {TP(t, int(p)) for t, parts in raw.get("owned", {}).items() for p in parts}
+    except (ValueError, AttributeError, TypeError):
+        return set()  # a member of another version: treat as owning nothing

@@ -1,0 +1,283 @@
+"""Local coordination against real brokers: processes of one group share the partitions
+through the local cluster's group coordinator; kills, pauses and scaling leave the copy exact."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+import yaml
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.structs import TopicPartition
+
+from syncer.clusters import Cluster
+from syncer.config import ClusterConfig, Config
+from syncer.coordination import group_owners
+from syncer.errors import SyncerError
+from syncer.testbed import Testbed
+from syncer.testbed.tools import perf_produce
+from tests.kafka_helpers import batch_digests, create_topic
+
+PARTITIONS = 24
+
+
+class Group:
+    """Daemons of one syncer group, started as real processes."""
+
+    def __init__(self, tmp_path: Path, local: str, east: str, topic: str) -> None:
+        self.local, self.east, self.topic = local, east, topic
+        self.name = f"g-{uuid.uuid4().hex[:8]}"
+        self.raw = {
+            "name": self.name,
+            "local": {"bootstrap_servers": local},
+            "remotes": [{"name": "east", "bootstrap_servers": east}],
+            "topics": {"include": [topic], "refresh_interval_s": 1},
+            "copier": {"partition_fetch_max_bytes": 65536, "max_in_flight": 2},
+            "coordination": {
+                "group": self.name,
+                "session_timeout_ms": 6000,
+                "heartbeat_interval_ms": 500,
+                "lease_ms": 3000,
+            },
+        }
+        self.path = tmp_path / "syncer.yaml"
+        self.path.write_text(yaml.safe_dump(self.raw))
+        self.logs = tmp_path
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    @property
+    def config(self) -> Config:
+        return Config.from_dict(self.raw)
+
+    def start(self, n: int = 1) -> list[subprocess.Popen[bytes]]:
+        started = []
+        for _ in range(n):
+            log = open(self.logs / f"member-{len(self.procs)}.log", "wb")  # noqa: SIM115
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "syncer", "-v", "run", "-c", str(self.path)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+            log.close()
+            self.procs.append(proc)
+            started.append(proc)
+        return started
+
+    def stop(self, proc: subprocess.Popen[bytes]) -> None:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGCONT)
+            proc.send_signal(signal.SIGTERM)
+        proc.wait(40)
+
+    def stop_all(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGCONT)
+                proc.send_signal(signal.SIGTERM)
+        for proc in self.procs:
+            try:
+                proc.wait(40)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+
+    async def owners(self) -> dict[TopicPartition, str]:
+        try:
+            return await group_owners(self.config)
+        except Exception:
+            return {}
+
+    async def wait_for(self, what: str, check: Callable[[], object], seconds: float = 60) -> None:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if await check():  # type: ignore[misc]
+                return
+            await asyncio.sleep(0.5)
+        raise AssertionError(f"timed out waiting for {what}; logs in {self.logs}")
+
+    async def ends(self, bootstrap: str) -> dict[TopicPartition, int]:
+        tps = [TopicPartition(self.topic, p) for p in range(PARTITIONS)]
+        async with Cluster(ClusterConfig(bootstrap, name="t"), role="t") as cluster:
+            try:
+                return await cluster.latest(tps)
+            except SyncerError:
+                return {}
+
+    async def in_sync(self) -> bool:
+        remote = await self.ends(self.east)
+        return bool(remote) and await self.ends(self.local) == remote
+
+    async def assert_identical(self) -> None:
+        for p in range(PARTITIONS):
+            remote = await batch_digests(self.east, self.topic, p)
+            copied = await batch_digests(self.local, self.topic, p)
+            assert copied == remote, f"partition {p} differs"
+
+    async def members(self) -> int:
+        return len(set((await self.owners()).values()))
+
+
+@pytest.fixture
+async def group(tmp_path: Path, local: str, east: str, topic: str) -> AsyncIterator[Group]:
+    await create_topic(east, topic, PARTITIONS)
+    g = Group(tmp_path, local, east, topic)
+    try:
+        yield g
+    finally:
+        g.stop_all()
+
+
+def produce_in_background(
+    testbed: Testbed, east: str, topic: str, records: int, per_second: int
+) -> asyncio.Future[str]:
+    return asyncio.ensure_future(
+        asyncio.to_thread(
+            perf_produce,
+            east,
+            topic,
+            records=records,
+            record_size=512,
+            throughput=per_second,
+            jars=testbed.jars,
+        )
+    )
+
+
+async def group_names(bootstrap: str) -> set[str]:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        return {g[0] for g in await admin.list_consumer_groups()}
+    finally:
+        await admin.close()
+
+
+async def test_three_members_share_24_partitions_and_remotes_see_no_group(
+    group: Group, testbed: Testbed
+) -> None:
+    await asyncio.to_thread(
+        perf_produce, group.east, group.topic, records=24_000, record_size=512, jars=testbed.jars
+    )
+    group.start(3)
+
+    async def all_owned_by_three() -> bool:
+        owners = await group.owners()
+        return len(owners) == PARTITIONS and len(set(owners.values())) == 3
+
+    await group.wait_for("24 partitions owned by 3 members", all_owned_by_three)
+    await group.wait_for("local in sync with east", group.in_sync)
+    owners = await group.owners()
+    counts = sorted(list(owners.values()).count(m) for m in set(owners.values()))
+    assert counts == [8, 8, 8]
+    assert group.name in await group_names(group.local)
+    assert group.name not in await group_names(group.east)
+    status = subprocess.run(
+        [sys.executable, "-m", "syncer", "status", "-c", str(group.path), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    rows = json.loads(status.stdout)
+    assert {(r["partition"], r["owner"]) for r in rows} == {
+        (tp.partition, owner) for tp, owner in owners.items()
+    }
+    group.stop_all()
+    await group.assert_identical()
+
+
+async def test_sigkill_of_a_member_moves_its_partitions_and_loses_nothing(
+    group: Group, testbed: Testbed
+) -> None:
+    producing = produce_in_background(testbed, group.east, group.topic, 60_000, 5_000)
+    victim, *_ = group.start(3)
+    await group.wait_for("3 members", lambda: _equals(group.members(), 3))
+    await asyncio.sleep(2)
+    victim.send_signal(signal.SIGKILL)
+    victim.wait(10)
+    await group.wait_for("2 members after the kill", lambda: _equals(group.members(), 2))
+    await producing
+    await group.wait_for("local in sync with east", group.in_sync, seconds=90)
+    group.stop_all()
+    await group.assert_identical()
+
+
+async def test_a_paused_member_wakes_up_without_duplicating(group: Group, testbed: Testbed) -> None:
+    producing = produce_in_background(testbed, group.east, group.topic, 75_000, 5_000)
+    sleeper, *_ = group.start(3)
+    await group.wait_for("3 members", lambda: _equals(group.members(), 3))
+    await asyncio.sleep(1)
+    sleeper.send_signal(signal.SIGSTOP)
+    before = sum((await group.ends(group.local)).values())
+    await group.wait_for("the others take over", lambda: _equals(group.members(), 2), 30)
+    await asyncio.sleep(2)
+    assert sum((await group.ends(group.local)).values()) > before  # and make progress
+    sleeper.send_signal(signal.SIGCONT)
+    await group.wait_for("the sleeper rejoins", lambda: _equals(group.members(), 3), 40)
+    await producing
+    await group.wait_for("local in sync with east", group.in_sync, seconds=90)
+    group.stop_all()
+    await group.assert_identical()
+
+
+async def test_scaling_one_to_three_to_one_during_a_copy(group: Group, testbed: Testbed) -> None:
+    producing = produce_in_background(testbed, group.east, group.topic, 90_000, 5_000)
+    group.start(1)
+    await group.wait_for("1 member", lambda: _equals(group.members(), 1))
+    await asyncio.sleep(2)
+    extra = group.start(2)
+    await group.wait_for("3 members", lambda: _equals(group.members(), 3))
+    await asyncio.sleep(3)
+    for proc in extra:
+        group.stop(proc)
+    await group.wait_for("back to 1 member", lambda: _equals(group.members(), 1))
+    await producing
+    await group.wait_for("local in sync with east", group.in_sync, seconds=90)
+    group.stop_all()
+    await group.assert_identical()
+
+
+async def _equals(value: object, expected: int) -> bool:
+    return await value == expected  # type: ignore[misc]
+
+
+async def test_static_members_restart_without_moving_partitions(
+    group: Group, testbed: Testbed, tmp_path: Path
+) -> None:
+    await asyncio.to_thread(
+        perf_produce, group.east, group.topic, records=2_400, record_size=512, jars=testbed.jars
+    )
+    paths = []
+    for instance in ("a", "b"):
+        raw = {**group.raw, "coordination": {**group.raw["coordination"], "instance_id": instance}}
+        path = tmp_path / f"{instance}.yaml"
+        path.write_text(yaml.safe_dump(raw))
+        paths.append(path)
+    group.path = paths[0]
+    first = group.start(1)[0]
+    group.path = paths[1]
+    second = group.start(1)[0]
+
+    async def both_own() -> bool:
+        return set((await group.owners()).values()) == {"a", "b"}
+
+    await group.wait_for("members a and b", both_own)
+    before = await group.owners()
+    gave_up = (group.logs / "member-0.log").read_text().count("gives up")
+    group.stop(second)
+    group.start(1)  # b again, within the session timeout
+    await asyncio.sleep(3)
+    await group.wait_for("members a and b", both_own)
+    assert await group.owners() == before
+    # a kept its partitions through b's restart: no revocation, no rebalance
+    assert (group.logs / "member-0.log").read_text().count("gives up") == gave_up
+    assert first.poll() is None
+    await group.wait_for("local in sync with east", group.in_sync)

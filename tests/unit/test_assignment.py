@@ -1,0 +1,61 @@
+"""The group assignor's pure core: exactly one owner per partition, balanced, sticky."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from syncer.assignment import assign, decode_owned, encode_owned, weights_from_gaps
+from syncer.clusters import TP
+
+tps = st.builds(TP, st.sampled_from(["a", "b", "c"]), st.integers(0, 30))
+
+
+@given(
+    st.dictionaries(tps, st.integers(0, 10_000), max_size=80),
+    st.lists(st.text("xyz", min_size=1, max_size=3), min_size=1, max_size=6, unique=True),
+    st.data(),
+)
+def test_every_partition_has_exactly_one_owner_and_loads_are_balanced(
+    gaps: dict[TP, int], members: list[str], data: st.DataObject
+) -> None:
+    weights = weights_from_gaps(gaps)
+    pool = sorted(gaps) or [TP("gone", 0)]  # a member may claim a partition that no longer exists
+    owned = {m: set(data.draw(st.lists(st.sampled_from(pool), max_size=20))) for m in members}
+    out = assign(owned, weights)
+    assert set(out) == set(members)
+    all_assigned = [tp for parts in out.values() for tp in parts]
+    assert sorted(all_assigned) == sorted(weights)  # each exactly once
+    loads = [sum(weights[tp] for tp in parts) for parts in out.values()]
+    heaviest = max(weights.values(), default=0.0)
+    assert max(loads) - min(loads) <= heaviest + 1e-9
+
+
+@given(
+    st.dictionaries(tps, st.integers(0, 10_000), min_size=1, max_size=60),
+    st.lists(st.text("xyz", min_size=1, max_size=3), min_size=1, max_size=5, unique=True),
+)
+def test_a_balanced_assignment_is_kept_as_it_is(gaps: dict[TP, int], members: list[str]) -> None:
+    weights = weights_from_gaps(gaps)
+    first = assign({m: set() for m in members}, weights)
+    assert assign(first, weights) == first
+
+
+def test_a_new_member_takes_a_share_and_the_others_keep_most_of_theirs() -> None:
+    weights = {TP("t", p): 1.0 for p in range(24)}
+    two = assign({"a": set(), "b": set()}, weights)
+    three = assign({**two, "c": set()}, weights)
+    assert [len(three[m]) for m in ("a", "b", "c")] == [8, 8, 8]
+    assert three["a"] <= two["a"] and three["b"] <= two["b"]  # nothing moved between a and b
+
+
+def test_big_gaps_spread_across_members() -> None:
+    gaps = {TP("t", 0): 1_000_000, TP("t", 1): 1_000_000, **{TP("t", p): 0 for p in range(2, 10)}}
+    out = assign({"a": set(), "b": set()}, weights_from_gaps(gaps))
+    assert {TP("t", 0), TP("t", 1)} & out["a"] and {TP("t", 0), TP("t", 1)} & out["b"]
+
+
+def test_owned_partitions_round_trip_and_junk_is_ignored() -> None:
+    owned = {TP("a", 1), TP("a", 0), TP("b", 7)}
+    assert decode_owned(encode_owned(owned)) == owned
+    assert decode_owned(b"\x00garbage") == set() and decode_owned(None) == set()
