@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from syncer.config import Config
@@ -99,3 +101,10 @@ def test_coordination_settings_are_checked_together() -> None:
     ]
     config = Config.from_yaml(GOOD + "coordination: {group: mirrors}\n")
     assert config.coordination.enabled and config.coordination.lease_ms == 6000
+
+
+@pytest.mark.parametrize("example", sorted(Path(__file__).parents[2].glob("examples/*.yaml")))
+def test_the_examples_load(example: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EAST_BOOTSTRAP", "east-1:9092")
+    config = Config.from_file(example)
+    assert config.remotes and config.topics.include
