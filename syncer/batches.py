@@ -150,3 +150,73 @@ def rewrite_for_local(batch: Batch, producer_id: int, producer_epoch: int) -> by
     _ATTRIBUTES.pack_into(out, _ATTRIBUTES_AT, attributes)
     _CRC.pack_into(out, _CRC_AT, crc32c.crc32c(memoryview(out)[_ATTRIBUTES_AT:]))
     return bytes(out)
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One decoded record: what must be identical on every source."""
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes], ...]
+
+
+def decode(batch: Batch) -> list[Record]:
+    """The records of a batch (decompressed). Only for trimming and for comparing sources;
+    the copy itself never decodes."""
+    from aiokafka.record.default_records import DefaultRecordBatch
+
+    decoded = DefaultRecordBatch(bytes(batch.raw))
+    return [
+        Record(r.offset, r.timestamp, r.key, r.value, tuple(tuple(h) for h in r.headers))
+        for r in decoded
+    ]
+
+
+def record_digests(batches: list[Batch], start: int, end: int) -> dict[int, bytes]:
+    """A digest per record offset in ``[start, end)``: layout-independent, so sources whose
+    batches are cut differently still compare equal when their records are."""
+    import hashlib
+
+    out: dict[int, bytes] = {}
+    for batch in batches:
+        if batch.last_offset < start or batch.base_offset >= end or batch.is_control:
+            continue
+        for r in decode(batch):
+            if start <= r.offset < end:
+                h = hashlib.blake2b(digest_size=16)
+                for part in (str(r.timestamp).encode(), r.key or b"\0", r.value or b"\0"):
+                    h.update(len(part).to_bytes(4, "big") + part)
+                for name, value in r.headers:
+                    h.update(name.encode() + b"\0" + value)
+                out[r.offset] = h.digest()
+    return out
+
+
+def trim_for_local(batch: Batch, first: int, producer_id: int, producer_epoch: int) -> bytes:
+    """A new batch holding the records of ``batch`` from offset ``first`` on, same codec,
+    timestamps, keys, values and headers, stamped for local offset ``first``. Used where a
+    source batch straddles the local end (sources cut their batches differently)."""
+    from aiokafka.record.default_records import DefaultRecordBatchBuilder
+
+    builder = DefaultRecordBatchBuilder(
+        magic=MAGIC_V2,
+        compression_type=batch.attributes & COMPRESSION_MASK,
+        is_transactional=False,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=sequence_for(first),
+        batch_size=len(batch.raw) * 4 + 1024,
+    )
+    for r in decode(batch):
+        if r.offset >= first:
+            builder.append(
+                r.offset - first,
+                timestamp=r.timestamp,
+                key=r.key,
+                value=r.value,
+                headers=list(r.headers),
+            )
+    return bytes(builder.build())

@@ -69,6 +69,10 @@ class CopierConfig:
     partition_fetch_max_bytes: int = 4 * 1024 * 1024
     fetch_max_wait_ms: int = 500
     max_in_flight: int = 5
+    # chunks of one partition fetched at once, from any remotes that hold them, plus the
+    # fetched ones waiting to be written in order (the reorder buffer)
+    max_chunks: int = 4
+    chunk_timeout_ms: int = 15_000  # a fetch slower than this counts against its remote
     retry_backoff_ms: int = 200
     retry_backoff_max_ms: int = 10_000
     shutdown_timeout_s: float = 30.0
@@ -196,6 +200,10 @@ def _check_copier(copier: CopierConfig) -> list[str]:
         for name in ("fetch_max_bytes", "partition_fetch_max_bytes")
         if getattr(copier, name) <= 0
     ]
+    if copier.max_chunks < 1:
+        problems.append("copier.max_chunks: must be positive")
+    if copier.chunk_timeout_ms <= copier.fetch_max_wait_ms:
+        problems.append("copier.chunk_timeout_ms: must be above fetch_max_wait_ms")
     if not 1 <= copier.max_in_flight <= 5:
         problems.append("copier.max_in_flight: must be 1..5 (the broker dedupes 5 batches)")
     return problems

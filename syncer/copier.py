@@ -13,8 +13,10 @@ from enum import StrEnum
 
 from aiokafka import errors as kafka_errors
 
-from syncer.batches import Batch, rewrite_for_local, split_batches
-from syncer.clusters import TP, Cluster, FetchedPartition, ProduceResult, error_for
+from syncer.agreement import Agreement, SourceDropped
+from syncer.batches import Batch, rewrite_for_local, trim_for_local
+from syncer.chunks import ChunkScheduler, Fetched
+from syncer.clusters import TP, Cluster, ProduceResult, error_for
 from syncer.config import CopierConfig
 from syncer.errors import (
     ForeignWrite,
@@ -27,13 +29,13 @@ from syncer.errors import (
 from syncer.fetcher import Fetcher
 from syncer.identity import WriterIdentity
 from syncer.planner import RemoteEnds, choose_remote, scan
+from syncer.sources import SourceHealth
 from syncer.writer import Writer
 
 log = logging.getLogger(__name__)
 
 OUT_OF_ORDER_SEQUENCE = kafka_errors.OutOfOrderSequenceNumber.errno
 DUPLICATE_SEQUENCE = kafka_errors.DuplicateSequenceNumber.errno
-OFFSET_OUT_OF_RANGE = kafka_errors.OffsetOutOfRangeError.errno
 TOO_LARGE = {
     kafka_errors.MessageSizeTooLargeError.errno,
     kafka_errors.RecordListTooLargeError.errno,
@@ -62,6 +64,8 @@ class PartitionStatus:
     records_copied: int = 0
     bytes_copied: int = 0
     retries: int = 0
+    served: dict[str, int] = field(default_factory=dict)  # remote → bytes written from it
+    dropped: dict[str, str] = field(default_factory=dict)  # remote → why it is not used
 
     @property
     def remote_end(self) -> int:
@@ -92,6 +96,7 @@ class _Sent:
     next_offset: int
     records: int
     size: int
+    remote: str
 
 
 class PartitionCopier:
@@ -106,6 +111,7 @@ class PartitionCopier:
         identity: WriterIdentity,
         config: CopierConfig,
         remote_ends: Mapping[str, RemoteEnds] | None = None,
+        health: Mapping[str, SourceHealth] | None = None,
     ) -> None:
         self.tp = tp
         self.local = local
@@ -114,6 +120,14 @@ class PartitionCopier:
         self.identity = identity
         self.config = config
         self.status = PartitionStatus(tp, remote_ends=dict(remote_ends or {}))
+        for name in fetchers:
+            self.status.remote_ends.setdefault(name, RemoteEnds(0, 0))
+        self.health = health or {
+            name: SourceHealth(name, rank) for rank, name in enumerate(fetchers)
+        }
+        ends, dropped = self.status.remote_ends, self.status.dropped
+        self.chunks = ChunkScheduler(tp, fetchers, self.health, ends, dropped, config)
+        self.agreement = Agreement(tp, local, fetchers, self.health, ends, dropped)
         self._stopping = False
         self._pending: deque[tuple[_Sent, asyncio.Future[ProduceResult]]] = deque()
         self._refused_at: int | None = None
@@ -179,67 +193,76 @@ class PartitionCopier:
 
     async def _copy(self, until: int | None) -> None:
         self.status.local_end = (await self.local.latest([self.tp]))[self.tp]
-        next_offset = self.status.local_end
-        while not self._stopping:
-            if until is not None and next_offset >= until:
-                break
-            remote = self._choose(next_offset)
-            fetched = await self.fetchers[remote].fetch(self.tp, next_offset)
-            self._observe(remote, fetched, next_offset)
-            self._check_done()
-            batches = split_batches(fetched.records)
-            found = scan(batches, next_offset, limit=fetched.stable_end, aborted=fetched.aborted)
-            for batch in found.writable:
-                await self._drain(self.config.max_in_flight - 1)
-                self._send(batch)
-            next_offset = found.next_offset
-            if found.hole is not None:
-                await self._drain(0)
-                raise HoleFound(
-                    f"{self.tp.topic}[{self.tp.partition}]: {found.hole.describe()}"
-                    f" (remote {remote}); policy is halt"
-                )
-            if not found.writable:
-                if until is not None and fetched.stable_end <= next_offset:
-                    break  # the remote has no more than this to give
-                self.status.state = State.CAUGHT_UP
+        frontier = self.status.local_end
+        await self.chunks.reset(frontier)
+        try:
+            while not self._stopping:
+                target = self.status.remote_end
+                if until is not None:
+                    target = min(until, target)
+                if until is not None and frontier >= target:
+                    break
+                self.chunks.launch(frontier, target)
+                got = await self.chunks.next_ready(frontier)
+                self._check_done()
+                if got is None:
+                    self._no_source(frontier)
+                    await asyncio.sleep(self.config.retry_backoff_ms / 1000)
+                    continue
+                try:
+                    await self.agreement.check(got, frontier)
+                except SourceDropped:
+                    await self.chunks.reset(frontier)
+                    continue
+                frontier = await self._write(got, frontier)
+        finally:
+            await self.chunks.close()
         await self._drain(0)
 
-    def _choose(self, next_offset: int) -> str:
-        choice = choose_remote(next_offset, self.status.remote_ends)
+    def _no_source(self, frontier: int) -> None:
+        """Nothing can continue at ``frontier``: data lost at the source, or every source is
+        dropped or backing off (then the caller waits and tries again)."""
+        usable = {n: e for n, e in self.status.remote_ends.items() if n not in self.status.dropped}
+        choice = choose_remote(frontier, usable)
         if choice.lost_below is not None:
             raise SourceDataLost(
-                f"{self.tp.topic}[{self.tp.partition}]: records {next_offset}.."
+                f"{self.tp.topic}[{self.tp.partition}]: records {frontier}.."
                 f"{choice.lost_below - 1} are gone at every remote (start {choice.lost_below}"
-                f" is beyond the local end {next_offset})"
+                f" is beyond the local end {frontier})"
             )
-        remote = choice.remote or self.status.source or next(iter(self.fetchers))
-        if remote != self.status.source:
-            log.info("%s[%d]: reading from remote %s", self.tp.topic, self.tp.partition, remote)
-        self.status.source = remote
-        return remote
-
-    def _observe(self, remote: str, fetched: FetchedPartition, offset: int) -> None:
-        code = fetched.error_code
-        if code == 0:
-            self.status.remote_ends[remote] = RemoteEnds(
-                fetched.log_start_offset, fetched.stable_end
-            )
-            return
-        where = f"{self.tp.topic}[{self.tp.partition}]"
-        if code == OFFSET_OUT_OF_RANGE:
+        if not usable:
             raise PartitionHalted(
-                f"{where}: offset {offset} is out of range at remote {remote}: the remote's log"
-                " no longer holds it or ends before it (topic deleted and recreated?)"
+                f"{self.tp.topic}[{self.tp.partition}]: every remote was dropped as a source: "
+                + "; ".join(f"{n}: {r}" for n, r in self.status.dropped.items())
             )
-        error = error_for(code, f"{where}: fetch from remote {remote}")
-        if isinstance(error, TransientClusterError):
-            raise error
-        raise PartitionHalted(str(error))
 
-    def _send(self, batch: Batch) -> None:
-        raw = rewrite_for_local(batch, self.identity.producer_id, self.identity.producer_epoch)
-        sent = _Sent(batch.base_offset, batch.next_offset, batch.record_count, len(raw))
+    async def _write(self, got: Fetched, frontier: int) -> int:
+        found = scan(
+            got.batches, frontier, limit=got.fetched.stable_end, aborted=got.fetched.aborted
+        )
+        for batch in found.writable:
+            await self._drain(self.config.max_in_flight - 1)
+            trim = found.trim_first if batch is found.writable[0] else None
+            self._send(batch, got.remote, trim)
+        if found.hole is not None:
+            await self._drain(0)
+            raise HoleFound(
+                f"{self.tp.topic}[{self.tp.partition}]: {found.hole.describe()}"
+                f" (remote {got.remote}); policy is halt"
+            )
+        if not found.writable:
+            self.status.state = State.CAUGHT_UP
+        return found.next_offset
+
+    def _send(self, batch: Batch, remote: str, trim_first: int | None) -> None:
+        pid, epoch = self.identity.producer_id, self.identity.producer_epoch
+        if trim_first is not None:
+            raw = trim_for_local(batch, trim_first, pid, epoch)
+            base, records = trim_first, batch.next_offset - trim_first
+        else:
+            raw = rewrite_for_local(batch, pid, epoch)
+            base, records = batch.base_offset, batch.record_count
+        sent = _Sent(base, batch.next_offset, records, len(raw), remote)
         self._pending.append((sent, self.writer.submit(self.tp, raw)))
         self.status.state = State.COPYING
 
@@ -284,3 +307,8 @@ class PartitionCopier:
         self.status.local_end = sent.next_offset
         self.status.records_copied += sent.records
         self.status.bytes_copied += sent.size
+        self.status.served[sent.remote] = self.status.served.get(sent.remote, 0) + sent.size
+        health = self.health.get(sent.remote)
+        if health is not None:
+            health.served_bytes += sent.size
+            health.served_records += sent.records

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import defaultdict
+from collections import defaultdict, deque
 
 from syncer.clusters import TP, Cluster, FetchedPartition
 from syncer.config import CopierConfig
@@ -21,7 +21,8 @@ class Fetcher:
     def __init__(self, cluster: Cluster, config: CopierConfig) -> None:
         self.cluster = cluster
         self.config = config
-        self._wants: dict[TP, tuple[int, asyncio.Future[FetchedPartition]]] = {}
+        # several chunks of one partition may wait; each request carries one per partition
+        self._wants: dict[TP, deque[tuple[int, asyncio.Future[FetchedPartition]]]] = {}
         self._busy: set[int] = set()
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -44,18 +45,16 @@ class Fetcher:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        for _offset, future in self._wants.values():
-            future.cancel()
+        for queue in self._wants.values():
+            for _offset, future in queue:
+                future.cancel()
         self._wants.clear()
 
-    async def fetch(self, tp: TP, offset: int, *, wait: bool = True) -> FetchedPartition:
-        """Records of ``tp`` from ``offset`` (raw); long-polls when ``wait`` and none are there."""
+    async def fetch(self, tp: TP, offset: int) -> FetchedPartition:
+        """Records of ``tp`` from ``offset`` (raw); long-polls when none are there yet."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[FetchedPartition] = loop.create_future()
-        old = self._wants.get(tp)
-        if old is not None:
-            old[1].cancel()
-        self._wants[tp] = (offset, future)
+        self._wants.setdefault(tp, deque()).append((offset, future))
         self._wakeup.set()
         return await future
 
@@ -65,19 +64,21 @@ class Fetcher:
             self._wakeup.clear()
             by_node: dict[int, dict[TP, tuple[int, asyncio.Future[FetchedPartition]]]]
             by_node = defaultdict(dict)
-            for tp, want in list(self._wants.items()):
-                if want[1].done():
+            for tp, queue in list(self._wants.items()):
+                while queue and queue[0][1].done():
+                    queue.popleft()
+                if not queue:
                     del self._wants[tp]
                     continue
                 try:
                     node = self.cluster.leader(tp)
                 except SyncerError as exc:
-                    del self._wants[tp]
-                    want[1].set_exception(exc)
+                    for _offset, future in self._wants.pop(tp):
+                        if not future.done():
+                            future.set_exception(exc)
                     continue
                 if node not in self._busy:
-                    by_node[node][tp] = want
-                    del self._wants[tp]
+                    by_node[node][tp] = queue.popleft()
             for node, wants in by_node.items():
                 self._busy.add(node)
                 task = asyncio.create_task(self._fetch(node, wants))

@@ -56,7 +56,6 @@ class HoleKind(Enum):
     COMPACTED_BATCH = "batch with compacted-away records"
     CONTROL_BATCH = "transaction marker"
     ABORTED_DATA = "aborted transactional data"
-    SPLIT_BATCH = "local end falls inside a source batch"
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +74,7 @@ class Scan:
     writable: list[Batch]
     next_offset: int
     hole: Hole | None = None
+    trim_first: int | None = None  # the first writable batch starts before: keep from here
 
 
 def is_aborted(batch: Batch, aborted: Iterable[tuple[int, int]]) -> bool:
@@ -96,6 +96,7 @@ def scan(
     are, stopping before ``limit`` (the source's stable end) or at the first hole."""
     aborted = list(aborted)
     writable: list[Batch] = []
+    trim_first = None
     for batch in batches:
         if batch.last_offset < expected:
             continue  # the broker may return a batch that ends before the fetch offset
@@ -103,15 +104,15 @@ def scan(
             break
         hole = _hole_in(batch, expected, aborted)
         if hole is not None:
-            return Scan(writable, expected, hole)
+            return Scan(writable, expected, hole, trim_first)
+        if batch.base_offset < expected:
+            trim_first = expected  # only the first can straddle: the rest start at `expected`
         writable.append(batch)
         expected = batch.next_offset
-    return Scan(writable, expected)
+    return Scan(writable, expected, None, trim_first)
 
 
 def _hole_in(batch: Batch, expected: int, aborted: list[tuple[int, int]]) -> Hole | None:
-    if batch.base_offset < expected:
-        return Hole(expected, HoleKind.SPLIT_BATCH)
     if batch.base_offset > expected:
         return Hole(expected, HoleKind.MISSING_OFFSETS)
     if batch.is_control:
@@ -119,5 +120,5 @@ def _hole_in(batch: Batch, expected: int, aborted: list[tuple[int, int]]) -> Hol
     if is_aborted(batch, aborted):
         return Hole(batch.base_offset, HoleKind.ABORTED_DATA)
     if not batch.is_dense:
-        return Hole(batch.base_offset, HoleKind.COMPACTED_BATCH)
+        return Hole(max(batch.base_offset, expected), HoleKind.COMPACTED_BATCH)
     return None

@@ -165,7 +165,8 @@ async def test_a_foreign_write_into_the_local_partition_halts_it(
     syncer = await catch_up(local, {"east": east}, [topic])
     (status,) = syncer.statuses()
     assert status.state is State.HALTED
-    assert status.error is not None and "refuses our sequence at local end 11" in status.error
+    assert status.error is not None
+    assert "the local record at offset 10 differs from remote east's" in status.error
     copied = await read_partition(local, topic)
     assert len(copied) == 11 and copied[10].key == b"intruder"  # nothing written after it
 
@@ -219,3 +220,33 @@ async def test_daemon_grows_a_local_topic_when_the_remote_gains_partitions(
         syncer.request_stop()
         await asyncio.wait_for(running, 15)
     assert await read_partition(local, topic, 2) == await read_partition(east, topic, 2)
+
+
+async def test_a_foreign_write_under_a_running_daemon_halts_at_the_misaligned_write(
+    local: str, east: str, topic: str
+) -> None:
+    await create_topic(east, topic)
+    await produce(east, topic, [(b"k", b"%d" % i) for i in range(10)])
+    syncer = Syncer(make_config(local, {"east": east}, [topic]))
+    async with syncer:
+        running = asyncio.create_task(syncer.run())
+        for _ in range(100):
+            if syncer.statuses() and syncer.statuses()[0].local_end == 10:
+                break
+            await asyncio.sleep(0.1)
+        await produce(local, topic, [(b"intruder", b"!")])  # local offset 10
+        for i in range(10, 13):
+            await produce(east, topic, [(b"k", b"%d" % i)])
+        for _ in range(100):
+            if syncer.statuses()[0].state is State.HALTED:
+                break
+            await asyncio.sleep(0.1)
+        syncer.request_stop()
+        await asyncio.wait_for(running, 15)
+    (status,) = syncer.statuses()
+    assert status.state is State.HALTED
+    # the broker takes our next batch (our sequence still follows) one offset late: syncer
+    # halts at once, naming both offsets, and writes nothing more
+    assert status.error is not None
+    assert "record from remote offset 10 landed at local offset 11" in status.error
+    assert len(await read_partition(local, topic)) == 12

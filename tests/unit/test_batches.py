@@ -9,9 +9,12 @@ from hypothesis import strategies as st
 
 from syncer.batches import (
     BatchFormatError,
+    decode,
+    record_digests,
     rewrite_for_local,
     sequence_for,
     split_batches,
+    trim_for_local,
 )
 
 GZIP = 1
@@ -35,15 +38,16 @@ def build(
         batch_size=1 << 20,
     )
     for i, (key, value) in enumerate(records):
+        n = base_offset + i  # timestamps and headers follow the offset, whatever the layout
         builder.append(
-            i, timestamp=1_600_000_000_000 + i, key=key, value=value, headers=[("h", b"%d" % i)]
+            i, timestamp=1_600_000_000_000 + n, key=key, value=value, headers=[("h", b"%d" % n)]
         )
     raw = bytearray(builder.build())
     raw[0:8] = base_offset.to_bytes(8, "big")  # as the broker stamps it in the log
     return bytes(raw)
 
 
-def decode(raw: bytes) -> list[tuple[int, bytes | None, bytes | None, int]]:
+def decode_raw(raw: bytes) -> list[tuple[int, bytes | None, bytes | None, int]]:
     batch = DefaultRecordBatch(raw)
     return [(r.offset, r.key, r.value, r.timestamp) for r in batch]
 
@@ -89,8 +93,8 @@ def test_rewrite_sets_writer_fields_clears_transaction_and_keeps_records() -> No
     assert not rewritten.is_transactional
     assert rewritten.base_offset == 0  # the broker assigns it
     assert rewritten.codec == "gzip" and rewritten.record_count == 20
-    before = [(o - batch.base_offset, k, v, t) for o, k, v, t in decode(raw)]
-    assert decode(out) == before
+    before = [(o - batch.base_offset, k, v, t) for o, k, v, t in decode_raw(raw)]
+    assert decode_raw(out) == before
     assert out[61:] == raw[61:]  # the record bytes travel untouched
 
 
@@ -109,3 +113,34 @@ def test_rewrite_always_yields_a_valid_crc(
     (batch,) = split_batches(build(base, list(records)))
     (out,) = split_batches(rewrite_for_local(batch, pid, 0))
     assert out.crc_ok() and out.base_sequence == base % 2**31 and out.producer_id == pid
+
+
+def test_trim_keeps_the_tail_of_a_batch_with_its_codec_and_fields() -> None:
+    raw = build(100, [(b"k%d" % i, b"v%d" % i) for i in range(10)], codec=GZIP)
+    (batch,) = split_batches(raw)
+    out = trim_for_local(batch, 104, producer_id=5, producer_epoch=1)
+    (trimmed,) = split_batches(out)
+    assert trimmed.crc_ok() and trimmed.codec == "gzip"
+    assert (trimmed.record_count, trimmed.base_sequence, trimmed.producer_id) == (6, 104, 5)
+    original = {r.offset: r for r in decode(batch)}
+    for r in decode(trimmed):
+        source = original[r.offset + 104]  # offsets restart at 0; the broker assigns them
+        assert (r.key, r.value, r.timestamp, r.headers) == (
+            source.key,
+            source.value,
+            source.timestamp,
+            source.headers,
+        )
+
+
+def test_record_digests_ignore_batch_layout_and_see_any_difference() -> None:
+    records = [(b"k%d" % i, b"v%d" % i) for i in range(6)]
+    one = split_batches(build(0, records))
+    two = split_batches(build(0, records[:2]) + build(2, records[2:], codec=GZIP))
+    assert record_digests(one, 1, 5) == record_digests(two, 1, 5)
+    assert set(record_digests(one, 1, 5)) == {1, 2, 3, 4}
+    other = split_batches(build(0, [*records[:3], (b"k3", b"changed"), *records[4:]]))
+    differing = {
+        o for o, d in record_digests(one, 0, 6).items() if record_digests(other, 0, 6)[o] != d
+    }
+    assert differing == {3}

@@ -77,7 +77,12 @@ def test_missing_offsets_are_a_hole() -> None:
 def test_control_batch_compacted_batch_and_split_batch_are_holes() -> None:
     assert scan([batch(0, 1, control=True)], 0, limit=9).hole.kind is HoleKind.CONTROL_BATCH  # type: ignore[union-attr]
     assert scan([batch(0, 3, delta=5)], 0, limit=9).hole.kind is HoleKind.COMPACTED_BATCH  # type: ignore[union-attr]
-    assert scan([batch(0, 5)], 2, limit=9).hole.kind is HoleKind.SPLIT_BATCH  # type: ignore[union-attr]
+
+
+def test_a_batch_straddling_the_local_end_is_written_trimmed() -> None:
+    found = scan([batch(0, 5), batch(5, 3)], 2, limit=9)
+    assert found.hole is None and found.trim_first == 2 and found.next_offset == 8
+    assert [b.base_offset for b in found.writable] == [0, 5]
 
 
 def test_aborted_transactional_data_is_a_hole_committed_is_not() -> None:

@@ -1,0 +1,121 @@
+"""Sources agree (invariant 5): before a remote's records are written for a partition, a
+sample of them is compared, record by record, with the same offsets elsewhere: another remote
+that holds them, or the local log just below the local end. Between two remotes that
+disagree, the one listed later in the configuration is dropped for that partition and
+reported; a remote that disagrees with the local log halts the partition (which side is
+wrong cannot be told). Sampling goes on every ``SAMPLE_EVERY`` chunks."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+
+from syncer.batches import record_digests, split_batches
+from syncer.chunks import Fetched
+from syncer.clusters import TP, Cluster
+from syncer.errors import PartitionHalted
+from syncer.fetcher import Fetcher
+from syncer.planner import RemoteEnds
+from syncer.sources import SourceHealth
+
+log = logging.getLogger(__name__)
+
+SAMPLE_RECORDS = 256
+SAMPLE_EVERY = 32
+LOOKUP_TIMEOUT_S = 15.0
+
+
+class SourceDropped(Exception):
+    """The remote that served a chunk was dropped for this partition."""
+
+
+class Agreement:
+    """Per partition: the remotes checked so far and the ones dropped (remote → reason)."""
+
+    def __init__(
+        self,
+        tp: TP,
+        local: Cluster,
+        fetchers: Mapping[str, Fetcher],
+        health: Mapping[str, SourceHealth],
+        ends: Mapping[str, RemoteEnds],
+        dropped: dict[str, str],
+    ) -> None:
+        self.tp = tp
+        self.local = local
+        self.fetchers = fetchers
+        self.health = health
+        self.ends = ends
+        self.dropped = dropped
+        self.checked: set[str] = set()
+        self._chunks: dict[str, int] = {}
+
+    async def check(self, got: Fetched, frontier: int) -> None:
+        """Raise ``SourceDropped`` if ``got``'s remote must not be written from."""
+        remote = got.remote
+        seen = self._chunks.get(remote, 0)
+        self._chunks[remote] = seen + 1
+        if remote in self.checked and seen % SAMPLE_EVERY:
+            return
+        low, high = frontier, min(got.covered_end, frontier + SAMPLE_RECORDS)
+        if high <= low:
+            return
+        reference = self._reference(remote, low)
+        if reference is not None:
+            await self._against_remote(got, reference, low, high)
+        elif frontier > 0:
+            await self._against_local(remote, frontier - 1)
+        self.checked.add(remote)
+
+    def _reference(self, remote: str, offset: int) -> str | None:
+        others = [
+            name
+            for name, e in self.ends.items()
+            if name != remote and name not in self.dropped and e.start <= offset < e.end
+        ]
+        if not others:
+            return None
+        return min(others, key=lambda n: (n not in self.checked, self.health[n].rank))
+
+    async def _against_remote(self, got: Fetched, reference: str, low: int, high: int) -> None:
+        fetched = await asyncio.wait_for(
+            self.fetchers[reference].fetch(self.tp, low), LOOKUP_TIMEOUT_S
+        )
+        theirs = record_digests(split_batches(fetched.records), low, high)
+        ours = record_digests(got.batches, low, high)
+        differing = sorted(o for o in ours.keys() & theirs.keys() if ours[o] != theirs[o])
+        if not differing:
+            self.checked.add(reference)
+            return
+        loser, winner = sorted((got.remote, reference), key=lambda n: self.health[n].rank)[::-1]
+        self._drop(loser, f"records differ from remote {winner}'s at offset {differing[0]}")
+        if loser == got.remote:
+            raise SourceDropped(loser)
+
+    async def _against_local(self, remote: str, offset: int) -> None:
+        fetched = await asyncio.wait_for(
+            self.fetchers[remote].fetch(self.tp, offset), LOOKUP_TIMEOUT_S
+        )
+        theirs = record_digests(split_batches(fetched.records), offset, offset + 1)
+        node = await self.local.leader_for(self.tp)
+        local = await self.local.fetch(
+            node, {self.tp: offset}, max_wait_ms=0, max_bytes=1 << 20, partition_max_bytes=1 << 20
+        )
+        ours = record_digests(split_batches(local[self.tp].records), offset, offset + 1)
+        if offset in theirs and offset in ours and theirs[offset] != ours[offset]:
+            raise PartitionHalted(
+                f"{self.tp.topic}[{self.tp.partition}]: the local record at offset {offset}"
+                f" differs from remote {remote}'s: a foreign producer wrote into the local"
+                " partition, or the remote holds other data than what was copied before"
+            )
+
+    def _drop(self, remote: str, reason: str) -> None:
+        self.dropped[remote] = reason
+        log.error(
+            "%s[%d]: remote %s dropped as a source: %s",
+            self.tp.topic,
+            self.tp.partition,
+            remote,
+            reason,
+        )

@@ -1,0 +1,222 @@
+"""The gap of one partition as chunks fetched in parallel from any remote that holds them,
+and a bounded reorder buffer that hands them back strictly in offset order."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from aiokafka import errors as kafka_errors
+
+from syncer.batches import Batch, split_batches
+from syncer.clusters import TP, FetchedPartition, error_for
+from syncer.config import CopierConfig
+from syncer.errors import PartitionHalted, TransientClusterError
+from syncer.fetcher import Fetcher
+from syncer.planner import RemoteEnds
+from syncer.sources import SourceHealth, pick_source, tail_source
+
+log = logging.getLogger(__name__)
+
+OFFSET_OUT_OF_RANGE = kafka_errors.OffsetOutOfRangeError.errno
+DEFAULT_RECORD_BYTES = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    start: int
+    end: int | None  # None: the open tail, long-polled when caught up
+    remote: str
+
+
+@dataclass(frozen=True, slots=True)
+class Fetched:
+    chunk: Chunk
+    fetched: FetchedPartition
+    batches: list[Batch]
+    covered_end: int  # one past the last offset the batches hold (chunk.start if none)
+
+    @property
+    def remote(self) -> str:
+        return self.chunk.remote
+
+
+class ChunkScheduler:
+    """Per partition: chunks in flight, what came back, what must be fetched again."""
+
+    def __init__(
+        self,
+        tp: TP,
+        fetchers: Mapping[str, Fetcher],
+        health: Mapping[str, SourceHealth],
+        ends: dict[str, RemoteEnds],
+        excluded: Mapping[str, str],
+        config: CopierConfig,
+    ) -> None:
+        self.tp = tp
+        self.fetchers = fetchers
+        self.health = health
+        self.ends = ends
+        self.excluded = excluded
+        self.config = config
+        self._inflight: dict[asyncio.Task[tuple[FetchedPartition, float]], Chunk] = {}
+        self._ready: dict[int, Fetched] = {}
+        self._todo: list[tuple[int, int]] = []
+        self._next_fetch = 0
+        self._target = 0
+        self._record_bytes = float(DEFAULT_RECORD_BYTES)
+
+    def __repr__(self) -> str:
+        return (
+            f"<ChunkScheduler {self.tp.topic}[{self.tp.partition}] [in flight:"
+            f" {len(self._inflight)}, ready: {len(self._ready)}, todo: {len(self._todo)}]>"
+        )
+
+    def busy(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for chunk in self._inflight.values():
+            counts[chunk.remote] = counts.get(chunk.remote, 0) + 1
+        return counts
+
+    async def reset(self, frontier: int) -> None:
+        await self.close()
+        self._todo.clear()
+        self._next_fetch = frontier
+
+    async def close(self) -> None:
+        tasks = list(self._inflight)
+        self._inflight.clear()
+        self._ready.clear()
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(BaseException):
+                await task
+
+    @property
+    def chunk_records(self) -> int:
+        return max(1, int(self.config.partition_fetch_max_bytes / self._record_bytes))
+
+    def launch(self, frontier: int, target: int) -> None:
+        """Start fetches while the reorder budget allows: re-fetches first, then new chunks
+        up to ``target``, else (caught up) one long poll at the tail."""
+        self._target = target
+        self._next_fetch = max(self._next_fetch, frontier)
+        self._todo = [(s, e) for s, e in self._todo if s < target and e > frontier]
+        now = time.monotonic()
+        while len(self._inflight) + len(self._ready) < self.config.max_chunks:
+            chunk = self._next_chunk(frontier, target, now)
+            if chunk is None:
+                return
+            task = asyncio.create_task(self._fetch(chunk))
+            self._inflight[task] = chunk
+
+    def _next_chunk(self, frontier: int, target: int, now: float) -> Chunk | None:
+        busy = self.busy()
+        if self._todo:
+            start, end = self._todo[0]
+            remote = pick_source(start, self.ends, self.health, busy, self.excluded, now)
+            if remote is not None:
+                self._todo.pop(0)
+            return None if remote is None else Chunk(start, end, remote)
+        if self._next_fetch < target:
+            start = self._next_fetch
+            remote = pick_source(start, self.ends, self.health, busy, self.excluded, now)
+            if remote is None:
+                return None
+            end = min(target, start + self.chunk_records)
+            self._next_fetch = end
+            return Chunk(start, end, remote)
+        if not self._inflight and not self._ready:
+            remote = tail_source(self.ends, self.health, self.excluded, now)
+            return None if remote is None else Chunk(max(frontier, self._next_fetch), None, remote)
+        return None
+
+    async def _fetch(self, chunk: Chunk) -> tuple[FetchedPartition, float]:
+        started = time.monotonic()
+        timeout = self.config.chunk_timeout_ms / 1000
+        fetched = await asyncio.wait_for(
+            self.fetchers[chunk.remote].fetch(self.tp, chunk.start), timeout
+        )
+        return fetched, time.monotonic() - started
+
+    async def next_ready(self, frontier: int) -> Fetched | None:
+        """The fetched chunk that continues at ``frontier``, waiting for it if it is in
+        flight; None if nothing that could continue there is in flight."""
+        while True:
+            found = self._take(frontier)
+            if found is not None:
+                return found
+            if not self._inflight:
+                return None
+            done, _ = await asyncio.wait(self._inflight, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                self._complete(task, self._inflight.pop(task))
+            self.launch(frontier, self._target)
+
+    def _take(self, frontier: int) -> Fetched | None:
+        for start in sorted(self._ready):
+            got = self._ready[start]
+            if start > frontier:
+                return None
+            del self._ready[start]
+            if got.covered_end > frontier or (got.chunk.end is None and start == frontier):
+                return got
+        return None
+
+    def _complete(self, task: asyncio.Task[tuple[FetchedPartition, float]], chunk: Chunk) -> None:
+        health = self.health[chunk.remote]
+        try:
+            fetched, seconds = task.result()
+            self._check(chunk, fetched)
+        except (TransientClusterError, TimeoutError, OSError) as exc:
+            health.failed(time.monotonic(), f"{type(exc).__name__}: {exc}")
+            log.info(
+                "%s[%d]: remote %s failed a fetch at %d (%s); others take its chunks",
+                self.tp.topic,
+                self.tp.partition,
+                chunk.remote,
+                chunk.start,
+                exc,
+            )
+            self._refetch(chunk.start, chunk.end)
+            return
+        self.ends[chunk.remote] = RemoteEnds(fetched.log_start_offset, fetched.stable_end)
+        batches = split_batches(fetched.records)
+        covered = max((b.next_offset for b in batches), default=chunk.start)
+        covered = max(covered, chunk.start)
+        size = len(fetched.records)
+        health.succeeded(size, seconds)
+        records = sum(b.record_count for b in batches)
+        if records:
+            self._record_bytes = 0.7 * self._record_bytes + 0.3 * (size / records)
+        if chunk.end is not None and covered < chunk.end:
+            self._refetch(covered, chunk.end)
+        self._next_fetch = max(self._next_fetch, covered)
+        self._ready[chunk.start] = Fetched(chunk, fetched, batches, covered)
+
+    def _refetch(self, start: int, end: int | None) -> None:
+        if end is not None and end > start:
+            self._todo.append((start, end))
+            self._todo.sort()
+
+    def _check(self, chunk: Chunk, fetched: FetchedPartition) -> None:
+        code = fetched.error_code
+        if code == 0:
+            return
+        where = f"{self.tp.topic}[{self.tp.partition}]"
+        others = [n for n in self.ends if n != chunk.remote and n not in self.excluded]
+        error = error_for(code, f"{where}: fetch from remote {chunk.remote} at {chunk.start}")
+        if isinstance(error, TransientClusterError) or others:
+            raise TransientClusterError(str(error))
+        if code == OFFSET_OUT_OF_RANGE:
+            raise PartitionHalted(
+                f"{where}: offset {chunk.start} is out of range at remote {chunk.remote}: the"
+                " remote's log no longer holds it or ends before it (topic deleted and"
+                " recreated?)"
+            )
+        raise PartitionHalted(str(error))

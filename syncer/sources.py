@@ -1,0 +1,98 @@
+"""Which remote serves which chunk of a partition's gap: pure decisions over measured health.
+
+Each remote has one ``SourceHealth`` per process, shared by all partitions: a moving average of
+its fetch throughput, its error streak and, after errors, a back-off during which it serves
+nothing. A chunk goes to the healthy remote that holds it with the best throughput per chunk
+already in flight, so faster sources take more chunks."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+
+from syncer.planner import RemoteEnds
+
+EWMA_WEIGHT = 0.3
+BACKOFF_S = 1.0
+BACKOFF_MAX_S = 30.0
+
+
+@dataclass
+class SourceHealth:
+    """Measured figures of one remote."""
+
+    name: str
+    rank: int  # position in the configuration: earlier remotes are trusted first
+    bytes_per_s: float = 0.0
+    served_bytes: int = 0
+    served_records: int = 0
+    errors: int = 0
+    failures_in_row: int = 0
+    unhealthy_until: float = 0.0
+    last_error: str | None = None
+
+    def healthy(self, now: float) -> bool:
+        return now >= self.unhealthy_until
+
+    def succeeded(self, nbytes: int, seconds: float) -> None:
+        self.failures_in_row = 0
+        if nbytes > 0 and seconds > 0:
+            rate = nbytes / seconds
+            self.bytes_per_s = (
+                rate
+                if not self.bytes_per_s
+                else (EWMA_WEIGHT * rate + (1 - EWMA_WEIGHT) * self.bytes_per_s)
+            )
+
+    def failed(self, now: float, error: str) -> None:
+        self.errors += 1
+        self.failures_in_row += 1
+        self.last_error = error
+        backoff = min(BACKOFF_MAX_S, BACKOFF_S * 2 ** (self.failures_in_row - 1))
+        self.unhealthy_until = now + backoff
+
+    def state(self, now: float) -> str:
+        return "healthy" if self.healthy(now) else "backing off"
+
+
+def pick_source(
+    offset: int,
+    ends: Mapping[str, RemoteEnds],
+    health: Mapping[str, SourceHealth],
+    busy: Mapping[str, int],
+    excluded: Collection[str],
+    now: float,
+) -> str | None:
+    """The remote to fetch ``offset`` from: it must hold the offset, be healthy and not be
+    excluded for this partition; among those, the best throughput per chunk in flight wins
+    (an unmeasured remote counts as fast as the fastest, so it gets tried)."""
+    holders = [
+        name
+        for name, e in ends.items()
+        if e.start <= offset < e.end and name not in excluded and health[name].healthy(now)
+    ]
+    if not holders:
+        return None
+    fastest = max((health[n].bytes_per_s for n in holders), default=0.0) or 1.0
+
+    def score(name: str) -> tuple[float, int]:
+        rate = health[name].bytes_per_s or fastest
+        return (rate / (1 + busy.get(name, 0)), -health[name].rank)
+
+    return max(holders, key=score)
+
+
+def tail_source(
+    ends: Mapping[str, RemoteEnds],
+    health: Mapping[str, SourceHealth],
+    excluded: Collection[str],
+    now: float,
+) -> str | None:
+    """The remote to long-poll when caught up: the healthy one furthest ahead, then the most
+    trusted."""
+    usable = [n for n in ends if n not in excluded and health[n].healthy(now)]
+    if not usable:
+        usable = [n for n in ends if n not in excluded]
+    if not usable:
+        return None
+    return max(usable, key=lambda n: (ends[n].end, -health[n].rank))
