@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Mapping
 
 from syncer.batches import record_digests, split_batches
 from syncer.chunks import Fetched
 from syncer.clusters import TP, Cluster
-from syncer.errors import PartitionHalted
+from syncer.errors import PartitionHalted, TransientClusterError
 from syncer.fetcher import Fetcher
 from syncer.planner import RemoteEnds
 from syncer.sources import SourceHealth
@@ -28,6 +29,10 @@ LOOKUP_TIMEOUT_S = 15.0
 
 class SourceDropped(Exception):
     """The remote that served a chunk was dropped for this partition."""
+
+
+class CheckFailed(Exception):
+    """A remote needed for the comparison did not answer; try the chunk again later."""
 
 
 class Agreement:
@@ -62,10 +67,15 @@ class Agreement:
         if high <= low:
             return
         reference = self._reference(remote, low)
-        if reference is not None:
-            await self._against_remote(got, reference, low, high)
-        elif frontier > 0:
-            await self._against_local(remote, frontier - 1)
+        asked = reference or remote
+        try:
+            if reference is not None:
+                await self._against_remote(got, reference, low, high)
+            elif frontier > 0:
+                await self._against_local(remote, frontier - 1)
+        except (TransientClusterError, TimeoutError, OSError) as exc:
+            self.health[asked].failed(time.monotonic(), f"{type(exc).__name__}: {exc}")
+            raise CheckFailed(f"comparing {remote} with {asked}: {exc}") from exc
         self.checked.add(remote)
 
     def _reference(self, remote: str, offset: int) -> str | None:

@@ -13,7 +13,7 @@ from enum import StrEnum
 
 from aiokafka import errors as kafka_errors
 
-from syncer.agreement import Agreement, SourceDropped
+from syncer.agreement import Agreement, CheckFailed, SourceDropped
 from syncer.batches import Batch, rewrite_for_local, trim_for_local
 from syncer.chunks import ChunkScheduler, Fetched
 from syncer.clusters import TP, Cluster, ProduceResult, error_for
@@ -147,6 +147,7 @@ class PartitionCopier:
         """Copy until stopped, or until the local end reaches ``until`` (catch-up)."""
         backoff = self.config.retry_backoff_ms / 1000
         while not self._stopping:
+            copied = self.status.records_copied
             try:
                 await self._copy(until)
                 break
@@ -166,7 +167,10 @@ class PartitionCopier:
                 )
                 self._abandon_pending()
                 await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, self.config.retry_backoff_max_ms / 1000)
+                if self.status.records_copied > copied:
+                    backoff = self.config.retry_backoff_ms / 1000  # it was moving: start over
+                else:
+                    backoff = min(backoff * 2, self.config.retry_backoff_max_ms / 1000)
         self.status.state = State.STOPPED if self._stopping else State.CAUGHT_UP
         return self.status
 
@@ -211,7 +215,14 @@ class PartitionCopier:
                     continue
                 try:
                     await self.agreement.check(got, frontier)
-                except SourceDropped:
+                except (SourceDropped, CheckFailed) as exc:
+                    log.info(
+                        "%s[%d]: %s; fetching again from %d",
+                        self.tp.topic,
+                        self.tp.partition,
+                        exc,
+                        frontier,
+                    )
                     await self.chunks.reset(frontier)
                     continue
                 frontier = await self._write(got, frontier)

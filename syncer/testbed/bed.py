@@ -128,7 +128,7 @@ class RunningCluster:
     def wait_ready(self, timeout: float = START_TIMEOUT_S) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if not self.is_running():
+            if self._exited():
                 raise TestbedError(
                     f"Kafka cluster {self.name!r} exited while starting; see {self.log_path}"
                 )
@@ -139,6 +139,13 @@ class RunningCluster:
             f"Kafka cluster {self.name!r} did not answer at {self.advertised} within"
             f" {timeout:.0f}s; see {self.log_path}"
         )
+
+    def _exited(self) -> bool:
+        """True once the JVM is gone (the exec may not show in /proc at once)."""
+        child = _CHILDREN.get(self.pid) if self.pid is not None else None
+        if child is not None:
+            return child.poll() is not None
+        return not self.is_running()
 
     def stop(self, timeout: float = STOP_TIMEOUT_S) -> None:
         """SIGTERM for a clean shutdown; SIGKILL if it hangs. Idempotent."""
