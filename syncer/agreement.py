@@ -23,6 +23,7 @@ from syncer.sources import SourceHealth
 log = logging.getLogger(__name__)
 
 SAMPLE_RECORDS = 256
+SAMPLE_BYTES = 65536  # the comparison asks for this much (the broker sends whole batches)
 SAMPLE_EVERY = 32
 LOOKUP_TIMEOUT_S = 15.0
 
@@ -79,10 +80,14 @@ class Agreement:
         self.checked.add(remote)
 
     def _reference(self, remote: str, offset: int) -> str | None:
+        now = time.monotonic()
         others = [
             name
             for name, e in self.ends.items()
-            if name != remote and name not in self.dropped and e.start <= offset < e.end
+            if name != remote
+            and name not in self.dropped
+            and e.start <= offset < e.end
+            and self.health[name].healthy(now)
         ]
         if not others:
             return None
@@ -90,7 +95,7 @@ class Agreement:
 
     async def _against_remote(self, got: Fetched, reference: str, low: int, high: int) -> None:
         fetched = await asyncio.wait_for(
-            self.fetchers[reference].fetch(self.tp, low), LOOKUP_TIMEOUT_S
+            self.fetchers[reference].fetch(self.tp, low, SAMPLE_BYTES), LOOKUP_TIMEOUT_S
         )
         theirs = record_digests(split_batches(fetched.records), low, high)
         ours = record_digests(got.batches, low, high)
@@ -105,7 +110,7 @@ class Agreement:
 
     async def _against_local(self, remote: str, offset: int) -> None:
         fetched = await asyncio.wait_for(
-            self.fetchers[remote].fetch(self.tp, offset), LOOKUP_TIMEOUT_S
+            self.fetchers[remote].fetch(self.tp, offset, SAMPLE_BYTES), LOOKUP_TIMEOUT_S
         )
         theirs = record_digests(split_batches(fetched.records), offset, offset + 1)
         node = await self.local.leader_for(self.tp)

@@ -18,7 +18,7 @@ from syncer.config import CopierConfig
 from syncer.errors import PartitionHalted, TransientClusterError
 from syncer.fetcher import Fetcher
 from syncer.planner import RemoteEnds
-from syncer.sources import SourceHealth, pick_source, tail_source
+from syncer.sources import SourceHealth, pick_source, tail_source, usable_sources
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +39,7 @@ class Fetched:
     fetched: FetchedPartition
     batches: list[Batch]
     covered_end: int  # one past the last offset the batches hold (chunk.start if none)
+    first_offset: int  # where its first batch begins: often before the chunk's start
 
     @property
     def remote(self) -> str:
@@ -108,40 +109,108 @@ class ChunkScheduler:
         self._next_fetch = max(self._next_fetch, frontier)
         self._todo = [(s, e) for s, e in self._todo if s < target and e > frontier]
         now = time.monotonic()
+        if not self._covers(frontier):
+            # the chunk everything waits for goes out even when the reorder buffer is full
+            self._start(self._gap_chunk(frontier, now))
         while len(self._inflight) + len(self._ready) < self.config.max_chunks:
             chunk = self._next_chunk(frontier, target, now)
             if chunk is None:
                 return
+            self._start(chunk)
+
+    def _start(self, chunk: Chunk | None) -> None:
+        if chunk is not None:
             task = asyncio.create_task(self._fetch(chunk))
             self._inflight[task] = chunk
+            log.debug(
+                "%s[%d]: chunk %s..%s from %s",
+                self.tp.topic,
+                self.tp.partition,
+                chunk.start,
+                chunk.end,
+                chunk.remote,
+            )
+
+    def _covers(self, frontier: int) -> bool:
+        """Is the chunk holding ``frontier`` in flight or fetched already?"""
+        for chunk in self._inflight.values():
+            if chunk.start <= frontier and (chunk.end is None or frontier < chunk.end):
+                return True
+        return any(
+            min(got.chunk.start, got.first_offset) <= frontier < got.covered_end
+            or (got.chunk.end is None and got.chunk.start == frontier)
+            for got in self._ready.values()
+        )
+
+    def _gap_chunk(self, frontier: int, now: float) -> Chunk | None:
+        for start, end in self._todo:
+            if start <= frontier < end:
+                remote = pick_source(frontier, self.ends, self.health, {}, self.excluded, now)
+                if remote is not None:
+                    self._todo.remove((start, end))
+                    return Chunk(frontier, end, remote)
+                return None
+        later = [s for s in self._ready if s > frontier]
+        remote = pick_source(frontier, self.ends, self.health, {}, self.excluded, now)
+        if remote is None:
+            return None
+        return Chunk(frontier, min(later) if later else None, remote)
 
     def _next_chunk(self, frontier: int, target: int, now: float) -> Chunk | None:
+        """Re-fetches first; then, while several remotes hold the next offsets, a chunk cut
+        to size for the best of them; otherwise one open-ended fetch at a time (a single
+        source gains nothing from cutting, and the tail is long-polled this way)."""
         busy = self.busy()
-        if self._todo:
-            start, end = self._todo[0]
+        for start, end in list(self._todo):
+            waiting = self._successor_covers(start, end)
+            if waiting is not False:
+                if waiting is True:
+                    self._todo.remove((start, end))  # the next chunk brought it already
+                continue
             remote = pick_source(start, self.ends, self.health, busy, self.excluded, now)
-            if remote is not None:
-                self._todo.pop(0)
-            return None if remote is None else Chunk(start, end, remote)
-        if self._next_fetch < target:
-            start = self._next_fetch
+            if remote is None:
+                return None
+            self._todo.remove((start, end))
+            return Chunk(start, end, remote)
+        start = self._next_fetch
+        holders = usable_sources(start, self.ends, self.health, self.excluded, now)
+        if start < target and len(holders) > 1:
             remote = pick_source(start, self.ends, self.health, busy, self.excluded, now)
             if remote is None:
                 return None
             end = min(target, start + self.chunk_records)
             self._next_fetch = end
             return Chunk(start, end, remote)
-        if not self._inflight and not self._ready:
-            remote = tail_source(self.ends, self.health, self.excluded, now)
-            return None if remote is None else Chunk(max(frontier, self._next_fetch), None, remote)
-        return None
+        if any(chunk.end is None for chunk in self._inflight.values()) or len(self._ready) > 1:
+            return None  # one open-ended fetch at a time, at most two fetched ahead
+        if holders:
+            return Chunk(start, None, holders[0])
+        if any(e.end > start for n, e in self.ends.items() if n not in self.excluded):
+            return None  # ahead, but none holds ``start`` now: the copier says why
+        remote = tail_source(self.ends, self.health, self.excluded, now)
+        return None if remote is None else Chunk(start, None, remote)
+
+    def _successor_covers(self, start: int, end: int) -> bool | None:
+        """Does the chunk that starts at ``end`` also hold ``[start, end)``? Its first batch
+        usually begins before its start, so a short remainder needs no fetch of its own.
+        None: that chunk is still in flight, so wait and see."""
+        after = self._ready.get(end)
+        if after is not None:
+            return after.first_offset <= start
+        if any(chunk.start == end for chunk in self._inflight.values()):
+            return None
+        return False
 
     async def _fetch(self, chunk: Chunk) -> tuple[FetchedPartition, float]:
         started = time.monotonic()
         timeout = self.config.chunk_timeout_ms / 1000
-        fetched = await asyncio.wait_for(
-            self.fetchers[chunk.remote].fetch(self.tp, chunk.start), timeout
-        )
+        # ask for about the chunk's bytes: the broker cannot stop at an offset, and what it
+        # sends past the chunk's end is what another remote is fetching already
+        limit = None
+        if chunk.end is not None:
+            limit = int((chunk.end - chunk.start) * self._record_bytes * 1.05) + 1
+        fetcher = self.fetchers[chunk.remote]
+        fetched = await asyncio.wait_for(fetcher.fetch(self.tp, chunk.start, limit), timeout)
         return fetched, time.monotonic() - started
 
     async def next_ready(self, frontier: int) -> Fetched | None:
@@ -161,7 +230,7 @@ class ChunkScheduler:
     def _take(self, frontier: int) -> Fetched | None:
         for start in sorted(self._ready):
             got = self._ready[start]
-            if start > frontier:
+            if min(start, got.first_offset) > frontier:
                 return None
             del self._ready[start]
             if got.covered_end > frontier or (got.chunk.end is None and start == frontier):
@@ -197,7 +266,18 @@ class ChunkScheduler:
         if chunk.end is not None and covered < chunk.end:
             self._refetch(covered, chunk.end)
         self._next_fetch = max(self._next_fetch, covered)
-        self._ready[chunk.start] = Fetched(chunk, fetched, batches, covered)
+        first = min((b.base_offset for b in batches), default=chunk.start)
+        self._ready[chunk.start] = Fetched(chunk, fetched, batches, covered, first)
+        log.debug(
+            "%s[%d]: chunk %s..%s from %s covered to %d (%d bytes)",
+            self.tp.topic,
+            self.tp.partition,
+            chunk.start,
+            chunk.end,
+            chunk.remote,
+            covered,
+            size,
+        )
 
     def _refetch(self, start: int, end: int | None) -> None:
         if end is not None and end > start:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
@@ -189,16 +189,18 @@ class Cluster:
     async def fetch(
         self,
         node: int,
-        wants: dict[TP, int],
+        wants: Mapping[TP, int | tuple[int, int]],
         *,
         max_wait_ms: int,
         max_bytes: int,
         partition_max_bytes: int,
     ) -> dict[TP, FetchedPartition]:
-        """One read_committed fetch from ``node`` for every partition in ``wants``."""
+        """One read_committed fetch from ``node`` for every partition in ``wants`` (offset,
+        or (offset, max bytes for that partition))."""
         topics: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
-        for tp, offset in wants.items():
-            topics[tp.topic].append((tp.partition, offset, partition_max_bytes))
+        for tp, want in wants.items():
+            offset, limit = want if isinstance(want, tuple) else (want, partition_max_bytes)
+            topics[tp.topic].append((tp.partition, offset, limit))
         request = FetchRequest(max_wait_ms, 1, max_bytes, READ_COMMITTED, list(topics.items()))
         response = await self.send(node, request)
         out: dict[TP, FetchedPartition] = {}

@@ -71,7 +71,7 @@ class CopierConfig:
     max_in_flight: int = 5
     # chunks of one partition fetched at once, from any remotes that hold them, plus the
     # fetched ones waiting to be written in order (the reorder buffer)
-    max_chunks: int = 4
+    max_chunks: int = 8
     chunk_timeout_ms: int = 15_000  # a fetch slower than this counts against its remote
     retry_backoff_ms: int = 200
     retry_backoff_max_ms: int = 10_000

@@ -5,8 +5,10 @@ until it is answered)."""
 from __future__ import annotations
 
 import asyncio
+import heapq
+import itertools
 import logging
-from collections import defaultdict, deque
+from collections import defaultdict
 
 from syncer.clusters import TP, Cluster, FetchedPartition
 from syncer.config import CopierConfig
@@ -21,8 +23,10 @@ class Fetcher:
     def __init__(self, cluster: Cluster, config: CopierConfig) -> None:
         self.cluster = cluster
         self.config = config
-        # several chunks of one partition may wait; each request carries one per partition
-        self._wants: dict[TP, deque[tuple[int, asyncio.Future[FetchedPartition]]]] = {}
+        # several chunks of one partition may wait; each request carries one per partition,
+        # the lowest offset first (the one the partition's writes wait for)
+        self._wants: dict[TP, list[tuple[int, int, int, asyncio.Future[FetchedPartition]]]] = {}
+        self._order = itertools.count()
         self._busy: set[int] = set()
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -46,15 +50,21 @@ class Fetcher:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         for queue in self._wants.values():
-            for _offset, future in queue:
+            for *_want, future in queue:
                 future.cancel()
         self._wants.clear()
 
-    async def fetch(self, tp: TP, offset: int) -> FetchedPartition:
-        """Records of ``tp`` from ``offset`` (raw); long-polls when none are there yet."""
+    async def fetch(self, tp: TP, offset: int, max_bytes: int | None = None) -> FetchedPartition:
+        """Records of ``tp`` from ``offset`` (raw), about ``max_bytes`` of them (whole
+        batches, at least one); long-polls when none are there yet."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[FetchedPartition] = loop.create_future()
-        self._wants.setdefault(tp, deque()).append((offset, future))
+        limit = min(
+            max_bytes or self.config.partition_fetch_max_bytes,
+            self.config.partition_fetch_max_bytes,
+        )
+        want = (offset, next(self._order), max(1, limit), future)
+        heapq.heappush(self._wants.setdefault(tp, []), want)
         self._wakeup.set()
         return await future
 
@@ -62,23 +72,24 @@ class Fetcher:
         while True:
             await self._wakeup.wait()
             self._wakeup.clear()
-            by_node: dict[int, dict[TP, tuple[int, asyncio.Future[FetchedPartition]]]]
+            by_node: dict[int, dict[TP, tuple[tuple[int, int], asyncio.Future[FetchedPartition]]]]
             by_node = defaultdict(dict)
             for tp, queue in list(self._wants.items()):
-                while queue and queue[0][1].done():
-                    queue.popleft()
+                while queue and queue[0][3].done():
+                    heapq.heappop(queue)
                 if not queue:
                     del self._wants[tp]
                     continue
                 try:
                     node = self.cluster.leader(tp)
                 except SyncerError as exc:
-                    for _offset, future in self._wants.pop(tp):
+                    for *_want, future in self._wants.pop(tp):
                         if not future.done():
                             future.set_exception(exc)
                     continue
                 if node not in self._busy:
-                    by_node[node][tp] = queue.popleft()
+                    offset, _n, limit, future = heapq.heappop(queue)
+                    by_node[node][tp] = ((offset, limit), future)
             for node, wants in by_node.items():
                 self._busy.add(node)
                 task = asyncio.create_task(self._fetch(node, wants))
@@ -86,7 +97,9 @@ class Fetcher:
                 task.add_done_callback(self._requests.discard)
 
     async def _fetch(
-        self, node: int, wants: dict[TP, tuple[int, asyncio.Future[FetchedPartition]]]
+        self,
+        node: int,
+        wants: dict[TP, tuple[tuple[int, int], asyncio.Future[FetchedPartition]]],
     ) -> None:
         try:
             offsets = {tp: offset for tp, (offset, _f) in wants.items()}
@@ -98,6 +111,13 @@ class Fetcher:
                 partition_max_bytes=self.config.partition_fetch_max_bytes,
             )
             self.fetches += 1
+            log.debug(
+                "fetch from %s node %d: %d partitions, %d bytes",
+                self.cluster.name,
+                node,
+                len(result),
+                sum(len(p.records) for p in result.values()),
+            )
             for tp, (_offset, future) in wants.items():
                 if future.done():
                     continue

@@ -13,6 +13,9 @@ from dataclasses import dataclass
 from syncer.planner import RemoteEnds
 
 EWMA_WEIGHT = 0.3
+# chunks of one partition queued on one remote at once: one being fetched, one waiting; more
+# would only wait in its queue (and count against the chunk timeout)
+MAX_BUSY = 2
 BACKOFF_S = 1.0
 BACKOFF_MAX_S = 30.0
 
@@ -55,6 +58,24 @@ class SourceHealth:
         return "healthy" if self.healthy(now) else "backing off"
 
 
+def usable_sources(
+    offset: int,
+    ends: Mapping[str, RemoteEnds],
+    health: Mapping[str, SourceHealth],
+    excluded: Collection[str],
+    now: float,
+) -> list[str]:
+    """Healthy remotes, not excluded, that hold ``offset``; most trusted first."""
+    return sorted(
+        (
+            name
+            for name, e in ends.items()
+            if e.start <= offset < e.end and name not in excluded and health[name].healthy(now)
+        ),
+        key=lambda n: health[n].rank,
+    )
+
+
 def pick_source(
     offset: int,
     ends: Mapping[str, RemoteEnds],
@@ -67,9 +88,7 @@ def pick_source(
     excluded for this partition; among those, the best throughput per chunk in flight wins
     (an unmeasured remote counts as fast as the fastest, so it gets tried)."""
     holders = [
-        name
-        for name, e in ends.items()
-        if e.start <= offset < e.end and name not in excluded and health[name].healthy(now)
+        n for n in usable_sources(offset, ends, health, excluded, now) if busy.get(n, 0) < MAX_BUSY
     ]
     if not holders:
         return None

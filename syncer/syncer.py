@@ -26,6 +26,7 @@ from syncer.fetcher import Fetcher
 from syncer.identity import WriterIdentity, load_identity
 from syncer.planner import RemoteEnds
 from syncer.retry import retried
+from syncer.sources import SourceHealth
 from syncer.topics import TopicPlan, create_local_topic, plan_topics
 from syncer.writer import Writer
 
@@ -70,6 +71,8 @@ class Syncer:
         self._mirrored: dict[str, int] = {}
         self._sources: dict[str, tuple[str, ...]] = {}
         self.member: GroupMember | None = None
+        # one measured health per remote, shared by every partition of this process
+        self.health = {r.name: SourceHealth(r.name, rank) for rank, r in enumerate(config.remotes)}
         self._grouped = False  # run() shares partitions through the group; catch_up() does not
         if config.coordination.enabled:
             self.member = GroupMember(config, self._on_assigned, self._on_revoked)
@@ -297,8 +300,9 @@ class Syncer:
         assert self._writer is not None and self._identity is not None
         sources = self._sources.get(tp.topic) or tuple(ends) or tuple(self._fetchers)
         fetchers = {name: self._fetchers[name] for name in sources}
+        health = {name: self.health[name] for name in fetchers}
         return PartitionCopier(
-            tp, self.local, self._writer, fetchers, self._identity, self.config.copier, ends
+            tp, self.local, self._writer, fetchers, self._identity, self.config.copier, ends, health
         )
 
     # reporting --------------------------------------------------------------------------

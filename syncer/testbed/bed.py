@@ -71,6 +71,9 @@ class RunningCluster:
     directory: str
     pid: int | None = None
     properties: dict[str, str] = field(default_factory=dict)
+    # with an advertised address (a proxy in front), a second listener that advertises
+    # itself, for filling and inspecting the cluster without crossing the proxy
+    direct_port: int | None = None
 
     @property
     def bootstrap(self) -> str:
@@ -81,19 +84,31 @@ class RunningCluster:
         return f"127.0.0.1:{self.port}"
 
     @property
+    def direct(self) -> str:
+        """A bootstrap address that does not go through a proxy."""
+        return f"127.0.0.1:{self.direct_port}" if self.direct_port else self.advertised
+
+    @property
     def log_path(self) -> Path:
         return Path(self.directory) / "broker.log"
 
     def server_properties(self) -> str:
+        listeners = f"PLAINTEXT://{self.listen},CONTROLLER://127.0.0.1:{self.controller_port}"
+        advertised = f"PLAINTEXT://{self.advertised}"
+        protocols = "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
+        if self.direct_port:
+            listeners += f",DIRECT://127.0.0.1:{self.direct_port}"
+            advertised += f",DIRECT://127.0.0.1:{self.direct_port}"
+            protocols += ",DIRECT:PLAINTEXT"
         props = {
             "process.roles": "broker,controller",
             "node.id": "1",
             "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
-            "listeners": f"PLAINTEXT://{self.listen},CONTROLLER://127.0.0.1:{self.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://{self.advertised}",
+            "listeners": listeners,
+            "advertised.listeners": advertised,
             "controller.listener.names": "CONTROLLER",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": protocols,
+            "inter.broker.listener.name": "DIRECT" if self.direct_port else "PLAINTEXT",
             "log.dirs": str(Path(self.directory) / "data"),
             "num.partitions": "1",
             "auto.create.topics.enable": "false",
@@ -132,7 +147,7 @@ class RunningCluster:
                 raise TestbedError(
                     f"Kafka cluster {self.name!r} exited while starting; see {self.log_path}"
                 )
-            if probe_metadata(self.advertised, timeout=5.0):
+            if probe_metadata(self.direct, timeout=5.0):
                 return
             time.sleep(0.5)
         raise TestbedError(
@@ -341,4 +356,5 @@ class Testbed:
             advertised=spec.advertised or f"127.0.0.1:{port}",
             directory=str(self.state_dir / spec.name),
             properties=dict(spec.properties),
+            direct_port=free_port() if spec.advertised else None,
         )

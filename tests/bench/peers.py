@@ -61,15 +61,26 @@ async def local_total(bootstrap: str, topic: str, partitions: int) -> int:
 
 
 def run_syncer(
-    workdir: Path, local: str, remote: str, topic: str, records: int, size: int
+    workdir: Path,
+    local: str,
+    remote: str | dict[str, str],
+    topic: str,
+    records: int,
+    size: int,
+    *,
+    partitions: int = 8,
+    label: str = "syncer",
+    copier: dict[str, int] | None = None,
 ) -> Measured:
-    config = workdir / "syncer.yaml"
+    remotes = {"east": remote} if isinstance(remote, str) else remote
+    config = workdir / f"{label.replace(' ', '-')}.yaml"
     config.write_text(
         yaml.safe_dump(
             {
                 "local": {"bootstrap_servers": local},
-                "remotes": [{"name": "east", "bootstrap_servers": remote}],
+                "remotes": [{"name": n, "bootstrap_servers": b} for n, b in remotes.items()],
                 "topics": {"include": [topic]},
+                "copier": copier or {},
             }
         )
     )
@@ -79,10 +90,10 @@ def run_syncer(
         stdout=subprocess.DEVNULL,
         stderr=open(workdir / "syncer.log", "w"),  # noqa: SIM115
     )
-    first, last = watch(proc, local, topic, 8, records, workdir / "syncer.log")
+    first, last = watch(proc, local, topic, partitions, records, workdir / "syncer.log")
     cpu, rss = _reap(proc.pid)
     proc.returncode = 0
-    return Measured("syncer", last - first, last - started, cpu, rss, records, size)
+    return Measured(label, last - first, last - started, cpu, rss, records, size)
 
 
 async def _open(bootstrap: str) -> Cluster:

@@ -1,0 +1,185 @@
+"""Benchmark (not a test): one remote against two, each behind a bandwidth-capped proxy.
+
+Both remotes hold offset-aligned copies of the same topic (west is a syncer mirror of east).
+syncer reads each remote over one connection, so one remote gives about the proxy's cap; with
+two, chunks of every partition are fetched from both at once.
+
+    python -m tests.bench.remotes [--records N] [--rate BYTES_PER_S] [--latency-ms MS]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import json
+import logging
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from syncer.config import Config
+from syncer.syncer import Syncer
+from syncer.testbed import ClusterSpec, Testbed
+from syncer.testbed.bed import free_port
+from syncer.testbed.tools import perf_produce
+from tests.bench.catchup import machine
+from tests.bench.peers import Measured, run_syncer
+from tests.kafka_helpers import create_topic
+
+PARTITIONS = 8
+RECORD_SIZE = 1024
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--records", type=int, default=60_000)
+    parser.add_argument("--rate", type=int, default=2_000_000, help="bytes/s per connection")
+    parser.add_argument("--latency-ms", type=float, default=20.0, help="added round trip")
+    parser.add_argument(
+        "--chunk-bytes", type=int, default=1_048_576, help="copier.partition_fetch_max_bytes"
+    )
+    parser.add_argument("--max-chunks", type=int, default=8, help="copier.max_chunks")
+    parser.add_argument("--out", type=Path, default=Path("results"))
+    args = parser.parse_args()
+    logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
+    args.out.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="syncer-bench-remotes-"))
+    console = Console(width=132)
+    bed = Testbed(work / "bed")
+    proxies: list[subprocess.Popen[bytes]] = []
+    try:
+        ports = {name: free_port() for name in ("east", "west")}
+        bed.up(
+            [
+                ClusterSpec("local"),
+                *[ClusterSpec(n, advertised=f"127.0.0.1:{p}") for n, p in ports.items()],
+            ]
+        )
+        for name, port in ports.items():
+            proxies.append(
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "syncer.testbed.proxy",
+                        "--listen",
+                        str(port),
+                        "--target",
+                        bed.clusters[name].listen,
+                        "--rate",
+                        str(args.rate),
+                        "--latency-ms",
+                        str(args.latency_ms),
+                    ]
+                )
+            )
+        east, west = bed.clusters["east"], bed.clusters["west"]
+        for topic in ("bench.one", "bench.two"):
+            asyncio.run(create_topic(east.direct, topic, PARTITIONS))
+            perf_produce(
+                east.direct, topic, records=args.records, record_size=RECORD_SIZE, jars=bed.jars
+            )
+        asyncio.run(_mirror(east.direct, west.direct))
+        size = args.records * RECORD_SIZE
+        local = bed.clusters["local"].bootstrap
+        copier = {"partition_fetch_max_bytes": args.chunk_bytes, "max_chunks": args.max_chunks}
+        console.print("one remote ...")
+        one = run_syncer(
+            work,
+            local,
+            {"east": east.bootstrap},
+            "bench.one",
+            args.records,
+            size,
+            label="syncer, 1 remote",
+            copier=copier,
+        )
+        console.print("two remotes ...")
+        two = run_syncer(
+            work,
+            local,
+            {"east": east.bootstrap, "west": west.bootstrap},
+            "bench.two",
+            args.records,
+            size,
+            label="syncer, 2 remotes",
+            copier=copier,
+        )
+        report(console, args, one, two)
+    finally:
+        for proxy in proxies:
+            proxy.terminate()
+            proxy.wait(10)
+        bed.down()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+async def _mirror(east: str, west: str) -> None:
+    config = Config.from_dict(
+        {
+            "local": {"bootstrap_servers": west},
+            "remotes": [{"name": "east", "bootstrap_servers": east}],
+            "topics": {"include": ["bench[.].*"]},
+        }
+    )
+    async with Syncer(config) as syncer:
+        await syncer.catch_up()
+
+
+def report(console: Console, args: argparse.Namespace, one: Measured, two: Measured) -> None:
+    when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    table = Table(
+        title=f"{args.records} × {RECORD_SIZE} B, {PARTITIONS} partitions, each remote"
+        f" behind a proxy: {args.rate / 1e6:.1f} MB/s per connection,"
+        f" +{args.latency_ms:.0f} ms · {when}"
+    )
+    # rates from launch to the last record: with several sources the first record may land
+    # late (it waits for its chunk) while data has long been flowing
+    for column in ("copier", "launch→done s", "MB/s", "CPU s", "peak RSS MiB"):
+        table.add_column(column, justify="left" if column == "copier" else "right")
+    for m in (one, two):
+        table.add_row(
+            m.copier,
+            f"{m.launch_to_last_s:.1f}",
+            f"{rate(m):.2f}",
+            f"{m.cpu_seconds:.1f}",
+            f"{m.peak_rss_mib:.0f}",
+        )
+    console.print(table)
+    ratio = rate(two) / rate(one)
+    console.print(f"two remotes / one remote: {ratio:.2f}x")
+    out = args.out / "bench-remotes.json"
+    out.write_text(
+        json.dumps(
+            {
+                "benchmark": "remotes",
+                "date": when,
+                "machine": machine(),
+                "records": args.records,
+                "rate_per_connection": args.rate,
+                "latency_ms": args.latency_ms,
+                "rows": [
+                    {"copier": m.copier, "seconds": m.launch_to_last_s, "mb_per_s": rate(m)}
+                    for m in (one, two)
+                ],
+                "ratio": ratio,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
+    console.print(f"wrote {out}")
+
+
+def rate(m: Measured) -> float:
+    return m.bytes / 1e6 / m.launch_to_last_s
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,50 @@
+"""Source choice over measured health, with plain values."""
+
+from __future__ import annotations
+
+from syncer.planner import RemoteEnds
+from syncer.sources import MAX_BUSY, SourceHealth, pick_source, tail_source, usable_sources
+
+ENDS = {"a": RemoteEnds(0, 100), "b": RemoteEnds(0, 200), "c": RemoteEnds(150, 300)}
+
+
+def health(**rates: float) -> dict[str, SourceHealth]:
+    out = {n: SourceHealth(n, rank) for rank, n in enumerate(ENDS)}
+    for name, rate in rates.items():
+        out[name].bytes_per_s = rate
+    return out
+
+
+def test_only_remotes_that_hold_the_offset_are_usable() -> None:
+    assert usable_sources(50, ENDS, health(), (), 0.0) == ["a", "b"]
+    assert usable_sources(160, ENDS, health(), (), 0.0) == ["b", "c"]
+    assert usable_sources(120, ENDS, health(), ("b",), 0.0) == []
+
+
+def test_the_faster_remote_takes_the_chunk_until_it_is_busier() -> None:
+    h = health(a=10e6, b=2e6)
+    assert pick_source(50, ENDS, h, {}, (), 0.0) == "a"
+    assert pick_source(50, ENDS, h, {"a": 1}, (), 0.0) == "a"  # 5 MB/s a chunk beats 2
+    assert pick_source(50, ENDS, h, {"a": MAX_BUSY}, (), 0.0) == "b"  # a has enough queued
+
+
+def test_an_unmeasured_remote_is_tried_and_ties_go_to_the_first_listed() -> None:
+    assert pick_source(50, ENDS, health(b=3e6), {}, (), 0.0) == "a"
+    assert pick_source(50, ENDS, health(), {}, (), 0.0) == "a"
+
+
+def test_a_failing_remote_backs_off_and_comes_back() -> None:
+    h = health()
+    h["a"].failed(100.0, "boom")
+    h["a"].failed(100.0, "boom again")
+    assert not h["a"].healthy(101.0) and h["a"].healthy(102.0)  # 1 s, then 2 s
+    assert pick_source(50, ENDS, h, {}, (), 101.0) == "b"
+    assert pick_source(50, ENDS, h, {}, (), 102.5) == "a"
+    h["a"].succeeded(1000, 1.0)
+    assert h["a"].failures_in_row == 0 and h["a"].errors == 2
+
+
+def test_the_tail_is_polled_at_the_remote_furthest_ahead() -> None:
+    assert tail_source(ENDS, health(), (), 0.0) == "c"
+    assert tail_source(ENDS, health(), ("c",), 0.0) == "b"
+    assert tail_source({}, {}, (), 0.0) is None
