@@ -13,14 +13,16 @@ from collections import defaultdict
 from syncer.clusters import TP, Cluster, FetchedPartition
 from syncer.config import CopierConfig
 from syncer.errors import SyncerError, TransientClusterError
+from syncer.loops import RequestLoop
 
 log = logging.getLogger(__name__)
 
 
-class Fetcher:
+class Fetcher(RequestLoop):
     """Owns one background task; ``await fetch(tp, offset)`` from any number of copiers."""
 
     def __init__(self, cluster: Cluster, config: CopierConfig) -> None:
+        super().__init__(f"fetcher-{cluster.name}")
         self.cluster = cluster
         self.config = config
         # several chunks of one partition may wait; each request carries one per partition,
@@ -28,9 +30,6 @@ class Fetcher:
         self._wants: dict[TP, list[tuple[int, int, int, asyncio.Future[FetchedPartition]]]] = {}
         self._order = itertools.count()
         self._busy: set[int] = set()
-        self._wakeup = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
-        self._requests: set[asyncio.Task[None]] = set()
         self.fetches = 0
 
     def __repr__(self) -> str:
@@ -39,16 +38,7 @@ class Fetcher:
             f" in flight: {len(self._busy)}]>"
         )
 
-    def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name=f"fetcher-{self.cluster.name}")
-
-    async def stop(self) -> None:
-        tasks = [t for t in (self._task, *self._requests) if t is not None]
-        self._task = None
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+    def _cancel_waiting(self) -> None:
         for queue in self._wants.values():
             for *_want, future in queue:
                 future.cancel()
@@ -92,9 +82,7 @@ class Fetcher:
                     by_node[node][tp] = ((offset, limit), future)
             for node, wants in by_node.items():
                 self._busy.add(node)
-                task = asyncio.create_task(self._fetch(node, wants))
-                self._requests.add(task)
-                task.add_done_callback(self._requests.discard)
+                self._spawn(self._fetch(node, wants))
 
     async def _fetch(
         self,

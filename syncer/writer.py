@@ -11,13 +11,14 @@ from collections.abc import Callable
 
 from syncer.clusters import TP, Cluster, ProduceResult
 from syncer.errors import SyncerError, TransientClusterError
+from syncer.loops import RequestLoop
 
 log = logging.getLogger(__name__)
 
 PRODUCE_TIMEOUT_MS = 30_000
 
 
-class Writer:
+class Writer(RequestLoop):
     """Owns one background task; ``submit(tp, batch)`` returns a future for the result."""
 
     def __init__(
@@ -27,14 +28,12 @@ class Writer:
         max_in_flight: int,
         may_write: Callable[[], bool] = lambda: True,
     ) -> None:
+        super().__init__(f"writer-{cluster.name}")
         self.cluster = cluster
         self.may_write = may_write
         self.max_in_flight = max_in_flight
         self._queues: dict[TP, deque[tuple[bytes, asyncio.Future[ProduceResult]]]] = {}
         self._in_flight: dict[int, int] = defaultdict(int)
-        self._wakeup = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
-        self._requests: set[asyncio.Task[None]] = set()
         self.requests_sent = 0
 
     def __repr__(self) -> str:
@@ -42,16 +41,7 @@ class Writer:
         in_flight = sum(self._in_flight.values())
         return f"<Writer {self.cluster.name} [queued: {queued}, in flight: {in_flight}]>"
 
-    def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name=f"writer-{self.cluster.name}")
-
-    async def stop(self) -> None:
-        tasks = [t for t in (self._task, *self._requests) if t is not None]
-        self._task = None
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+    def _cancel_waiting(self) -> None:
         for queue in self._queues.values():
             for _batch, future in queue:
                 future.cancel()
@@ -94,9 +84,7 @@ class Writer:
                     by_node[node][tp] = queue.popleft()
             for node, entries in by_node.items():
                 self._in_flight[node] += 1
-                task = asyncio.create_task(self._produce(node, entries))
-                self._requests.add(task)
-                task.add_done_callback(self._requests.discard)
+                self._spawn(self._produce(node, entries))
             if any(self._queues.values()) and by_node:
                 self._wakeup.set()  # more batches wait behind the ones just sent
             await asyncio.sleep(0)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.structs import TopicPartition
 
-from syncer.batches import split_batches
+from syncer.batches import HEADER_SIZE, Batch, split_batches
 from syncer.clusters import Cluster
 from syncer.config import ClusterConfig, Config
 
@@ -138,12 +140,9 @@ async def read_partition(bootstrap: str, topic: str, partition: int = 0) -> list
         await consumer.stop()
 
 
-async def batch_layout(
-    bootstrap: str, topic: str, partition: int = 0
-) -> list[tuple[int, int, str]]:
-    """(base offset, record count, codec) of every batch: the copy must keep codecs."""
+async def all_batches(bootstrap: str, topic: str, partition: int = 0) -> AsyncIterator[Batch]:
+    """Every batch of a partition, raw, in offset order."""
     tp = TopicPartition(topic, partition)
-    layout = []
     async with Cluster(ClusterConfig(bootstrap, name="test"), role="test") as cluster:
         end = (await cluster.latest([tp]))[tp]
         offset = 0
@@ -152,15 +151,23 @@ async def batch_layout(
                 await cluster.leader_for(tp),
                 {tp: offset},
                 max_wait_ms=100,
-                max_bytes=8 << 20,
-                partition_max_bytes=4 << 20,
+                max_bytes=32 << 20,
+                partition_max_bytes=16 << 20,
             )
-            batches = split_batches(fetched[tp].records)
-            for b in batches:
-                if b.base_offset >= offset:
-                    layout.append((b.base_offset, b.record_count, b.codec))
-                    offset = b.next_offset
-    return layout
+            for batch in split_batches(fetched[tp].records):
+                if batch.base_offset >= offset:
+                    yield batch
+                    offset = batch.next_offset
+
+
+async def batch_layout(
+    bootstrap: str, topic: str, partition: int = 0
+) -> list[tuple[int, int, str]]:
+    """(base offset, record count, codec) of every batch: the copy must keep codecs."""
+    return [
+        (b.base_offset, b.record_count, b.codec)
+        async for b in all_batches(bootstrap, topic, partition)
+    ]
 
 
 def make_config(local: str, remotes: dict[str, str], include: list[str], **extra: object) -> Config:
@@ -180,26 +187,11 @@ async def batch_digests(
     """(base offset, last offset delta, digest of the record bytes) per batch: the records
     part of a batch is copied byte for byte, so equal digests at equal offsets mean equal data.
     Fast enough for hundreds of megabytes."""
-    import hashlib
-
-    from syncer.batches import HEADER_SIZE
-
-    tp = TopicPartition(topic, partition)
-    out = []
-    async with Cluster(ClusterConfig(bootstrap, name="test"), role="test") as cluster:
-        end = (await cluster.latest([tp]))[tp]
-        offset = 0
-        while offset < end:
-            fetched = await cluster.fetch(
-                await cluster.leader_for(tp),
-                {tp: offset},
-                max_wait_ms=100,
-                max_bytes=32 << 20,
-                partition_max_bytes=16 << 20,
-            )
-            for b in split_batches(fetched[tp].records):
-                if b.base_offset >= offset:
-                    digest = hashlib.blake2b(b.raw[HEADER_SIZE:], digest_size=16).hexdigest()
-                    out.append((b.base_offset, b.last_offset_delta, digest))
-                    offset = b.next_offset
-    return out
+    return [
+        (
+            b.base_offset,
+            b.last_offset_delta,
+            hashlib.blake2b(b.raw[HEADER_SIZE:], digest_size=16).hexdigest(),
+        )
+        async for b in all_batches(bootstrap, topic, partition)
+    ]
