@@ -55,6 +55,7 @@ class Agreement:
         self.ends = ends
         self.dropped = dropped
         self.checked: set[str] = set()
+        self._previous: Fetched | None = None
         self._chunks: dict[str, int] = {}
 
     async def check(self, got: Fetched, frontier: int) -> None:
@@ -63,6 +64,9 @@ class Agreement:
         seen = self._chunks.get(remote, 0)
         self._chunks[remote] = seen + 1
         if remote in self.checked and seen % SAMPLE_EVERY:
+            return
+        if self._against_previous(got, frontier):
+            self.checked.add(remote)
             return
         low, high = frontier, min(got.covered_end, frontier + SAMPLE_RECORDS)
         if high <= low:
@@ -78,6 +82,34 @@ class Agreement:
             self.health[asked].failed(time.monotonic(), f"{type(exc).__name__}: {exc}")
             raise CheckFailed(f"comparing {remote} with {asked}: {exc}") from exc
         self.checked.add(remote)
+
+    def written(self, got: Fetched) -> None:
+        """The chunk just written: the next one, from another remote, usually overlaps it by
+        a batch, which compares the two sources without a fetch."""
+        self._previous = got
+
+    def _against_previous(self, got: Fetched, frontier: int) -> bool:
+        """True if ``got`` agrees with the last written chunk, from another checked remote,
+        on the records where both overlap below ``frontier``; raise if it disagrees."""
+        previous = self._previous
+        if previous is None or previous.remote == got.remote:
+            return False
+        if previous.remote not in self.checked or previous.remote in self.dropped:
+            return False
+        low = max(got.first_offset, previous.first_offset)
+        high = min(frontier, previous.covered_end, got.covered_end)
+        if high <= low:
+            return False
+        ours = record_digests(got.batches, low, high)
+        theirs = record_digests(previous.batches, low, high)
+        differing = sorted(o for o in ours.keys() & theirs.keys() if ours[o] != theirs[o])
+        if differing:
+            winner, loser = sorted((got.remote, previous.remote), key=lambda n: self.health[n].rank)
+            self._drop(loser, f"records differ from remote {winner}'s at offset {differing[0]}")
+            if loser == got.remote:
+                raise SourceDropped(loser)
+            return False
+        return bool(ours.keys() & theirs.keys())
 
     def _reference(self, remote: str, offset: int) -> str | None:
         now = time.monotonic()

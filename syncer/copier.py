@@ -226,6 +226,7 @@ class PartitionCopier:
                     await self.chunks.reset(frontier)
                     continue
                 frontier = await self._write(got, frontier)
+                self.agreement.written(got)
         finally:
             await self.chunks.close()
         await self._drain(0)
