@@ -38,7 +38,7 @@ RECORD_SIZE = 1024
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--records", type=int, default=60_000)
+    parser.add_argument("--records", type=int, default=120_000)
     parser.add_argument("--rate", type=int, default=2_000_000, help="bytes/s per connection")
     parser.add_argument("--latency-ms", type=float, default=20.0, help="added round trip")
     parser.add_argument(
