@@ -31,6 +31,7 @@ lint: $(STAMP)
 # Benchmarks (not tests): syncer and MirrorMaker 2 side by side; writes results/*.json.
 bench: $(STAMP)
 	$(BIN)/python -m tests.bench.catchup
+	$(BIN)/python -m tests.bench.remotes
 
 testbed-down:
 	-$(BIN)/syncer testbed down --state .run
