@@ -48,19 +48,24 @@ def assign(owned: Mapping[str, Collection[TP]], weights: Mapping[TP, float]) -> 
 def _rebalance(
     out: dict[str, set[TP]], load: dict[str, float], weights: Mapping[TP, float]
 ) -> None:
+    """Move single partitions to the least loaded member, from the most loaded member that
+    has one light enough to narrow the gap between the two."""
+    order = lambda m: (load[m], len(out[m]), m)  # noqa: E731
     while True:
-        high = max(out, key=lambda m: (load[m], len(out[m]), m))
-        low = min(out, key=lambda m: (load[m], len(out[m]), m))
-        spread = load[high] - load[low]
-        movable = [tp for tp in out[high] if weights[tp] < spread - 1e-9]
-        if not movable:
+        low = min(out, key=order)
+        for high in sorted(out, key=order, reverse=True):
+            spread = load[high] - load[low]
+            movable = [tp for tp in out[high] if weights[tp] < spread - 1e-9]
+            if movable:
+                # the move that narrows the gap most: a weight closest to half of it
+                tp = min(movable, key=lambda t: (abs(spread - 2 * weights[t]), t))
+                out[high].remove(tp)
+                out[low].add(tp)
+                load[high] -= weights[tp]
+                load[low] += weights[tp]
+                break
+        else:
             return
-        # the move that narrows the spread most: a weight closest to half of it
-        tp = min(movable, key=lambda t: (abs(spread - 2 * weights[t]), t))
-        out[high].remove(tp)
-        out[low].add(tp)
-        load[high] -= weights[tp]
-        load[low] += weights[tp]
 
 
 def encode_owned(partitions: Collection[TP]) -> bytes:

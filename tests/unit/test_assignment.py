@@ -49,6 +49,15 @@ def test_a_new_member_takes_a_share_and_the_others_keep_most_of_theirs() -> None
     assert three["a"] <= two["a"] and three["b"] <= two["b"]  # nothing moved between a and b
 
 
+def test_one_huge_gap_does_not_leave_a_member_idle() -> None:
+    tps = [TP("t", p) for p in range(24)]
+    gaps = {tp: 100_000 if tp.partition == 0 else 0 for tp in tps}
+    out = assign({"m0": set(tps), "m1": set(), "m2": set()}, weights_from_gaps(gaps))
+    heavy_owner = next(m for m, parts in out.items() if TP("t", 0) in parts)
+    others = sorted(len(parts) for m, parts in out.items() if m != heavy_owner)
+    assert others[1] - others[0] <= 1 and sum(others) == 23  # the light ones split evenly
+
+
 def test_big_gaps_spread_across_members() -> None:
     gaps = {TP("t", 0): 1_000_000, TP("t", 1): 1_000_000, **{TP("t", p): 0 for p in range(2, 10)}}
     out = assign({"a": set(), "b": set()}, weights_from_gaps(gaps))
