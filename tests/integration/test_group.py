@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -95,10 +95,12 @@ class Group:
         except Exception:
             return {}
 
-    async def wait_for(self, what: str, check: Callable[[], object], seconds: float = 60) -> None:
+    async def wait_for(
+        self, what: str, check: Callable[[], Awaitable[bool]], seconds: float = 60
+    ) -> None:
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
-            if await check():  # type: ignore[misc]
+            if await check():
                 return
             await asyncio.sleep(0.5)
         raise AssertionError(f"timed out waiting for {what}; logs in {self.logs}")
@@ -123,6 +125,19 @@ class Group:
 
     async def members(self) -> int:
         return len(set((await self.owners()).values()))
+
+    async def wait_members(self, n: int, seconds: float = 60) -> None:
+        async def check() -> bool:
+            return await self.members() == n
+
+        await self.wait_for(f"{n} members", check, seconds)
+
+    async def finish(self, producing: asyncio.Future[str]) -> None:
+        """Let the producer end, wait for the copy, stop every member, compare every batch."""
+        await producing
+        await self.wait_for("local in sync with east", self.in_sync, seconds=90)
+        self.stop_all()
+        await self.assert_identical()
 
 
 @pytest.fixture
@@ -199,54 +214,41 @@ async def test_sigkill_of_a_member_moves_its_partitions_and_loses_nothing(
 ) -> None:
     producing = produce_in_background(testbed, group.east, group.topic, 60_000, 5_000)
     victim, *_ = group.start(3)
-    await group.wait_for("3 members", lambda: _equals(group.members(), 3))
+    await group.wait_members(3)
     await asyncio.sleep(2)
     victim.send_signal(signal.SIGKILL)
     victim.wait(10)
-    await group.wait_for("2 members after the kill", lambda: _equals(group.members(), 2))
-    await producing
-    await group.wait_for("local in sync with east", group.in_sync, seconds=90)
-    group.stop_all()
-    await group.assert_identical()
+    await group.wait_members(2)
+    await group.finish(producing)
 
 
 async def test_a_paused_member_wakes_up_without_duplicating(group: Group, testbed: Testbed) -> None:
     producing = produce_in_background(testbed, group.east, group.topic, 75_000, 5_000)
     sleeper, *_ = group.start(3)
-    await group.wait_for("3 members", lambda: _equals(group.members(), 3))
+    await group.wait_members(3)
     await asyncio.sleep(1)
     sleeper.send_signal(signal.SIGSTOP)
     before = sum((await group.ends(group.local)).values())
-    await group.wait_for("the others take over", lambda: _equals(group.members(), 2), 30)
+    await group.wait_members(2, 30)
     await asyncio.sleep(2)
     assert sum((await group.ends(group.local)).values()) > before  # and make progress
     sleeper.send_signal(signal.SIGCONT)
-    await group.wait_for("the sleeper rejoins", lambda: _equals(group.members(), 3), 40)
-    await producing
-    await group.wait_for("local in sync with east", group.in_sync, seconds=90)
-    group.stop_all()
-    await group.assert_identical()
+    await group.wait_members(3, 40)
+    await group.finish(producing)
 
 
 async def test_scaling_one_to_three_to_one_during_a_copy(group: Group, testbed: Testbed) -> None:
     producing = produce_in_background(testbed, group.east, group.topic, 90_000, 5_000)
     group.start(1)
-    await group.wait_for("1 member", lambda: _equals(group.members(), 1))
+    await group.wait_members(1)
     await asyncio.sleep(2)
     extra = group.start(2)
-    await group.wait_for("3 members", lambda: _equals(group.members(), 3))
+    await group.wait_members(3)
     await asyncio.sleep(3)
     for proc in extra:
         group.stop(proc)
-    await group.wait_for("back to 1 member", lambda: _equals(group.members(), 1))
-    await producing
-    await group.wait_for("local in sync with east", group.in_sync, seconds=90)
-    group.stop_all()
-    await group.assert_identical()
-
-
-async def _equals(value: object, expected: int) -> bool:
-    return await value == expected  # type: ignore[misc]
+    await group.wait_members(1)
+    await group.finish(producing)
 
 
 async def test_static_members_restart_without_moving_partitions(
