@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
@@ -168,6 +170,17 @@ async def batch_layout(
         (b.base_offset, b.record_count, b.codec)
         async for b in all_batches(bootstrap, topic, partition)
     ]
+
+
+def run_cli(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    """``syncer ARGS`` as a user runs it, with its output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "syncer", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def make_config(local: str, remotes: dict[str, str], include: list[str], **extra: object) -> Config:

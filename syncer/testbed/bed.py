@@ -26,12 +26,15 @@ HEAP = "512m"
 START_TIMEOUT_S = 90.0
 STOP_TIMEOUT_S = 30.0
 
-_LOG4J = """status = error
+
+def log4j_properties(level: str = "INFO") -> str:
+    """A log4j2 configuration for the bed's JVMs: one line per event on standard output."""
+    return f"""status = error
 appender.out.type = Console
 appender.out.name = out
 appender.out.layout.type = PatternLayout
 appender.out.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = INFO
+rootLogger.level = {level}
 rootLogger.appenderRef.out.ref = out
 logger.kafka_request.name = kafka.request.logger
 logger.kafka_request.level = WARN
@@ -135,7 +138,7 @@ class RunningCluster:
         root = Path(self.directory)
         root.mkdir(parents=True, exist_ok=True)
         (root / "server.properties").write_text(self.server_properties())
-        (root / "log4j2.properties").write_text(_LOG4J)
+        (root / "log4j2.properties").write_text(log4j_properties())
         if not (root / "data" / "meta.properties").exists():
             self._format(jars)
         self._launch(jars)

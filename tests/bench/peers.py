@@ -19,6 +19,7 @@ from aiokafka.structs import TopicPartition
 from syncer.clusters import Cluster
 from syncer.config import ClusterConfig
 from syncer.errors import SyncerError
+from syncer.testbed.bed import log4j_properties
 from syncer.testbed.jars import KafkaJars
 
 
@@ -172,15 +173,6 @@ east.consumer.max.poll.records = 2000
 # production setting for one MirrorMaker 2 process.
 MM2_HEAP = "1g"
 
-LOG4J = """status = error
-appender.out.type = Console
-appender.out.name = out
-appender.out.layout.type = PatternLayout
-appender.out.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = WARN
-rootLogger.appenderRef.out.ref = out
-"""
-
 
 def run_mm2(
     workdir: Path,
@@ -195,7 +187,7 @@ def run_mm2(
 ) -> Measured:
     props = workdir / "mm2.properties"
     props.write_text(MM2_PROPERTIES.format(remote=remote, local=local, topic=topic, tasks=tasks))
-    (workdir / "log4j2.properties").write_text(LOG4J)
+    (workdir / "log4j2.properties").write_text(log4j_properties("WARN"))
     started = time.monotonic()
     proc = subprocess.Popen(
         [

@@ -8,17 +8,7 @@ from pathlib import Path
 
 from syncer.errors import ExitCode
 from syncer.testbed.bed import free_port
-from tests.kafka_helpers import create_topic, produce
-
-
-def syncer(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "syncer", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+from tests.kafka_helpers import create_topic, produce, run_cli
 
 
 def one_line(result: subprocess.CompletedProcess[str]) -> str:
@@ -29,7 +19,7 @@ def one_line(result: subprocess.CompletedProcess[str]) -> str:
 
 def test_malformed_yaml(config_file: Path) -> None:
     config_file.write_text("local: {bootstrap_servers: [1\n")
-    result = syncer("catch-up", "-c", str(config_file))
+    result = run_cli("catch-up", "-c", str(config_file))
     assert result.returncode == ExitCode.CONFIG
     assert one_line(result).startswith(f"syncer: {config_file}: malformed YAML: line ")
 
@@ -39,14 +29,14 @@ def test_unknown_key_and_missing_field_together(config_file: Path) -> None:
         "local: {bootstrap_servers: 'a:1'}\nremotes: [{name: east}]\n"
         "topics: {include: ['x']}\nspeed: 11\n"
     )
-    result = syncer("run", "-c", str(config_file))
+    result = run_cli("run", "-c", str(config_file))
     assert result.returncode == ExitCode.CONFIG
     line = one_line(result)
     assert "speed: unknown key" in line and "remotes[0].bootstrap_servers: required" in line
 
 
 def test_missing_config_file(tmp_path: Path) -> None:
-    result = syncer("plan", "-c", str(tmp_path / "nope.yaml"))
+    result = run_cli("plan", "-c", str(tmp_path / "nope.yaml"))
     assert result.returncode == ExitCode.CONFIG
     assert "cannot read" in one_line(result)
 
@@ -57,7 +47,7 @@ def test_unreachable_bootstrap(config_file: Path, east: str) -> None:
         f"local: {{bootstrap_servers: '{dead}'}}\n"
         f"remotes: [{{name: east, bootstrap_servers: '{east}'}}]\ntopics: {{include: ['x']}}\n"
     )
-    result = syncer("catch-up", "-c", str(config_file))
+    result = run_cli("catch-up", "-c", str(config_file))
     assert result.returncode == ExitCode.UNREACHABLE
     assert one_line(result).startswith(f"syncer: local cluster 'local' at {dead} is unreachable")
 
@@ -72,13 +62,13 @@ async def test_partition_mismatch_and_halted_exit_codes(
         f"remotes: [{{name: east, bootstrap_servers: '{east}'}}]\n"
         f"topics: {{include: ['{topic}']}}\n"
     )
-    result = syncer("catch-up", "-c", str(config_file))
+    result = run_cli("catch-up", "-c", str(config_file))
     assert result.returncode == ExitCode.HALTED
     assert (
         f"topic {topic} refused: partition counts differ: local has 1, remote has 2"
         in result.stderr
     )
-    plan = syncer("plan", "-c", str(config_file), "--json")
+    plan = run_cli("plan", "-c", str(config_file), "--json")
     assert plan.returncode == 0 and "refused: partition counts differ" in plan.stdout
 
 
@@ -101,7 +91,7 @@ async def test_catch_up_exits_halted_on_a_hole(
         f"remotes: [{{name: east, bootstrap_servers: '{east}'}}]\n"
         f"topics: {{include: ['{topic}']}}\n"
     )
-    result = syncer("catch-up", "-c", str(config_file), "--no-progress")
+    result = run_cli("catch-up", "-c", str(config_file), "--no-progress")
     assert result.returncode == ExitCode.HALTED
     assert f"{topic}[0]: hole at offset 4: transaction marker" in result.stderr
 

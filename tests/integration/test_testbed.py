@@ -4,11 +4,16 @@ no Java process behind."""
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 from syncer.testbed.probe import probe_metadata
-from tests.kafka_helpers import batch_layout, create_topic, produce_every_kind, read_partition
+from tests.kafka_helpers import (
+    batch_layout,
+    create_topic,
+    produce_every_kind,
+    read_partition,
+    run_cli,
+)
 
 
 async def test_every_kind_of_record_round_trips(east: str, topic: str) -> None:
@@ -26,29 +31,19 @@ async def test_every_kind_of_record_round_trips(east: str, topic: str) -> None:
     assert codecs == {"none", "gzip", "snappy", "lz4", "zstd"}
 
 
-def _syncer(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "syncer", *args],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
-
-
 def test_cli_up_status_down_leaves_no_java(tmp_path: Path) -> None:
     state = tmp_path / "bed"
-    up = _syncer("testbed", "up", "--clusters", "a,b", "--state", str(state))
+    up = run_cli("testbed", "up", "--clusters", "a,b", "--state", str(state))
     assert up.returncode == 0, up.stderr
     try:
         bootstraps = [line.split("\t")[1] for line in up.stdout.splitlines()]
         assert len(bootstraps) == 2
         assert all(probe_metadata(b) for b in bootstraps)
-        status = _syncer("testbed", "status", "--state", str(state), "--json")
+        status = run_cli("testbed", "status", "--state", str(state), "--json")
         assert status.returncode == 0, status.stderr
         assert '"answers": true' in status.stdout
     finally:
-        down = _syncer("testbed", "down", "--state", str(state))
+        down = run_cli("testbed", "down", "--state", str(state))
     assert down.returncode == 0, down.stderr
     ours = subprocess.run(
         ["pgrep", "-f", f"syncer.testbed.dir={state}"], capture_output=True, text=True, check=False
