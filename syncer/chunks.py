@@ -24,6 +24,16 @@ log = logging.getLogger(__name__)
 
 OFFSET_OUT_OF_RANGE = kafka_errors.OffsetOutOfRangeError.errno
 DEFAULT_RECORD_BYTES = 1024
+# the last chunks of a gap shrink down to this fraction of a full fetch
+TAIL_SPLIT_FLOOR = 16
+
+
+def chunk_size(remaining: int, holders: int, full: int) -> int:
+    """Records in the next chunk: a ``full`` fetch, but near the end of the gap a share of
+    what is left, halving down to a floor, so every remote finishes at about the same time
+    instead of the others waiting for one that took a big last chunk."""
+    floor = max(1, full // TAIL_SPLIT_FLOOR)
+    return min(full, remaining, max(floor, -(-remaining // (2 * holders))))
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,14 +119,14 @@ class ChunkScheduler:
         self._next_fetch = max(self._next_fetch, frontier)
         self._todo = [(s, e) for s, e in self._todo if s < target and e > frontier]
         now = time.monotonic()
-        if not self._covers(frontier):
-            # the chunk everything waits for goes out even when the reorder buffer is full
-            self._start(self._gap_chunk(frontier, now))
         while len(self._inflight) + len(self._ready) < self.config.max_chunks:
             chunk = self._next_chunk(frontier, target, now)
             if chunk is None:
-                return
+                break
             self._start(chunk)
+        if not self._covers(frontier):
+            # the chunk everything waits for goes out even when the reorder buffer is full
+            self._start(self._gap_chunk(frontier, now))
 
     def _start(self, chunk: Chunk | None) -> None:
         if chunk is not None:
@@ -178,7 +188,7 @@ class ChunkScheduler:
             remote = pick_source(start, self.ends, self.health, busy, self.excluded, now)
             if remote is None:
                 return None
-            end = min(target, start + self.chunk_records)
+            end = min(target, start + chunk_size(target - start, len(holders), self.chunk_records))
             self._next_fetch = end
             return Chunk(start, end, remote)
         if any(chunk.end is None for chunk in self._inflight.values()) or len(self._ready) > 1:

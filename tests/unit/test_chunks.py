@@ -1,0 +1,64 @@
+import asyncio
+import itertools
+
+from syncer.chunks import TAIL_SPLIT_FLOOR, ChunkScheduler, chunk_size
+from syncer.clusters import TP
+from syncer.config import CopierConfig
+from syncer.planner import RemoteEnds
+from syncer.sources import MAX_BUSY, SourceHealth
+
+FULL = 1024
+
+
+def test_a_long_gap_is_cut_into_full_fetches() -> None:
+    assert chunk_size(1_000_000, 2, FULL) == FULL
+    assert chunk_size(4 * FULL, 2, FULL) == FULL
+
+
+def test_the_end_of_the_gap_is_shared_in_halving_chunks() -> None:
+    sizes, remaining = [], 3 * FULL
+    while remaining:
+        sizes.append(chunk_size(remaining, 2, FULL))
+        remaining -= sizes[-1]
+    assert sizes[:2] == [3 * FULL // 4, 3 * FULL // 4 * 3 // 4]  # a quarter each time
+    assert sizes == sorted(sizes, reverse=True)  # never a big chunk after a small one
+    assert min(sizes[:-1]) >= FULL // TAIL_SPLIT_FLOOR
+    assert sum(sizes) == 3 * FULL
+
+
+def test_more_holders_make_smaller_last_chunks() -> None:
+    assert chunk_size(2 * FULL, 4, FULL) < chunk_size(2 * FULL, 2, FULL)
+
+
+def test_never_more_than_is_left() -> None:
+    assert chunk_size(5, 2, FULL) == 5
+    assert chunk_size(1, 3, FULL) == 1
+
+
+class NeverAnswers:
+    """A fetcher whose fetches stay in flight: what the scheduler launched can be looked at."""
+
+    async def fetch(self, tp: TP, offset: int, max_bytes: int | None = None) -> None:
+        await asyncio.Event().wait()
+
+
+async def test_chunks_launched_at_once_never_overlap() -> None:
+    remotes = ("east", "west")
+    scheduler = ChunkScheduler(
+        TP("t", 0),
+        {n: NeverAnswers() for n in remotes},  # type: ignore[misc]
+        {n: SourceHealth(n, rank) for rank, n in enumerate(remotes)},
+        {n: RemoteEnds(0, 100_000) for n in remotes},
+        {},
+        CopierConfig(partition_fetch_max_bytes=1024 * 1024, max_chunks=8),
+    )
+    scheduler.launch(0, 100_000)
+    try:
+        chunks = sorted(scheduler._inflight.values(), key=lambda c: c.start)
+        assert len(chunks) == 2 * MAX_BUSY
+        assert chunks[0].start == 0
+        for before, after in itertools.pairwise(chunks):
+            assert before.end == after.start, chunks  # neither a duplicate nor a hole
+        assert {c.remote for c in chunks} == set(remotes)
+    finally:
+        await scheduler.close()
