@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 from syncer.config import Config
-from syncer.errors import ExitCode, SyncerError
+from syncer.errors import ExitCode, SyncerError, UnreachableError
+from syncer.http import StatusServer
 from syncer.progress import CatchUpProgress
-from syncer.report import gather_rows, print_rows
+from syncer.report import fetch_live, gather_rows, merge_live, print_report, remote_rows
 from syncer.syncer import Summary, Syncer
 from syncer.testbed import cli as testbed_cli
 
@@ -37,6 +40,14 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("-c", "--config", required=True, type=Path, help="YAML configuration")
         if name in ("plan", "status"):
             p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+        if name == "status":
+            p.add_argument(
+                "--daemon",
+                action="append",
+                metavar="HOST:PORT",
+                help="a running daemon's http.listen to read live figures from (repeat for"
+                " each member of a group); default: the config's http.listen",
+            )
         if name == "catch-up":
             p.add_argument("--no-progress", action="store_true", help="no progress bar")
         p.set_defaults(func=func)
@@ -83,7 +94,11 @@ def _run(args: argparse.Namespace) -> int:
 
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, on_signal)
-        async with syncer:
+        async with contextlib.AsyncExitStack() as stack:
+            address = config.http.address
+            if address is not None:
+                await stack.enter_async_context(StatusServer(syncer, address))
+            await stack.enter_async_context(syncer)
             summary = await syncer.run()
         print(summary.line(), file=sys.stderr)
         return _exit_code(summary)
@@ -122,17 +137,39 @@ def _report(args: argparse.Namespace, *, holes: bool, title: str) -> int:
 
     async def main() -> int:
         syncer = Syncer(config)
+        names = list(syncer.remotes)
+        down: dict[str, str] = {}
         try:
             await syncer.local.start()
-            for remote in syncer.remotes.values():
-                await remote.start()
+            for name, remote in list(syncer.remotes.items()):
+                try:
+                    await remote.start()
+                except UnreachableError as exc:
+                    down[name] = str(exc).rpartition(": ")[2]
+                    del syncer.remotes[name]  # the others are still worth showing
             rows = await gather_rows(syncer, look_for_holes=holes)
         finally:
             await syncer.stop()
-        print_rows(rows, as_json=args.json, title=title, holes=holes)
+        live: list[dict[str, Any]] = []
+        notes = [f"remote {n} is unreachable: {why}" for n, why in down.items()]
+        urls = getattr(args, "daemon", None) or _default_daemon(config)
+        if not holes and urls:
+            live, problems = await asyncio.to_thread(fetch_live, urls)
+            merge_live(rows, live)
+            notes += problems
+        remotes = remote_rows(names, rows, down, live)
+        print_report(rows, remotes, as_json=args.json, title=title, holes=holes, notes=notes)
         return 0
 
     return _run_async(main())
+
+
+def _default_daemon(config: Config) -> list[str]:
+    address = config.http.address
+    if address is None or address[1] == 0:
+        return []
+    host = "127.0.0.1" if address[0] in ("0.0.0.0", "::") else address[0]
+    return [f"{host}:{address[1]}"]
 
 
 def main(argv: list[str] | None = None) -> int:

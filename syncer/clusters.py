@@ -118,6 +118,10 @@ class Cluster:
     async def refresh_metadata(self) -> None:
         await self._client.force_metadata_update()
 
+    async def reachable(self) -> bool:
+        """Does some broker of the cluster answer a metadata request now?"""
+        return bool(await self._client.force_metadata_update())
+
     async def partition_counts(self) -> dict[str, int]:
         """Topic name → partition count, for every topic the cluster has."""
         await self.refresh_metadata()

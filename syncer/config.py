@@ -95,6 +95,20 @@ class CoordinationConfig:
 
 
 @dataclass(frozen=True)
+class HttpConfig:
+    """The daemon's HTTP endpoint: /metrics (Prometheus), /status (JSON), /healthz, /readyz."""
+
+    listen: str = "127.0.0.1:9644"  # host:port; "" turns it off; port 0 picks a free one
+
+    @property
+    def address(self) -> tuple[str, int] | None:
+        if not self.listen:
+            return None
+        host, _, port = self.listen.rpartition(":")
+        return host.strip("[]") or "127.0.0.1", int(port)
+
+
+@dataclass(frozen=True)
 class Config:
     """Everything a syncer deployment needs."""
 
@@ -105,6 +119,7 @@ class Config:
     state_topic: str = "_syncer_state"
     copier: CopierConfig = field(default_factory=CopierConfig)
     coordination: CoordinationConfig = field(default_factory=CoordinationConfig)
+    http: HttpConfig = field(default_factory=HttpConfig)
 
     @classmethod
     def from_file(cls, path: str | Path) -> Config:
@@ -147,7 +162,17 @@ def _check(config: Config) -> list[str]:
         *_check_topics(config.topics),
         *_check_copier(config.copier),
         *_check_coordination(config.coordination),
+        *_check_http(config.http),
     ]
+
+
+def _check_http(http: HttpConfig) -> list[str]:
+    if not http.listen:
+        return []
+    _host, colon, port = http.listen.rpartition(":")
+    if not colon or not port.isdigit() or not 0 <= int(port) <= 65535:
+        return [f'http.listen: expected host:port (or "" for off), got {http.listen!r}']
+    return []
 
 
 def _check_coordination(group: CoordinationConfig) -> list[str]:

@@ -4,7 +4,10 @@ or JSON."""
 from __future__ import annotations
 
 import json
+import sys
+import urllib.request
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -28,6 +31,75 @@ class PartitionRow:
     hole: str | None = None
     owner: str | None = None
     remote_starts: dict[str, int] = field(default_factory=dict)
+    served: dict[str, int] = field(default_factory=dict)  # live: bytes written from each remote
+    dropped: dict[str, str] = field(default_factory=dict)  # live: remotes no longer used, why
+
+
+@dataclass
+class RemoteRow:
+    """One remote as ``status`` shows it: ends from the cluster, the rest from the daemons."""
+
+    name: str
+    reachable: bool
+    error: str | None = None
+    partitions: int = 0  # mirrored partitions it holds
+    ahead: int = 0  # records it holds that local does not, summed over partitions
+    served_bytes: int | None = None  # the rest: live, from the daemons that answered
+    served_records: int | None = None
+    health: str | None = None
+    errors: int | None = None
+    dropped: int | None = None
+
+
+def remote_rows(
+    names: list[str], rows: list[PartitionRow], down: dict[str, str], live: list[dict[str, Any]]
+) -> list[RemoteRow]:
+    out = []
+    for name in names:
+        row = RemoteRow(name, name not in down, down.get(name))
+        for p in rows:
+            if name in p.remote_ends:
+                row.partitions += 1
+                row.ahead += max(0, p.remote_ends[name] - p.local_end)
+        reports = [r for doc in live for r in doc.get("remotes", ()) if r.get("name") == name]
+        if reports:
+            row.served_bytes = sum(r["served_bytes"] for r in reports)
+            row.served_records = sum(r["served_records"] for r in reports)
+            row.errors = sum(r["errors"] for r in reports)
+            row.dropped = sum(r["dropped_partitions"] for r in reports)
+            sick = [r for r in reports if r["state"] != "healthy"]
+            row.health = f"{sick[0]['state']}: {sick[0]['last_error']}" if sick else "healthy"
+        out.append(row)
+    return out
+
+
+def merge_live(rows: list[PartitionRow], live: list[dict[str, Any]]) -> None:
+    """Show the copier's own state where a daemon reports the partition (halted, and why)."""
+    by_tp = {(p["topic"], p["partition"]): p for doc in live for p in doc.get("partitions", ())}
+    for row in rows:
+        found = by_tp.get((row.topic, row.partition))
+        if found is None:
+            continue
+        row.served = dict(found["served"])
+        row.dropped = dict(found["dropped"])
+        if found["state"] == "halted":
+            row.state = f"halted: {found['error']}"
+        elif found["dropped"]:
+            row.state += " (dropped: " + ", ".join(sorted(found["dropped"])) + ")"
+
+
+def fetch_live(urls: list[str], timeout: float = 5.0) -> tuple[list[dict[str, Any]], list[str]]:
+    """``/status`` of each daemon: (the documents, one line per daemon that did not answer)."""
+    docs, problems = [], []
+    for url in urls:
+        target = url if "://" in url else f"http://{url}"
+        try:
+            with urllib.request.urlopen(f"{target.rstrip('/')}/status", timeout=timeout) as r:
+                docs.append(json.loads(r.read()))
+        except (OSError, ValueError) as exc:
+            reason = getattr(exc, "reason", None) or exc
+            problems.append(f"no live figures from {target}: {reason}")
+    return docs, problems
 
 
 async def gather_rows(syncer: Syncer, *, look_for_holes: bool) -> list[PartitionRow]:
@@ -96,10 +168,59 @@ async def _first_hole(syncer: Syncer, tp: TP, remote: str, start: int, target: i
     return found.hole.describe() if found.hole else None
 
 
-def print_rows(rows: list[PartitionRow], *, as_json: bool, title: str, holes: bool) -> None:
+def print_report(
+    rows: list[PartitionRow],
+    remotes: list[RemoteRow],
+    *,
+    as_json: bool,
+    title: str,
+    holes: bool,
+    notes: list[str],
+) -> None:
     if as_json:
-        print(json.dumps([asdict(r) for r in rows], indent=2))
+        document = {
+            "partitions": [asdict(r) for r in rows],
+            "remotes": [asdict(r) for r in remotes],
+            "notes": notes,
+        }
+        print(json.dumps(document, indent=2))
         return
+    # piped output is not cut to 80 columns: a script or a pager reads it whole
+    console = Console(width=None if sys.stdout.isatty() else 200)
+    print_rows(console, rows, title=title, holes=holes)
+    print_remotes(console, remotes)
+    for note in notes:
+        console.print(note, style="dim", highlight=False)
+
+
+def print_remotes(console: Console, remotes: list[RemoteRow]) -> None:
+    live = any(r.health is not None for r in remotes)
+    table = Table(title="remotes")
+    columns = ["remote", "reachable", "partitions", "ahead of local"]
+    if live:
+        columns += ["served MB", "records", "health", "errors", "dropped for"]
+    for column in columns:
+        table.add_column(column, justify="left" if column in ("remote", "health") else "right")
+    for r in remotes:
+        cells = [
+            r.name,
+            "yes" if r.reachable else f"no: {r.error}",
+            str(r.partitions),
+            str(r.ahead),
+        ]
+        if live:
+            cells += [
+                "-" if r.served_bytes is None else f"{r.served_bytes / 1e6:.1f}",
+                "-" if r.served_records is None else str(r.served_records),
+                r.health or "-",
+                "-" if r.errors is None else str(r.errors),
+                "-" if r.dropped is None else f"{r.dropped} partitions",
+            ]
+        table.add_row(*cells)
+    console.print(table)
+
+
+def print_rows(console: Console, rows: list[PartitionRow], *, title: str, holes: bool) -> None:
     remotes = sorted({n for r in rows for n in r.remote_ends})
     owners = any(r.owner for r in rows)
     table = Table(title=title)
@@ -110,7 +231,7 @@ def print_rows(rows: list[PartitionRow], *, as_json: bool, title: str, holes: bo
         table.add_column(column, justify="right" if numeric else "left")
     for row in cells:
         table.add_row(*row.values())
-    Console().print(table)
+    console.print(table)
 
 
 def _cells(r: PartitionRow, remotes: list[str], *, holes: bool, owners: bool) -> dict[str, str]:

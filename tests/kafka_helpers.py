@@ -189,6 +189,7 @@ def make_config(local: str, remotes: dict[str, str], include: list[str], **extra
         "remotes": [{"name": n, "bootstrap_servers": b} for n, b in remotes.items()],
         "topics": {"include": include},
         "copier": {"shutdown_timeout_s": 10},
+        "http": {"listen": "127.0.0.1:0"},  # tests run many daemons side by side
     }
     raw.update(extra)
     return Config.from_dict(raw)

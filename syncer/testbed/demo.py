@@ -17,7 +17,8 @@ from aiokafka import AIOKafkaProducer
 
 from syncer.clusters import Cluster
 from syncer.config import ClusterConfig, Config
-from syncer.report import gather_rows, print_rows
+from syncer.http import StatusServer, status_document
+from syncer.report import gather_rows, merge_live, print_report, remote_rows
 from syncer.syncer import Syncer
 from syncer.testbed.bed import ClusterSpec, Testbed
 from syncer.testbed.tools import perf_produce
@@ -118,7 +119,12 @@ async def _sync(config: Config, bed: Testbed, seconds: float | None) -> int:
     trickle = asyncio.create_task(_trickle(bed.clusters["east"].bootstrap, "demo.orders"))
     reporter = asyncio.create_task(_report_every(syncer, 10.0))
     try:
-        async with syncer:
+        async with contextlib.AsyncExitStack() as stack:
+            address = config.http.address
+            if address is not None:
+                server = await stack.enter_async_context(StatusServer(syncer, address))
+                print(f"metrics and status: {server.url}/metrics {server.url}/status", flush=True)
+            await stack.enter_async_context(syncer)
             summary = await syncer.run()
     finally:
         for task in (trickle, reporter):
@@ -133,4 +139,7 @@ async def _report_every(syncer: Syncer, period: float) -> None:
     while True:
         await asyncio.sleep(period)
         rows = await gather_rows(syncer, look_for_holes=False)
-        print_rows(rows, as_json=False, title="syncer status", holes=False)
+        live = [status_document(syncer)]
+        merge_live(rows, live)
+        remotes = remote_rows(list(syncer.remotes), rows, {}, live)
+        print_report(rows, remotes, as_json=False, title="syncer status", holes=False, notes=[])

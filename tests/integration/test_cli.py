@@ -109,6 +109,7 @@ async def test_daemon_drains_on_sigterm_and_prints_one_summary(
         f"local: {{bootstrap_servers: '{local}'}}\n"
         f"remotes: [{{name: east, bootstrap_servers: '{east}'}}]\n"
         f"topics: {{include: ['{topic}']}}\n"
+        "http: {listen: '127.0.0.1:0'}\n"
     )
     proc = subprocess.Popen(
         [sys.executable, "-m", "syncer", "run", "-c", str(config_file)],

@@ -49,6 +49,7 @@ async def test_sigkill_five_times_loses_and_duplicates_nothing(
                 "local": {"bootstrap_servers": local},
                 "remotes": [{"name": "east", "bootstrap_servers": east}],
                 "topics": {"include": [topic]},
+                "http": {"listen": "127.0.0.1:0"},
                 # small fetches: the copy takes long enough to be killed in the middle of it
                 "copier": {
                     "partition_fetch_max_bytes": 32768,

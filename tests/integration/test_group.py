@@ -41,6 +41,7 @@ class Group:
             "remotes": [{"name": "east", "bootstrap_servers": east}],
             "topics": {"include": [topic], "refresh_interval_s": 1},
             "copier": {"partition_fetch_max_bytes": 65536, "max_in_flight": 2},
+            "http": {"listen": "127.0.0.1:0"},
             "coordination": {
                 "group": self.name,
                 "session_timeout_ms": 6000,
@@ -201,7 +202,7 @@ async def test_three_members_share_24_partitions_and_remotes_see_no_group(
         timeout=60,
         check=True,
     )
-    rows = json.loads(status.stdout)
+    rows = json.loads(status.stdout)["partitions"]
     assert {(r["partition"], r["owner"]) for r in rows} == {
         (tp.partition, owner) for tp, owner in owners.items()
     }
