@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test unit integration lint bench clean testbed-down
+.PHONY: run test unit integration lint bench bench-catchup bench-remotes bench-wan clean testbed-down
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,10 +28,19 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check syncer tests
 	$(BIN)/mypy
 
-# Benchmarks (not tests): syncer and MirrorMaker 2 side by side; writes results/*.json.
-bench: $(STAMP)
+# Benchmarks (not tests): syncer and MirrorMaker 2 side by side; writes results/*.json
+# (and results/bench-wan.png).
+bench: bench-catchup bench-remotes bench-wan
+
+bench-catchup: $(STAMP)
 	$(BIN)/python -m tests.bench.catchup
+
+bench-remotes: $(STAMP)
 	$(BIN)/python -m tests.bench.remotes
+
+# A long, thin link (100 ms, 500 KB/s per connection): syncer over 1, 4, 16 lanes vs MM2.
+bench-wan: $(STAMP)
+	$(BIN)/python -m tests.bench.wan
 
 testbed-down:
 	-$(BIN)/syncer testbed down --state .run

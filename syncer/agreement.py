@@ -16,7 +16,7 @@ from syncer.batches import record_digests, split_batches
 from syncer.chunks import Fetched
 from syncer.clusters import TP, Cluster
 from syncer.errors import PartitionHalted, TransientClusterError
-from syncer.fetcher import Fetcher
+from syncer.fetcher import Lanes
 from syncer.planner import RemoteEnds
 from syncer.sources import SourceHealth
 
@@ -43,7 +43,7 @@ class Agreement:
         self,
         tp: TP,
         local: Cluster,
-        fetchers: Mapping[str, Fetcher],
+        fetchers: Mapping[str, Lanes],
         health: Mapping[str, SourceHealth],
         ends: Mapping[str, RemoteEnds],
         dropped: dict[str, str],

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from aiokafka import errors as kafka_errors
 
@@ -16,9 +17,9 @@ from syncer.batches import Batch, split_batches
 from syncer.clusters import TP, FetchedPartition, error_for
 from syncer.config import CopierConfig
 from syncer.errors import PartitionHalted, TransientClusterError
-from syncer.fetcher import Fetcher
+from syncer.fetcher import Lanes
 from syncer.planner import RemoteEnds
-from syncer.sources import SourceHealth, pick_source, tail_source, usable_sources
+from syncer.sources import MAX_BUSY, SourceHealth, pick_source, tail_source, usable_sources
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +42,7 @@ class Chunk:
     start: int
     end: int | None  # None: the open tail, long-polled when caught up
     remote: str
+    launched: float = field(default=0.0, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +64,7 @@ class ChunkScheduler:
     def __init__(
         self,
         tp: TP,
-        fetchers: Mapping[str, Fetcher],
+        fetchers: Mapping[str, Lanes],
         health: Mapping[str, SourceHealth],
         ends: dict[str, RemoteEnds],
         excluded: Mapping[str, str],
@@ -108,9 +110,17 @@ class ChunkScheduler:
             with contextlib.suppress(BaseException):
                 await task
 
+    def chunk_records(self, remote: str) -> int:
+        """Records that fill one fetch of ``remote`` (its own partition_fetch_max_bytes)."""
+        limit = self.fetchers[remote].config.partition_fetch_max_bytes
+        return max(1, int(limit / self._record_bytes))
+
     @property
-    def chunk_records(self) -> int:
-        return max(1, int(self.config.partition_fetch_max_bytes / self._record_bytes))
+    def budget(self) -> int:
+        """Chunks fetched or waiting to be written at once: ``max_chunks``, but at least
+        enough to keep every lane of the partition's remotes busy."""
+        lanes = sum(h.lanes for n, h in self.health.items() if n not in self.excluded)
+        return max(self.config.max_chunks, MAX_BUSY * lanes)
 
     def launch(self, frontier: int, target: int) -> None:
         """Start fetches while the reorder budget allows: re-fetches first, then new chunks
@@ -119,7 +129,7 @@ class ChunkScheduler:
         self._next_fetch = max(self._next_fetch, frontier)
         self._todo = [(s, e) for s, e in self._todo if s < target and e > frontier]
         now = time.monotonic()
-        while len(self._inflight) + len(self._ready) < self.config.max_chunks:
+        while len(self._inflight) + len(self._ready) < self.budget:
             chunk = self._next_chunk(frontier, target, now)
             if chunk is None:
                 break
@@ -130,6 +140,7 @@ class ChunkScheduler:
 
     def _start(self, chunk: Chunk | None) -> None:
         if chunk is not None:
+            chunk = dataclasses.replace(chunk, launched=time.monotonic())
             task = asyncio.create_task(self._fetch(chunk))
             self._inflight[task] = chunk
             log.debug(
@@ -167,9 +178,9 @@ class ChunkScheduler:
         return Chunk(frontier, min(later) if later else None, remote)
 
     def _next_chunk(self, frontier: int, target: int, now: float) -> Chunk | None:
-        """Re-fetches first; then, while several remotes hold the next offsets, a chunk cut
-        to size for the best of them; otherwise one open-ended fetch at a time (a single
-        source gains nothing from cutting, and the tail is long-polled this way)."""
+        """Re-fetches first; then, while several remotes or lanes hold the next offsets, a
+        chunk cut to size for the best of them; otherwise one open-ended fetch at a time (a
+        single connection gains nothing from cutting, and the tail is long-polled this way)."""
         busy = self.busy()
         for start, end in list(self._todo):
             waiting = self._successor_covers(start, end)
@@ -184,11 +195,12 @@ class ChunkScheduler:
             return Chunk(start, end, remote)
         start = self._next_fetch
         holders = usable_sources(start, self.ends, self.health, self.excluded, now)
-        if start < target and len(holders) > 1:
+        lanes = sum(self.health[n].lanes for n in holders)
+        if start < target and lanes > 1:
             remote = pick_source(start, self.ends, self.health, busy, self.excluded, now)
             if remote is None:
                 return None
-            end = min(target, start + chunk_size(target - start, len(holders), self.chunk_records))
+            end = min(target, start + chunk_size(target - start, lanes, self.chunk_records(remote)))
             self._next_fetch = end
             return Chunk(start, end, remote)
         if any(chunk.end is None for chunk in self._inflight.values()) or len(self._ready) > 1:
@@ -213,7 +225,9 @@ class ChunkScheduler:
 
     async def _fetch(self, chunk: Chunk) -> tuple[FetchedPartition, float]:
         started = time.monotonic()
-        timeout = self.config.chunk_timeout_ms / 1000
+        # the fetcher times each request out after chunk_timeout_ms; this bounds the wait in
+        # its queue too (one chunk ahead per lane and partition), should a request never end
+        timeout = self.config.chunk_timeout_ms / 1000 * (MAX_BUSY + 1)
         # ask for about the chunk's bytes: the broker cannot stop at an offset, and what it
         # sends past the chunk's end is what another remote is fetching already
         limit = None
@@ -253,7 +267,7 @@ class ChunkScheduler:
             fetched, seconds = task.result()
             self._check(chunk, fetched)
         except (TransientClusterError, TimeoutError, OSError) as exc:
-            health.failed(time.monotonic(), f"{type(exc).__name__}: {exc}")
+            health.failed(time.monotonic(), f"{type(exc).__name__}: {exc}", chunk.launched)
             log.info(
                 "%s[%d]: remote %s failed a fetch at %d (%s); others take its chunks",
                 self.tp.topic,

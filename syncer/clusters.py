@@ -4,6 +4,8 @@ admin. aiokafka's errors are translated into ours here, at the boundary."""
 from __future__ import annotations
 
 import logging
+import socket
+import weakref
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -69,18 +71,25 @@ def error_for(code: int, context: str) -> ClusterError:
 class Cluster:
     """A connection to one cluster. ``async with Cluster(cfg) as cluster: ...``"""
 
-    def __init__(self, config: ClusterConfig, *, role: str) -> None:
+    def __init__(self, config: ClusterConfig, *, role: str, lane: int = 0) -> None:
         self.config = config
         self.name = config.name or role
         self.role = role
+        self.lane = lane
         self._client = AIOKafkaClient(
             bootstrap_servers=config.bootstrap_servers,
-            client_id=f"{config.client_id}-{self.name}",
+            client_id=f"{config.client_id}-{self.name}" + (f"-lane{lane}" if lane else ""),
             request_timeout_ms=config.request_timeout_ms,
             metadata_max_age_ms=config.metadata_max_age_ms,
         )
         self._admin: AIOKafkaAdminClient | None = None
         self._started = False
+        self._buffers = {
+            socket.SO_RCVBUF: config.socket_receive_buffer_bytes,
+            socket.SO_SNDBUF: config.socket_send_buffer_bytes,
+        }
+        self._buffers = {k: v for k, v in self._buffers.items() if v > 0}
+        self._tuned: weakref.WeakSet[Any] = weakref.WeakSet()
 
     def __repr__(self) -> str:
         return f"<Cluster {self.role} {self.name} {self.config.bootstrap_servers}>"
@@ -150,6 +159,8 @@ class Cluster:
         on the main one does not hold it up."""
         group = ConnectionGroup.COORDINATION if side else ConnectionGroup.DEFAULT
         try:
+            if self._buffers:
+                await self._tune(node, group)
             return await self._client.send(node, request, group=group)
         except kafka_errors.KafkaError as exc:
             self._client.force_metadata_update()
@@ -157,6 +168,39 @@ class Cluster:
         except (TimeoutError, OSError) as exc:
             self._client.force_metadata_update()
             raise TransientClusterError(f"{self.name}: {exc!r}") from exc
+
+    async def _tune(self, node: int, group: ConnectionGroup) -> None:
+        """Socket buffers of the connection to ``node``, set once it is open and before any
+        request of ours crosses it. aiokafka opens its own sockets and has no hook for this,
+        so its connection table is read here (private; aiokafka is pinned below 0.15). On
+        Linux the window scale is fixed at connect from net.ipv4.tcp_rmem's maximum, so a
+        larger SO_RCVBUF set now still takes effect (up to net.core.rmem_max)."""
+        await self._client.ready(node, group=group)
+        conn = self._client._conns.get((node, group))
+        if conn is None or conn in self._tuned:
+            return
+        writer = getattr(conn, "_writer", None)
+        sock = writer.transport.get_extra_info("socket") if writer is not None else None
+        if sock is None:
+            return
+        for option, size in self._buffers.items():
+            sock.setsockopt(socket.SOL_SOCKET, option, size)
+        self._tuned.add(conn)
+
+    def socket_buffers(self) -> list[tuple[int, int]]:
+        """(SO_RCVBUF, SO_SNDBUF) of every open connection, as the kernel reports them."""
+        out = []
+        for conn in list(self._client._conns.values()):
+            writer = getattr(conn, "_writer", None)
+            sock = writer.transport.get_extra_info("socket") if writer is not None else None
+            if sock is not None:
+                out.append(
+                    (
+                        sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF),
+                        sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF),
+                    )
+                )
+        return out
 
     async def ends(
         self, tps: Iterable[TP], *, isolation: int = READ_COMMITTED

@@ -20,6 +20,7 @@ import yaml
 
 from syncer.errors import ConfigError
 
+MAX_LANES = 64
 DEFAULT_COPIED_CONFIGS = (
     "cleanup.policy",
     "retention.ms",
@@ -39,6 +40,14 @@ class ClusterConfig:
     client_id: str = "syncer"
     request_timeout_ms: int = 30_000
     metadata_max_age_ms: int = 60_000
+    # lanes: independent clients, each with its own TCP connections (remotes only)
+    connections: int = 1
+    # SO_RCVBUF / SO_SNDBUF of every connection; -1 leaves the OS's (auto-tuned) default
+    socket_receive_buffer_bytes: int = -1
+    socket_send_buffer_bytes: int = -1
+    # this remote's fetch sizes; 0 takes copier.fetch_max_bytes / partition_fetch_max_bytes
+    fetch_max_bytes: int = 0
+    partition_fetch_max_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -201,6 +210,24 @@ def _check_remotes(config: Config) -> list[str]:
         seen.add(remote.name)
         if _servers(remote.bootstrap_servers) & _servers(config.local.bootstrap_servers):
             problems.append(f"remotes[{i}].bootstrap_servers: is the local cluster")
+        problems.extend(_check_cluster(remote, f"remotes[{i}]"))
+    problems.extend(_check_cluster(config.local, "local"))
+    if config.local.connections != 1:
+        problems.append("local.connections: lanes are for remotes; the local cluster uses 1")
+    return problems
+
+
+def _check_cluster(cluster: ClusterConfig, where: str) -> list[str]:
+    problems = []
+    if not 1 <= cluster.connections <= MAX_LANES:
+        problems.append(f"{where}.connections: must be 1..{MAX_LANES}")
+    for name in ("socket_receive_buffer_bytes", "socket_send_buffer_bytes"):
+        value = getattr(cluster, name)
+        if value == 0 or value < -1:
+            problems.append(f"{where}.{name}: must be positive, or -1 for the OS default")
+    for name in ("fetch_max_bytes", "partition_fetch_max_bytes"):
+        if getattr(cluster, name) < 0:
+            problems.append(f"{where}.{name}: must be positive, or 0 for the copier's")
     return problems
 
 

@@ -26,7 +26,7 @@ from syncer.errors import (
     SourceDataLost,
     TransientClusterError,
 )
-from syncer.fetcher import Fetcher
+from syncer.fetcher import Lanes
 from syncer.identity import WriterIdentity
 from syncer.planner import RemoteEnds, choose_remote, scan
 from syncer.sources import SourceHealth
@@ -107,7 +107,7 @@ class PartitionCopier:
         tp: TP,
         local: Cluster,
         writer: Writer,
-        fetchers: Mapping[str, Fetcher],
+        fetchers: Mapping[str, Lanes],
         identity: WriterIdentity,
         config: CopierConfig,
         remote_ends: Mapping[str, RemoteEnds] | None = None,

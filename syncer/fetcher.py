@@ -17,6 +17,10 @@ from syncer.loops import RequestLoop
 
 log = logging.getLogger(__name__)
 
+# fetch requests in flight per broker connection: the second is queued at the broker while
+# the first is answered, so a long link does not sit idle for a round trip between them
+PIPELINE = 2
+
 
 class Fetcher(RequestLoop):
     """Owns one background task; ``await fetch(tp, offset)`` from any number of copiers."""
@@ -29,13 +33,15 @@ class Fetcher(RequestLoop):
         # the lowest offset first (the one the partition's writes wait for)
         self._wants: dict[TP, list[tuple[int, int, int, asyncio.Future[FetchedPartition]]]] = {}
         self._order = itertools.count()
-        self._busy: set[int] = set()
+        self._busy: dict[int, int] = defaultdict(int)  # node → requests in flight
         self.fetches = 0
+        self.pending_bytes = 0  # asked for and not answered yet: how loaded this lane is
+        self.pending: dict[TP, int] = {}  # fetches waiting or in flight, per partition
 
     def __repr__(self) -> str:
         return (
             f"<Fetcher {self.cluster.name} [wants: {len(self._wants)},"
-            f" in flight: {len(self._busy)}]>"
+            f" in flight: {sum(self._busy.values())}]>"
         )
 
     def _cancel_waiting(self) -> None:
@@ -56,33 +62,48 @@ class Fetcher(RequestLoop):
         want = (offset, next(self._order), max(1, limit), future)
         heapq.heappush(self._wants.setdefault(tp, []), want)
         self._wakeup.set()
-        return await future
+        self.pending_bytes += limit
+        self.pending[tp] = self.pending.get(tp, 0) + 1
+        try:
+            return await future
+        finally:
+            self.pending_bytes -= limit
+            self.pending[tp] -= 1
+            if not self.pending[tp]:
+                del self.pending[tp]
 
     async def _run(self) -> None:
         while True:
             await self._wakeup.wait()
             self._wakeup.clear()
-            by_node: dict[int, dict[TP, tuple[tuple[int, int], asyncio.Future[FetchedPartition]]]]
-            by_node = defaultdict(dict)
-            for tp, queue in list(self._wants.items()):
-                while queue and queue[0][3].done():
-                    heapq.heappop(queue)
-                if not queue:
-                    del self._wants[tp]
-                    continue
-                try:
-                    node = self.cluster.leader(tp)
-                except SyncerError as exc:
-                    for *_want, future in self._wants.pop(tp):
-                        if not future.done():
-                            future.set_exception(exc)
-                    continue
-                if node not in self._busy:
-                    offset, _n, limit, future = heapq.heappop(queue)
-                    by_node[node][tp] = ((offset, limit), future)
-            for node, wants in by_node.items():
-                self._busy.add(node)
-                self._spawn(self._fetch(node, wants))
+            while self._dispatch():
+                pass  # a partition's next want may go out in the pipeline's next request
+
+    def _dispatch(self) -> bool:
+        """One request per broker with room in its pipeline, the lowest offset of every
+        partition that waits; whether any went out."""
+        by_node: dict[int, dict[TP, tuple[tuple[int, int], asyncio.Future[FetchedPartition]]]]
+        by_node = defaultdict(dict)
+        for tp, queue in list(self._wants.items()):
+            while queue and queue[0][3].done():
+                heapq.heappop(queue)
+            if not queue:
+                del self._wants[tp]
+                continue
+            try:
+                node = self.cluster.leader(tp)
+            except SyncerError as exc:
+                for *_want, future in self._wants.pop(tp):
+                    if not future.done():
+                        future.set_exception(exc)
+                continue
+            if self._busy[node] < PIPELINE:
+                offset, _n, limit, future = heapq.heappop(queue)
+                by_node[node][tp] = ((offset, limit), future)
+        for node, wants in by_node.items():
+            self._busy[node] += 1
+            self._spawn(self._fetch(node, wants))
+        return bool(by_node)
 
     async def _fetch(
         self,
@@ -91,12 +112,17 @@ class Fetcher(RequestLoop):
     ) -> None:
         try:
             offsets = {tp: offset for tp, (offset, _f) in wants.items()}
-            result = await self.cluster.fetch(
-                node,
-                offsets,
-                max_wait_ms=self.config.fetch_max_wait_ms,
-                max_bytes=self.config.fetch_max_bytes,
-                partition_max_bytes=self.config.partition_fetch_max_bytes,
+            # the chunk timeout runs from here, when the request goes out, not from when a
+            # chunk joined the queue: on a thin link a chunk may wait behind another
+            result = await asyncio.wait_for(
+                self.cluster.fetch(
+                    node,
+                    offsets,
+                    max_wait_ms=self.config.fetch_max_wait_ms,
+                    max_bytes=self.config.fetch_max_bytes,
+                    partition_max_bytes=self.config.partition_fetch_max_bytes,
+                ),
+                self.config.chunk_timeout_ms / 1000,
             )
             self.fetches += 1
             log.debug(
@@ -118,5 +144,40 @@ class Fetcher(RequestLoop):
                 if not future.done():
                     future.set_exception(exc)
         finally:
-            self._busy.discard(node)
+            self._busy[node] -= 1
             self._wakeup.set()
+
+
+class Lanes:
+    """One remote read over several lanes: independent clients, each with its own TCP
+    connections and its own Fetcher. A fetch goes to the lane with nothing pending for that
+    partition, then the fewest bytes pending, so the chunks of one hot partition and the
+    partitions of a remote spread over every connection. Same interface as a Fetcher."""
+
+    def __init__(self, fetchers: list[Fetcher]) -> None:
+        assert fetchers
+        self.lanes = fetchers
+        self.config = fetchers[0].config
+        self.name = fetchers[0].cluster.name
+
+    def __repr__(self) -> str:
+        return f"<Lanes {self.name} x{len(self.lanes)}>"
+
+    def __len__(self) -> int:
+        return len(self.lanes)
+
+    @property
+    def fetches(self) -> int:
+        return sum(f.fetches for f in self.lanes)
+
+    def start(self) -> None:
+        for fetcher in self.lanes:
+            fetcher.start()
+
+    async def stop(self) -> None:
+        for fetcher in self.lanes:
+            await fetcher.stop()
+
+    async def fetch(self, tp: TP, offset: int, max_bytes: int | None = None) -> FetchedPartition:
+        lane = min(self.lanes, key=lambda f: (f.pending.get(tp, 0), f.pending_bytes))
+        return await lane.fetch(tp, offset, max_bytes)

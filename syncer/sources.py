@@ -26,6 +26,7 @@ class SourceHealth:
 
     name: str
     rank: int  # position in the configuration: earlier remotes are trusted first
+    lanes: int = 1  # connections read in parallel: a remote with more takes more chunks
     bytes_per_s: float = 0.0
     served_bytes: int = 0
     served_records: int = 0
@@ -33,6 +34,7 @@ class SourceHealth:
     failures_in_row: int = 0
     unhealthy_until: float = 0.0
     last_error: str | None = None
+    last_failure: float = float("-inf")
 
     def healthy(self, now: float) -> bool:
         return now >= self.unhealthy_until
@@ -47,10 +49,16 @@ class SourceHealth:
                 else (EWMA_WEIGHT * rate + (1 - EWMA_WEIGHT) * self.bytes_per_s)
             )
 
-    def failed(self, now: float, error: str) -> None:
+    def failed(self, now: float, error: str, started: float | None = None) -> None:
+        """A fetch that began at ``started`` failed. Fetches already under way when the
+        previous failure was seen fail with it (one cut link fails every chunk in flight on
+        every lane): they count as errors, not as one more failure in a row each."""
         self.errors += 1
-        self.failures_in_row += 1
         self.last_error = error
+        if started is not None and started < self.last_failure:
+            return
+        self.last_failure = now
+        self.failures_in_row += 1
         backoff = min(BACKOFF_MAX_S, BACKOFF_S * 2 ** (self.failures_in_row - 1))
         self.unhealthy_until = now + backoff
 
@@ -86,16 +94,20 @@ def pick_source(
 ) -> str | None:
     """The remote to fetch ``offset`` from: it must hold the offset, be healthy and not be
     excluded for this partition; among those, the best throughput per chunk in flight wins
-    (an unmeasured remote counts as fast as the fastest, so it gets tried)."""
+    (an unmeasured remote counts as fast as the fastest, so it gets tried). A remote read
+    over several lanes counts as that many times as fast and may queue that many times more."""
     holders = [
-        n for n in usable_sources(offset, ends, health, excluded, now) if busy.get(n, 0) < MAX_BUSY
+        n
+        for n in usable_sources(offset, ends, health, excluded, now)
+        if busy.get(n, 0) < MAX_BUSY * health[n].lanes
     ]
     if not holders:
         return None
     fastest = max((health[n].bytes_per_s for n in holders), default=0.0) or 1.0
 
     def score(name: str) -> tuple[float, int]:
-        rate = health[name].bytes_per_s or fastest
+        # a fetch's measured rate is one lane's: the remote moves about that much per lane
+        rate = (health[name].bytes_per_s or fastest) * health[name].lanes
         return (rate / (1 + busy.get(name, 0)), -health[name].rank)
 
     return max(holders, key=score)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import Iterable
@@ -18,11 +19,11 @@ from dataclasses import dataclass
 from functools import partial
 
 from syncer.clusters import READ_COMMITTED, TP, Cluster
-from syncer.config import Config
+from syncer.config import ClusterConfig, Config, CopierConfig
 from syncer.coordination import GroupMember
 from syncer.copier import PartitionCopier, PartitionStatus, State
 from syncer.errors import SyncerError
-from syncer.fetcher import Fetcher
+from syncer.fetcher import Fetcher, Lanes
 from syncer.identity import WriterIdentity, load_identity
 from syncer.planner import RemoteEnds
 from syncer.retry import retried
@@ -59,10 +60,15 @@ class Syncer:
         self.config = config
         self.local = Cluster(config.local, role="local")
         self.remotes = {r.name: Cluster(r, role="remote") for r in config.remotes}
+        # lanes beyond the first: more clients of a remote, each with its own connections
+        self._extra_lanes = {
+            r.name: [Cluster(r, role="remote", lane=i) for i in range(1, r.connections)]
+            for r in config.remotes
+        }
         self.copiers: dict[TP, PartitionCopier] = {}
         self.refused: dict[str, str] = {}
         self._tasks: dict[TP, asyncio.Task[PartitionStatus]] = {}
-        self._fetchers: dict[str, Fetcher] = {}
+        self._fetchers: dict[str, Lanes] = {}
         self._writer: Writer | None = None
         self._identity: WriterIdentity | None = None
         self._started_at = time.monotonic()
@@ -72,7 +78,10 @@ class Syncer:
         self._sources: dict[str, tuple[str, ...]] = {}
         self.member: GroupMember | None = None
         # one measured health per remote, shared by every partition of this process
-        self.health = {r.name: SourceHealth(r.name, rank) for rank, r in enumerate(config.remotes)}
+        self.health = {
+            r.name: SourceHealth(r.name, rank, lanes=r.connections)
+            for rank, r in enumerate(config.remotes)
+        }
         self._grouped = False  # run() shares partitions through the group; catch_up() does not
         if config.coordination.enabled:
             self.member = GroupMember(config, self._on_assigned, self._on_revoked)
@@ -100,8 +109,13 @@ class Syncer:
         self._started_at = time.monotonic()
         try:
             await self.local.start()
-            for remote in self.remotes.values():
-                await remote.start()
+            # lanes connect at once: over a long link, one after another adds up
+            results = await asyncio.gather(
+                *(remote.start() for remote in self._remote_clusters()), return_exceptions=True
+            )
+            for result in results:
+                if isinstance(result, BaseException):
+                    raise result
         except SyncerError:
             await self._close_clusters()
             raise
@@ -111,9 +125,24 @@ class Syncer:
         )
         self._writer.start()
         for name, cluster in self.remotes.items():
-            self._fetchers[name] = Fetcher(cluster, self.config.copier)
+            sizes = self._fetch_sizes(cluster.config)
+            lanes = [cluster, *self._extra_lanes[name]]
+            self._fetchers[name] = Lanes([Fetcher(lane, sizes) for lane in lanes])
             self._fetchers[name].start()
         self._started = True
+
+    def _remote_clusters(self) -> list[Cluster]:
+        return [c for n, first in self.remotes.items() for c in (first, *self._extra_lanes[n])]
+
+    def _fetch_sizes(self, remote: ClusterConfig) -> CopierConfig:
+        copier = self.config.copier
+        return dataclasses.replace(
+            copier,
+            fetch_max_bytes=remote.fetch_max_bytes or copier.fetch_max_bytes,
+            partition_fetch_max_bytes=(
+                remote.partition_fetch_max_bytes or copier.partition_fetch_max_bytes
+            ),
+        )
 
     def _may_write(self) -> bool:
         return not self._grouped or self.member is None or self.member.may_write()
@@ -143,7 +172,7 @@ class Syncer:
             await asyncio.gather(*late, return_exceptions=True)
 
     async def _close_clusters(self) -> None:
-        for cluster in (self.local, *self.remotes.values()):
+        for cluster in (self.local, *self._remote_clusters()):
             await cluster.stop()
 
     # the two modes ----------------------------------------------------------------------

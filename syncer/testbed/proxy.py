@@ -52,6 +52,7 @@ class LinkProxy:
         self._server: asyncio.Server | None = None
         self._links: set[asyncio.Task[None]] = set()
         self.bytes = 0
+        self.accepted = 0  # connections accepted so far
 
     def __repr__(self) -> str:
         return (
@@ -89,6 +90,7 @@ class LinkProxy:
         task = asyncio.current_task()
         assert task is not None
         self._links.add(task)
+        self.accepted += 1
         try:
             up_reader, up_writer = await asyncio.open_connection(*self.target)
         except OSError:

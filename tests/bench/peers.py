@@ -72,6 +72,7 @@ def run_syncer(
     partitions: int = 8,
     label: str = "syncer",
     copier: dict[str, int] | None = None,
+    remote_settings: dict[str, int] | None = None,
 ) -> Measured:
     remotes = {"east": remote} if isinstance(remote, str) else remote
     config = workdir / f"{label.replace(' ', '-')}.yaml"
@@ -79,7 +80,10 @@ def run_syncer(
         yaml.safe_dump(
             {
                 "local": {"bootstrap_servers": local},
-                "remotes": [{"name": n, "bootstrap_servers": b} for n, b in remotes.items()],
+                "remotes": [
+                    {"name": n, "bootstrap_servers": b, **(remote_settings or {})}
+                    for n, b in remotes.items()
+                ],
                 "topics": {"include": [topic]},
                 "copier": copier or {},
             }
@@ -184,15 +188,18 @@ def run_mm2(
     size: int,
     partitions: int,
     tasks: int,
+    extra: str = "",
 ) -> Measured:
     props = workdir / "mm2.properties"
-    props.write_text(MM2_PROPERTIES.format(remote=remote, local=local, topic=topic, tasks=tasks))
+    props.write_text(
+        MM2_PROPERTIES.format(remote=remote, local=local, topic=topic, tasks=tasks) + extra
+    )
     (workdir / "log4j2.properties").write_text(log4j_properties("WARN"))
     started = time.monotonic()
     proc = subprocess.Popen(
         [
             "java",
-            "-Xmx512m",
+            f"-Xmx{MM2_HEAP}",
             "-Xms128m",
             "-XX:+UseG1GC",
             f"-Dlog4j2.configurationFile={workdir / 'log4j2.properties'}",

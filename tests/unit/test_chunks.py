@@ -1,7 +1,7 @@
 import asyncio
 import itertools
 
-from syncer.chunks import TAIL_SPLIT_FLOOR, ChunkScheduler, chunk_size
+from syncer.chunks import TAIL_SPLIT_FLOOR, Chunk, ChunkScheduler, chunk_size
 from syncer.clusters import TP
 from syncer.config import CopierConfig
 from syncer.planner import RemoteEnds
@@ -35,30 +35,63 @@ def test_never_more_than_is_left() -> None:
     assert chunk_size(1, 3, FULL) == 1
 
 
+CONFIG = CopierConfig(partition_fetch_max_bytes=1024 * 1024, max_chunks=8)
+
+
 class NeverAnswers:
     """A fetcher whose fetches stay in flight: what the scheduler launched can be looked at."""
+
+    config = CONFIG
 
     async def fetch(self, tp: TP, offset: int, max_bytes: int | None = None) -> None:
         await asyncio.Event().wait()
 
 
-async def test_chunks_launched_at_once_never_overlap() -> None:
-    remotes = ("east", "west")
-    scheduler = ChunkScheduler(
+def scheduler_for(lanes: dict[str, int]) -> ChunkScheduler:
+    return ChunkScheduler(
         TP("t", 0),
-        {n: NeverAnswers() for n in remotes},  # type: ignore[misc]
-        {n: SourceHealth(n, rank) for rank, n in enumerate(remotes)},
-        {n: RemoteEnds(0, 100_000) for n in remotes},
+        {n: NeverAnswers() for n in lanes},  # type: ignore[misc]
+        {n: SourceHealth(n, rank, lanes=k) for rank, (n, k) in enumerate(lanes.items())},
+        {n: RemoteEnds(0, 100_000) for n in lanes},
         {},
-        CopierConfig(partition_fetch_max_bytes=1024 * 1024, max_chunks=8),
+        CONFIG,
     )
+
+
+def launched(scheduler: ChunkScheduler) -> list[Chunk]:
+    chunks = sorted(scheduler._inflight.values(), key=lambda c: c.start)
+    assert chunks[0].start == 0
+    for before, after in itertools.pairwise(chunks):
+        assert before.end == after.start, chunks  # neither a duplicate nor a hole
+    return chunks
+
+
+async def test_chunks_launched_at_once_never_overlap() -> None:
+    scheduler = scheduler_for({"east": 1, "west": 1})
     scheduler.launch(0, 100_000)
     try:
-        chunks = sorted(scheduler._inflight.values(), key=lambda c: c.start)
+        chunks = launched(scheduler)
         assert len(chunks) == 2 * MAX_BUSY
-        assert chunks[0].start == 0
-        for before, after in itertools.pairwise(chunks):
-            assert before.end == after.start, chunks  # neither a duplicate nor a hole
-        assert {c.remote for c in chunks} == set(remotes)
+        assert {c.remote for c in chunks} == {"east", "west"}
+    finally:
+        await scheduler.close()
+
+
+async def test_one_remote_over_one_lane_reads_with_one_open_fetch() -> None:
+    scheduler = scheduler_for({"east": 1})
+    scheduler.launch(0, 100_000)
+    try:
+        assert [(c.start, c.end) for c in launched(scheduler)] == [(0, None)]
+    finally:
+        await scheduler.close()
+
+
+async def test_one_remote_over_many_lanes_reads_cut_chunks_on_every_lane() -> None:
+    scheduler = scheduler_for({"east": 16})
+    scheduler.launch(0, 100_000)
+    try:
+        chunks = launched(scheduler)
+        assert len(chunks) == MAX_BUSY * 16  # the reorder budget grows with the lanes
+        assert all(c.end is not None for c in chunks)
     finally:
         await scheduler.close()

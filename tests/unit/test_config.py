@@ -108,3 +108,28 @@ def test_the_examples_load(example: Path, monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setenv("EAST_BOOTSTRAP", "east-1:9092")
     config = Config.from_file(example)
     assert config.remotes and config.topics.include
+
+
+def test_lanes_and_socket_buffers_are_checked() -> None:
+    text = """
+local:   {bootstrap_servers: "127.0.0.1:9092", connections: 2}
+remotes:
+  - {name: east, bootstrap_servers: "127.0.0.1:9192", connections: 0,
+     socket_receive_buffer_bytes: 0, fetch_max_bytes: -5}
+topics: {include: [x]}
+http: {listen: "localhost"}
+"""
+    assert problems(text) == [
+        "remotes[0].connections: must be 1..64",
+        "remotes[0].socket_receive_buffer_bytes: must be positive, or -1 for the OS default",
+        "remotes[0].fetch_max_bytes: must be positive, or 0 for the copier's",
+        "local.connections: lanes are for remotes; the local cluster uses 1",
+        "http.listen: expected host:port (or \"\" for off), got 'localhost'",
+    ]
+    config = Config.from_yaml(
+        GOOD.replace('9192"}', '9192", connections: 16, socket_receive_buffer_bytes: 4194304}')
+        + "http: {listen: ''}\n"
+    )
+    assert config.remote("east").connections == 16
+    assert config.remote("east").socket_receive_buffer_bytes == 4194304
+    assert config.http.address is None

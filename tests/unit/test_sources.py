@@ -44,7 +44,26 @@ def test_a_failing_remote_backs_off_and_comes_back() -> None:
     assert h["a"].failures_in_row == 0 and h["a"].errors == 2
 
 
+def test_fetches_under_way_at_a_failure_fail_with_it_not_after_it() -> None:
+    h = health()
+    h["a"].failed(100.0, "link cut", started=99.0)
+    for late in (100.1, 100.2, 100.3):  # the other chunks in flight on the cut link
+        h["a"].failed(late, "link cut", started=99.5)
+    assert h["a"].errors == 4 and h["a"].failures_in_row == 1
+    assert h["a"].healthy(101.0)  # one incident: one second of back-off
+    h["a"].failed(101.5, "still down", started=101.2)  # a new attempt failed: it doubles
+    assert h["a"].failures_in_row == 2 and not h["a"].healthy(103.0)
+
+
 def test_the_tail_is_polled_at_the_remote_furthest_ahead() -> None:
     assert tail_source(ENDS, health(), (), 0.0) == "c"
     assert tail_source(ENDS, health(), ("c",), 0.0) == "b"
     assert tail_source({}, {}, (), 0.0) is None
+
+
+def test_a_remote_with_more_lanes_takes_more_chunks() -> None:
+    h = health(a=2e6, b=2e6)
+    h["b"].lanes = 4
+    assert pick_source(50, ENDS, h, {"b": 2}, (), 0.0) == "b"  # 8 MB/s over 3 beats 2 over 1
+    assert pick_source(50, ENDS, h, {"a": MAX_BUSY, "b": 4 * MAX_BUSY - 1}, (), 0.0) == "b"
+    assert pick_source(50, ENDS, h, {"a": MAX_BUSY, "b": 4 * MAX_BUSY}, (), 0.0) is None

@@ -1,0 +1,52 @@
+"""Which lane of a remote a fetch goes to, with stand-in fetchers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from syncer.clusters import TP
+from syncer.fetcher import Lanes
+
+HOT, OTHER = TP("t", 0), TP("t", 1)
+
+
+@dataclass
+class FakeLane:
+    name: str
+    pending_bytes: int = 0
+    pending: dict[TP, int] = field(default_factory=dict)
+    config: Any = None
+    cluster: Any = None
+    asked: list[tuple[TP, int]] = field(default_factory=list)
+
+    async def fetch(self, tp: TP, offset: int, max_bytes: int | None = None) -> str:
+        self.asked.append((tp, offset))
+        self.pending[tp] = self.pending.get(tp, 0) + 1
+        self.pending_bytes += max_bytes or 0
+        return self.name
+
+
+def lanes(*fakes: FakeLane) -> Lanes:
+    class Named:
+        name = "east"
+
+    for fake in fakes:
+        fake.cluster = Named()
+    return Lanes(list(fakes))  # type: ignore[arg-type]
+
+
+async def test_chunks_of_one_hot_partition_spread_over_every_lane() -> None:
+    a, b, c = FakeLane("a"), FakeLane("b"), FakeLane("c")
+    remote = lanes(a, b, c)
+    got = [await remote.fetch(HOT, offset, 1000) for offset in (0, 100, 200, 300)]
+    assert sorted(got[:3]) == ["a", "b", "c"]  # one each before any lane gets a second
+    assert got[3] == "a"
+
+
+async def test_a_lane_already_fetching_the_partition_is_avoided_even_if_lighter() -> None:
+    busy = FakeLane("busy", pending_bytes=10, pending={HOT: 1})
+    loaded = FakeLane("loaded", pending_bytes=5_000_000, pending={OTHER: 3})
+    remote = lanes(busy, loaded)
+    assert await remote.fetch(HOT, 0, 1000) == "loaded"
+    assert await remote.fetch(OTHER, 0, 1000) == "busy"  # fewest bytes when neither has it
