@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from aiokafka import errors as kafka_errors
 
 from syncer.batches import Batch, split_batches
+from syncer.budget import ByteBudget
 from syncer.clusters import TP, FetchedPartition, error_for
 from syncer.config import CopierConfig
 from syncer.errors import PartitionHalted, TransientClusterError
@@ -43,6 +44,7 @@ class Chunk:
     end: int | None  # None: the open tail, long-polled when caught up
     remote: str
     launched: float = field(default=0.0, compare=False)
+    reserved: int = field(default=0, compare=False)  # bytes held in the process's budget
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +59,10 @@ class Fetched:
     def remote(self) -> str:
         return self.chunk.remote
 
+    @property
+    def size(self) -> int:
+        return len(self.fetched.records)
+
 
 class ChunkScheduler:
     """Per partition: chunks in flight, what came back, what must be fetched again."""
@@ -69,8 +75,10 @@ class ChunkScheduler:
         ends: dict[str, RemoteEnds],
         excluded: Mapping[str, str],
         config: CopierConfig,
+        memory: ByteBudget | None = None,
     ) -> None:
         self.tp = tp
+        self.memory = memory or ByteBudget(config.buffer_bytes)
         self.fetchers = fetchers
         self.health = health
         self.ends = ends
@@ -102,6 +110,10 @@ class ChunkScheduler:
 
     async def close(self) -> None:
         tasks = list(self._inflight)
+        for chunk in self._inflight.values():
+            self.memory.release(chunk.reserved)
+        for got in self._ready.values():
+            self.memory.release(got.size)
         self._inflight.clear()
         self._ready.clear()
         for task in tasks:
@@ -116,7 +128,7 @@ class ChunkScheduler:
         return max(1, int(limit / self._record_bytes))
 
     @property
-    def budget(self) -> int:
+    def chunk_budget(self) -> int:
         """Chunks fetched or waiting to be written at once: ``max_chunks``, but at least
         enough to keep every lane of the partition's remotes busy."""
         lanes = sum(h.lanes for n, h in self.health.items() if n not in self.excluded)
@@ -129,18 +141,20 @@ class ChunkScheduler:
         self._next_fetch = max(self._next_fetch, frontier)
         self._todo = [(s, e) for s, e in self._todo if s < target and e > frontier]
         now = time.monotonic()
-        while len(self._inflight) + len(self._ready) < self.budget:
+        while len(self._inflight) + len(self._ready) < self.chunk_budget and self.memory.has_room():
             chunk = self._next_chunk(frontier, target, now)
             if chunk is None:
                 break
             self._start(chunk)
         if not self._covers(frontier):
-            # the chunk everything waits for goes out even when the reorder buffer is full
+            # the chunk everything waits for goes out even when the reorder buffer or the
+            # process's byte budget is full
             self._start(self._gap_chunk(frontier, now))
 
     def _start(self, chunk: Chunk | None) -> None:
         if chunk is not None:
-            chunk = dataclasses.replace(chunk, launched=time.monotonic())
+            reserved = self.memory.reserve(self._expected_bytes(chunk))
+            chunk = dataclasses.replace(chunk, launched=time.monotonic(), reserved=reserved)
             task = asyncio.create_task(self._fetch(chunk))
             self._inflight[task] = chunk
             log.debug(
@@ -151,6 +165,12 @@ class ChunkScheduler:
                 chunk.end,
                 chunk.remote,
             )
+
+    def _expected_bytes(self, chunk: Chunk) -> int:
+        limit = self.fetchers[chunk.remote].config.partition_fetch_max_bytes
+        if chunk.end is None:
+            return limit
+        return min(limit, int((chunk.end - chunk.start) * self._record_bytes * 1.05) + 1)
 
     def _covers(self, frontier: int) -> bool:
         """Is the chunk holding ``frontier`` in flight or fetched already?"""
@@ -257,6 +277,7 @@ class ChunkScheduler:
             if min(start, got.first_offset) > frontier:
                 return None
             del self._ready[start]
+            self.memory.release(got.size)  # the copier writes it now, or it is not needed
             if got.covered_end > frontier or (got.chunk.end is None and start == frontier):
                 return got
         return None
@@ -276,8 +297,13 @@ class ChunkScheduler:
                 chunk.start,
                 exc,
             )
+            self.memory.release(chunk.reserved)
             self._refetch(chunk.start, chunk.end)
             return
+        except BaseException:
+            self.memory.release(chunk.reserved)
+            raise
+        self.memory.settle(chunk.reserved, len(fetched.records))
         self.ends[chunk.remote] = RemoteEnds(fetched.log_start_offset, fetched.stable_end)
         batches = split_batches(fetched.records)
         covered = max((b.next_offset for b in batches), default=chunk.start)

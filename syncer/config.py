@@ -81,6 +81,9 @@ class CopierConfig:
     # chunks of one partition fetched at once, from any remotes that hold them, plus the
     # fetched ones waiting to be written in order (the reorder buffer)
     max_chunks: int = 8
+    # bytes fetched and not yet written, for the whole process (all partitions): new fetches
+    # wait while it is full, except the one each partition's next write needs
+    buffer_bytes: int = 64 * 1024 * 1024
     chunk_timeout_ms: int = 15_000  # a fetch slower than this counts against its remote
     retry_backoff_ms: int = 200
     retry_backoff_max_ms: int = 10_000
@@ -249,7 +252,7 @@ def _check_topics(topics: TopicsConfig) -> list[str]:
 def _check_copier(copier: CopierConfig) -> list[str]:
     problems = [
         f"copier.{name}: must be positive"
-        for name in ("fetch_max_bytes", "partition_fetch_max_bytes")
+        for name in ("fetch_max_bytes", "partition_fetch_max_bytes", "buffer_bytes")
         if getattr(copier, name) <= 0
     ]
     if copier.max_chunks < 1:

@@ -15,6 +15,7 @@ from aiokafka import errors as kafka_errors
 
 from syncer.agreement import Agreement, CheckFailed, SourceDropped
 from syncer.batches import Batch, rewrite_for_local, trim_for_local
+from syncer.budget import ByteBudget
 from syncer.chunks import ChunkScheduler, Fetched
 from syncer.clusters import TP, Cluster, ProduceResult, error_for
 from syncer.config import CopierConfig
@@ -112,6 +113,7 @@ class PartitionCopier:
         config: CopierConfig,
         remote_ends: Mapping[str, RemoteEnds] | None = None,
         health: Mapping[str, SourceHealth] | None = None,
+        memory: ByteBudget | None = None,
     ) -> None:
         self.tp = tp
         self.local = local
@@ -126,7 +128,7 @@ class PartitionCopier:
             name: SourceHealth(name, rank) for rank, name in enumerate(fetchers)
         }
         ends, dropped = self.status.remote_ends, self.status.dropped
-        self.chunks = ChunkScheduler(tp, fetchers, self.health, ends, dropped, config)
+        self.chunks = ChunkScheduler(tp, fetchers, self.health, ends, dropped, config, memory)
         self.agreement = Agreement(tp, local, fetchers, self.health, ends, dropped)
         self._stopping = False
         self._pending: deque[tuple[_Sent, asyncio.Future[ProduceResult]]] = deque()

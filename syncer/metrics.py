@@ -33,6 +33,14 @@ class SyncerCollector(Collector):
         )
         refused.add_metric([], len(self.syncer.refused))
         yield refused
+        buffered = GaugeMetricFamily(
+            "syncer_buffer_bytes", "Bytes fetched and not yet written (the process's budget)"
+        )
+        buffered.add_metric([], self.syncer.memory.used)
+        yield buffered
+        limit = GaugeMetricFamily("syncer_buffer_limit_bytes", "copier.buffer_bytes")
+        limit.add_metric([], self.syncer.memory.limit)
+        yield limit
 
     def _partitions(self) -> Iterator[Metric]:
         local = GaugeMetricFamily(

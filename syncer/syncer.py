@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import partial
 
+from syncer.budget import ByteBudget
 from syncer.clusters import READ_COMMITTED, TP, Cluster
 from syncer.config import ClusterConfig, Config, CopierConfig
 from syncer.coordination import GroupMember
@@ -82,6 +83,7 @@ class Syncer:
             r.name: SourceHealth(r.name, rank, lanes=r.connections)
             for rank, r in enumerate(config.remotes)
         }
+        self.memory = ByteBudget(config.copier.buffer_bytes)
         self._grouped = False  # run() shares partitions through the group; catch_up() does not
         if config.coordination.enabled:
             self.member = GroupMember(config, self._on_assigned, self._on_revoked)
@@ -331,7 +333,15 @@ class Syncer:
         fetchers = {name: self._fetchers[name] for name in sources}
         health = {name: self.health[name] for name in fetchers}
         return PartitionCopier(
-            tp, self.local, self._writer, fetchers, self._identity, self.config.copier, ends, health
+            tp,
+            self.local,
+            self._writer,
+            fetchers,
+            self._identity,
+            self.config.copier,
+            ends,
+            health,
+            self.memory,
         )
 
     # reporting --------------------------------------------------------------------------

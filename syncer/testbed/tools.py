@@ -20,6 +20,56 @@ def perf_produce(
 ) -> str:
     """Write ``records`` records of ``record_size`` bytes with kafka-producer-perf-test;
     returns its last line of figures."""
+    cmd = perf_produce_command(
+        bootstrap,
+        topic,
+        records=records,
+        record_size=record_size,
+        jars=jars,
+        producer_props=producer_props,
+        throughput=throughput,
+    )
+    result = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        tail = (result.stderr or result.stdout).strip().splitlines()[-1:] or ["?"]
+        raise TestbedError(f"kafka-producer-perf-test failed: {tail[0]}")
+    lines = [ln for ln in result.stdout.splitlines() if "records sent" in ln]
+    return lines[-1] if lines else ""
+
+
+def perf_consume_command(
+    bootstrap: str, topic: str, *, records: int, jars: KafkaJars | None = None
+) -> list[str]:
+    """kafka-consumer-perf-test reading ``records`` records of ``topic`` from the start."""
+    jars = (jars or KafkaJars.default()).ensure()
+    return [
+        "java",
+        "-Xmx512m",
+        "-cp",
+        jars.classpath,
+        "org.apache.kafka.tools.ConsumerPerformance",
+        "--bootstrap-server",
+        bootstrap,
+        "--topic",
+        topic,
+        "--messages",
+        str(records),
+        "--timeout",
+        "120000",
+    ]
+
+
+def perf_produce_command(
+    bootstrap: str,
+    topic: str,
+    *,
+    records: int,
+    record_size: int,
+    jars: KafkaJars | None = None,
+    producer_props: dict[str, str] | None = None,
+    throughput: int = -1,
+) -> list[str]:
+    """The kafka-producer-perf-test command line ``perf_produce`` runs."""
     jars = (jars or KafkaJars.default()).ensure()
     props = {
         "bootstrap.servers": bootstrap,
@@ -28,7 +78,7 @@ def perf_produce(
         "batch.size": "65536",
         **(producer_props or {}),
     }
-    cmd = [
+    return [
         "java",
         "-Xmx512m",
         "-cp",
@@ -45,9 +95,3 @@ def perf_produce(
         "--producer-props",
         *[f"{k}={v}" for k, v in props.items()],
     ]
-    result = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    if result.returncode != 0:
-        tail = (result.stderr or result.stdout).strip().splitlines()[-1:] or ["?"]
-        raise TestbedError(f"kafka-producer-perf-test failed: {tail[0]}")
-    lines = [ln for ln in result.stdout.splitlines() if "records sent" in ln]
-    return lines[-1] if lines else ""

@@ -1,7 +1,18 @@
-"""Benchmark (not a test): catch-up of a >= 1 GiB backlog, 8 partitions, 1 KiB records, on
-loopback; syncer and MirrorMaker 2 in turn on the same data, in one run, reported as ratios.
+"""Benchmark (not a test): backlog drain on loopback, one case after another in one run. Each
+case (partitions × record size × compression) writes >= 1 GiB of records to the remote, then
+measures, in turn on the same data:
 
-    make bench            # or: python -m tests.bench.catchup [--records N]
+- L, the limit: kafka-producer-perf-test writing the same records to the local cluster while
+  kafka-consumer-perf-test reads the remote's: what the two brokers can do together here;
+- syncer catch-up;
+- MirrorMaker 2 (dedicated mode, same jars, its producer compressing like the source).
+
+Ratios come from the same case. Topics are deleted after each case (disk).
+
+    make bench-catchup    # or: python -m tests.bench.catchup [--cases 8:1024:none,...]
+        [--gib 1.0] [--tasks 8] [--out results]
+
+Writes results/bench-catchup.json and results/bench-catchup.png.
 """
 
 from __future__ import annotations
@@ -14,20 +25,45 @@ import logging
 import os
 import platform
 import shutil
+import subprocess
 import tempfile
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
 from syncer.testbed import ClusterSpec, Testbed
-from syncer.testbed.tools import perf_produce
+from syncer.testbed.jars import KafkaJars
+from syncer.testbed.tools import perf_consume_command, perf_produce, perf_produce_command
 from tests.bench.peers import Measured, local_total, run_mm2, run_syncer
 from tests.kafka_helpers import create_topic
 
-PARTITIONS = 8
-RECORD_SIZE = 1024
+DEFAULT_CASES = ",".join(
+    f"{p}:{size}:{codec}"
+    for p in (8, 64)
+    for size in (1024, 100)
+    for codec in ("none", "lz4", "zstd")
+)
+
+
+@dataclass(frozen=True)
+class Case:
+    partitions: int
+    record_size: int
+    compression: str
+
+    @classmethod
+    def parse(cls, text: str) -> Case:
+        partitions, size, codec = text.split(":")
+        return cls(int(partitions), int(size), codec)
+
+    @property
+    def name(self) -> str:
+        return f"{self.partitions}p-{self.record_size}B-{self.compression}"
+
+    def records(self, gib: float) -> int:
+        return -(-int(gib * 2**30) // self.record_size)
 
 
 def machine() -> str:
@@ -47,96 +83,231 @@ def machine() -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--records", type=int, default=1_100_000, help="backlog size")
+    parser.add_argument("--cases", default=DEFAULT_CASES, help="PARTITIONS:RECORD_BYTES:CODEC,...")
+    parser.add_argument("--gib", type=float, default=1.0, help="uncompressed backlog per case")
     parser.add_argument("--tasks", type=int, default=8, help="MirrorMaker 2 tasks.max")
     parser.add_argument("--out", type=Path, default=Path("results"))
     args = parser.parse_args()
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)  # probes of starting brokers
     args.out.mkdir(parents=True, exist_ok=True)
+    cases = [Case.parse(c) for c in args.cases.split(",")]
     work = Path(tempfile.mkdtemp(prefix="syncer-bench-"))
     bed = Testbed(work / "bed")
-    console = Console(width=132)
+    console = Console(width=140)
+    results: list[dict[str, object]] = []
     try:
         console.print(f"starting clusters under {work} ...")
         bed.up([ClusterSpec("local"), ClusterSpec("east")])
-        local, east = bed.clusters["local"].bootstrap, bed.clusters["east"].bootstrap
-        topic = "bench.catchup"
-        asyncio.run(create_topic(east, topic, PARTITIONS))
-        console.print(f"writing {args.records} records of {RECORD_SIZE} B to east ...")
-        perf_produce(east, topic, records=args.records, record_size=RECORD_SIZE, jars=bed.jars)
-        assert asyncio.run(local_total(east, topic, PARTITIONS)) == args.records
-        size = args.records * RECORD_SIZE
-        console.print("syncer catch-up ...")
-        ours = run_syncer(work, local, east, topic, args.records, size)
-        assert asyncio.run(local_total(local, topic, PARTITIONS)) == args.records
-        console.print(f"MirrorMaker 2 (tasks.max={args.tasks}) ...")
-        peer = run_mm2(
-            work, bed.jars, local, east, topic, args.records, size, PARTITIONS, args.tasks
-        )
-        report(console, args, ours, peer)
+        for case in cases:
+            results.append(run_case(console, bed, work, case, args))
+            write(args, results)
+        report(console, args, results)
     finally:
         bed.down()
         shutil.rmtree(work, ignore_errors=True)
 
 
-def report(console: Console, args: argparse.Namespace, ours: Measured, peer: Measured) -> None:
-    when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    table = Table(
-        title=f"catch-up: {args.records} × {RECORD_SIZE} B, {PARTITIONS} partitions,"
-        f" loopback · {when}"
+def run_case(
+    console: Console, bed: Testbed, work: Path, case: Case, args: argparse.Namespace
+) -> dict[str, object]:
+    local, east = bed.clusters["local"].bootstrap, bed.clusters["east"].bootstrap
+    topic = f"bench.{case.name}"
+    records = case.records(args.gib)
+    size = records * case.record_size
+    codec = {"compression.type": case.compression}
+    asyncio.run(create_topic(east, topic, case.partitions))
+    console.print(f"[{case.name}] writing {records:,} records to east ...")
+    perf_produce(
+        east,
+        topic,
+        records=records,
+        record_size=case.record_size,
+        jars=bed.jars,
+        producer_props={**codec, "batch.size": "262144", "linger.ms": "20"},
     )
+    assert asyncio.run(local_total(east, topic, case.partitions)) == records
+    console.print(f"[{case.name}] limit: perf producer to local while perf consumer reads east")
+    limit = measure_limit(bed.jars, local, east, topic, case, records, size)
+    console.print(f"[{case.name}] syncer catch-up ...")
+    ours = run_syncer(work, local, east, topic, records, size, partitions=case.partitions)
+    assert asyncio.run(local_total(local, topic, case.partitions)) == records
+    console.print(f"[{case.name}] MirrorMaker 2 (tasks.max={args.tasks}) ...")
+    producer = "" if case.compression == "none" else case.compression
+    peer = run_mm2(
+        work,
+        bed.jars,
+        local,
+        east,
+        topic,
+        records,
+        size,
+        case.partitions,
+        args.tasks,
+        extra=f"local.producer.compression.type = {producer or 'none'}\n",
+    )
+    asyncio.run(delete_topics(local, [topic, f"east.{topic}", f"limit.{topic}"]))
+    asyncio.run(delete_topics(east, [topic]))
+    row = {
+        "case": case.name,
+        "partitions": case.partitions,
+        "record_size": case.record_size,
+        "compression": case.compression,
+        "records": records,
+        "bytes": size,
+        "limit_mb_per_s": limit,
+        "syncer": _row(ours),
+        "mm2": _row(peer),
+        "ratios": {
+            "throughput_vs_mm2": ours.mb_per_s / peer.mb_per_s,
+            "throughput_vs_limit": ours.mb_per_s / limit,
+            "cpu_per_gib_vs_mm2": ours.cpu_s_per_gib / peer.cpu_s_per_gib,
+            "rss_vs_mm2": ours.peak_rss_mib / peer.peak_rss_mib,
+        },
+    }
+    console.print(
+        f"[{case.name}] syncer {ours.mb_per_s:.1f} MB/s, MM2 {peer.mb_per_s:.1f} MB/s,"
+        f" L {limit:.1f} MB/s; syncer RSS {ours.peak_rss_mib:.0f} MiB"
+    )
+    return row
+
+
+def _row(m: Measured) -> dict[str, object]:
+    return asdict(m) | {
+        "mb_per_s": m.mb_per_s,
+        "records_per_s": m.records_per_s,
+        "cpu_s_per_gib": m.cpu_s_per_gib,
+    }
+
+
+def measure_limit(
+    jars: KafkaJars, local: str, east: str, topic: str, case: Case, records: int, size: int
+) -> float:
+    """MB/s the two brokers move together: the same records written to local by the perf
+    producer while the perf consumer reads them from east; the slower of the two counts."""
+    asyncio.run(create_topic(local, f"limit.{topic}", case.partitions))
+    produce = perf_produce_command(
+        local,
+        f"limit.{topic}",
+        records=records,
+        record_size=case.record_size,
+        jars=jars,
+        producer_props={
+            "compression.type": case.compression,
+            "batch.size": "262144",
+            "linger.ms": "20",
+            "acks": "all",
+        },
+    )
+    consume = perf_consume_command(east, topic, records=records, jars=jars)
+    procs = [
+        subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        for cmd in (produce, consume)
+    ]
+    outputs = [proc.communicate(timeout=600)[0] for proc in procs]
+    for proc in procs:
+        if proc.returncode != 0:
+            raise RuntimeError(f"{proc.args[5]} failed with {proc.returncode}")  # type: ignore[index]
+    # each tool reports its own rate (MiB/s), without JVM start-up or group join
+    return min(produced_mib_per_s(outputs[0]), consumed_mib_per_s(outputs[1])) * MIB / 1e6
+
+
+MIB = 1024 * 1024
+
+
+def produced_mib_per_s(output: str) -> float:
+    line = [ln for ln in output.splitlines() if "records sent" in ln][-1]
+    return float(line.split("(")[1].split()[0])
+
+
+def consumed_mib_per_s(output: str) -> float:
+    lines = [ln for ln in output.splitlines() if ln.count(",") >= 5]
+    header = [h.strip() for h in lines[0].split(",")]
+    values = [v.strip() for v in lines[-1].split(",")]
+    column = "fetch.MB.sec" if "fetch.MB.sec" in header else "MB.sec"
+    return float(values[header.index(column)])
+
+
+async def delete_topics(bootstrap: str, topics: list[str]) -> None:
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        existing = set(await admin.list_topics())
+        doomed = [t for t in topics if t in existing]
+        if doomed:
+            await admin.delete_topics(doomed)
+    finally:
+        await admin.close()
+
+
+def write(args: argparse.Namespace, results: list[dict[str, object]]) -> None:
+    when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    document = {"benchmark": "catch-up", "date": when, "machine": machine(), "cases": results}
+    (args.out / "bench-catchup.json").write_text(json.dumps(document, indent=2) + "\n")
+
+
+def report(console: Console, args: argparse.Namespace, results: list[dict[str, object]]) -> None:
+    when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    table = Table(title=f"backlog drain, >= {args.gib} GiB per case, loopback · {when}")
     columns = (
-        "copier",
-        "copy s",
-        "launch→done s",
-        "records/s",
-        "MB/s",
-        "CPU s",
-        "CPU s/GiB",
-        "peak RSS MiB",
+        "case",
+        "L MB/s",
+        "syncer MB/s",
+        "MM2 MB/s",
+        "vs MM2",
+        "vs L",
+        "syncer CPU s/GiB",
+        "MM2 CPU s/GiB",
+        "syncer RSS MiB",
+        "MM2 RSS MiB",
     )
     for column in columns:
-        table.add_column(column, justify="left" if column == "copier" else "right")
-    for m in (ours, peer):
+        table.add_column(column, justify="left" if column == "case" else "right")
+    for r in results:
+        ours, peer, ratios = r["syncer"], r["mm2"], r["ratios"]
+        assert isinstance(ours, dict) and isinstance(peer, dict) and isinstance(ratios, dict)
         table.add_row(
-            m.copier,
-            f"{m.seconds:.1f}",
-            f"{m.launch_to_last_s:.1f}",
-            f"{m.records_per_s:,.0f}",
-            f"{m.mb_per_s:.1f}",
-            f"{m.cpu_seconds:.1f}",
-            f"{m.cpu_s_per_gib:.1f}",
-            f"{m.peak_rss_mib:.0f}",
+            str(r["case"]),
+            f"{r['limit_mb_per_s']:.1f}",
+            f"{ours['mb_per_s']:.1f}",
+            f"{peer['mb_per_s']:.1f}",
+            f"{ratios['throughput_vs_mm2']:.2f}x",
+            f"{ratios['throughput_vs_limit']:.2f}x",
+            f"{ours['cpu_s_per_gib']:.1f}",
+            f"{peer['cpu_s_per_gib']:.1f}",
+            f"{ours['peak_rss_mib']:.0f}",
+            f"{peer['peak_rss_mib']:.0f}",
         )
     console.print(table)
-    ratios = {
-        "throughput (syncer / MM2)": ours.mb_per_s / peer.mb_per_s,
-        "CPU per GiB (syncer / MM2)": ours.cpu_s_per_gib / peer.cpu_s_per_gib,
-        "peak RSS (syncer / MM2)": ours.peak_rss_mib / peer.peak_rss_mib,
+    write(args, results)
+    plot(results, args.out / "bench-catchup.png", when)
+    console.print(f"wrote {args.out / 'bench-catchup.json'} and {args.out / 'bench-catchup.png'}")
+
+
+def plot(results: list[dict[str, object]], path: Path, when: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = [str(r["case"]) for r in results]
+    series = {
+        "L (brokers' limit)": [float(r["limit_mb_per_s"]) for r in results],  # type: ignore[arg-type]
+        "syncer": [r["syncer"]["mb_per_s"] for r in results],  # type: ignore[index]
+        "MirrorMaker 2": [r["mm2"]["mb_per_s"] for r in results],  # type: ignore[index]
     }
-    for name, value in ratios.items():
-        console.print(f"{name}: {value:.2f}x")
-    out = args.out / "bench-catchup.json"
-    out.write_text(
-        json.dumps(
-            {
-                "benchmark": "catch-up",
-                "date": when,
-                "machine": machine(),
-                "records": args.records,
-                "record_size": RECORD_SIZE,
-                "partitions": PARTITIONS,
-                "rows": [
-                    asdict(ours) | {"mb_per_s": ours.mb_per_s, "cpu_s_per_gib": ours.cpu_s_per_gib},
-                    asdict(peer) | {"mb_per_s": peer.mb_per_s, "cpu_s_per_gib": peer.cpu_s_per_gib},
-                ],
-                "ratios": ratios,
-            },
-            indent=2,
-        )
-        + "\n"
-    )
-    console.print(f"wrote {out}")
+    fig, ax = plt.subplots(figsize=(max(7, 1.1 * len(names)), 4.5), dpi=110)
+    width = 0.27
+    for i, (label, values) in enumerate(series.items()):
+        ax.bar([x + (i - 1) * width for x in range(len(names))], values, width, label=label)
+    ax.set_xticks(range(len(names)), names, rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel("MB/s (uncompressed payload)")
+    ax.set_title(f"backlog drain on loopback · {when}", fontsize=9)
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
 
 
 if __name__ == "__main__":

@@ -50,6 +50,7 @@ async def test_the_gap_comes_from_every_remote_that_is_ahead(
     (status,) = syncer.statuses()
     assert status.state is State.CAUGHT_UP and status.local_end == 2000
     assert status.served.get("east", 0) > 0 and status.served.get("west", 0) > 0
+    assert syncer.memory.used == 0 and syncer.memory.peak > 0  # every fetched byte released
     assert await batch_digests(local, topic) == await batch_digests(west, topic)
 
 

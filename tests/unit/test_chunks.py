@@ -1,6 +1,7 @@
 import asyncio
 import itertools
 
+from syncer.budget import ByteBudget
 from syncer.chunks import TAIL_SPLIT_FLOOR, Chunk, ChunkScheduler, chunk_size
 from syncer.clusters import TP
 from syncer.config import CopierConfig
@@ -47,7 +48,7 @@ class NeverAnswers:
         await asyncio.Event().wait()
 
 
-def scheduler_for(lanes: dict[str, int]) -> ChunkScheduler:
+def scheduler_for(lanes: dict[str, int], memory: ByteBudget | None = None) -> ChunkScheduler:
     return ChunkScheduler(
         TP("t", 0),
         {n: NeverAnswers() for n in lanes},  # type: ignore[misc]
@@ -55,6 +56,7 @@ def scheduler_for(lanes: dict[str, int]) -> ChunkScheduler:
         {n: RemoteEnds(0, 100_000) for n in lanes},
         {},
         CONFIG,
+        memory,
     )
 
 
@@ -95,3 +97,18 @@ async def test_one_remote_over_many_lanes_reads_cut_chunks_on_every_lane() -> No
         assert all(c.end is not None for c in chunks)
     finally:
         await scheduler.close()
+
+
+async def test_fetches_wait_for_room_in_the_process_budget_but_the_frontier_never_does() -> None:
+    memory = ByteBudget(3 * 1024 * 1024)  # room for three chunks of 1 MiB
+    scheduler = scheduler_for({"east": 1, "west": 1}, memory)
+    other = scheduler_for({"east": 1, "west": 1}, memory)  # a second partition, same process
+    try:
+        scheduler.launch(0, 100_000)
+        assert len(scheduler._inflight) == 3 and memory.used >= memory.limit
+        other.launch(0, 100_000)  # budget full: only the chunk its next write needs
+        assert [(c.start, c.remote) for c in other._inflight.values()] == [(0, "east")]
+    finally:
+        await scheduler.close()
+        await other.close()
+    assert memory.used == 0  # every reservation given back

@@ -1,0 +1,35 @@
+"""Bytes fetched and not yet written, for the whole process: fetches go out while there is
+room, so memory stays flat however many partitions are copied at once."""
+
+from __future__ import annotations
+
+
+class ByteBudget:
+    """``reserve`` before a fetch (what it may bring), ``settle`` when its size is known,
+    ``release`` once it is written or dropped. Never blocks: a caller that must fetch (the
+    chunk every write of a partition waits for) reserves past the limit, so progress never
+    waits on memory held by other partitions."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+        self.peak = 0
+
+    def __repr__(self) -> str:
+        return f"<ByteBudget {self.used}/{self.limit}>"
+
+    def has_room(self) -> bool:
+        return self.used < self.limit
+
+    def reserve(self, nbytes: int) -> int:
+        self.used += nbytes
+        self.peak = max(self.peak, self.used)
+        return nbytes
+
+    def settle(self, reserved: int, actual: int) -> int:
+        self.used += actual - reserved
+        self.peak = max(self.peak, self.used)
+        return actual
+
+    def release(self, nbytes: int) -> None:
+        self.used -= nbytes
