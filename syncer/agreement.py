@@ -11,6 +11,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from syncer.batches import record_digests, split_batches
 from syncer.chunks import Fetched
@@ -25,7 +26,18 @@ log = logging.getLogger(__name__)
 SAMPLE_RECORDS = 256
 SAMPLE_BYTES = 65536  # the comparison asks for this much (the broker sends whole batches)
 SAMPLE_EVERY = 32
+TAIL_BATCHES = 2  # of a written chunk, kept (as digests) to compare with the next chunk
 LOOKUP_TIMEOUT_S = 15.0
+
+
+@dataclass(frozen=True, slots=True)
+class _Tail:
+    """Record digests of the last batches of the chunk written last."""
+
+    remote: str
+    low: int
+    high: int
+    digests: dict[int, bytes]
 
 
 class SourceDropped(Exception):
@@ -55,7 +67,7 @@ class Agreement:
         self.ends = ends
         self.dropped = dropped
         self.checked: set[str] = set()
-        self._previous: Fetched | None = None
+        self._previous: _Tail | None = None
         self._chunks: dict[str, int] = {}
 
     async def check(self, got: Fetched, frontier: int) -> None:
@@ -84,9 +96,16 @@ class Agreement:
         self.checked.add(remote)
 
     def written(self, got: Fetched) -> None:
-        """The chunk just written: the next one, from another remote, usually overlaps it by
-        a batch, which compares the two sources without a fetch."""
-        self._previous = got
+        """The chunk just written: the next one, from another remote, usually overlaps its
+        last batch (a fetch starts at the batch holding its offset), which compares the two
+        sources without a fetch. Only the digests of its last batches are kept, not the
+        chunk; with a single remote there is nothing to compare."""
+        if len(self.fetchers) < 2 or not got.batches:
+            self._previous = None
+            return
+        tail = got.batches[-TAIL_BATCHES:]
+        low, high = tail[0].base_offset, got.covered_end
+        self._previous = _Tail(got.remote, low, high, record_digests(tail, low, high))
 
     def _against_previous(self, got: Fetched, frontier: int) -> bool:
         """True if ``got`` agrees with the last written chunk, from another checked remote,
@@ -96,12 +115,12 @@ class Agreement:
             return False
         if previous.remote not in self.checked or previous.remote in self.dropped:
             return False
-        low = max(got.first_offset, previous.first_offset)
-        high = min(frontier, previous.covered_end, got.covered_end)
+        low = max(got.first_offset, previous.low)
+        high = min(frontier, previous.high, got.covered_end)
         if high <= low:
             return False
         ours = record_digests(got.batches, low, high)
-        theirs = record_digests(previous.batches, low, high)
+        theirs = {o: d for o, d in previous.digests.items() if low <= o < high}
         differing = sorted(o for o in ours.keys() & theirs.keys() if ours[o] != theirs[o])
         if differing:
             winner, loser = sorted((got.remote, previous.remote), key=lambda n: self.health[n].rank)

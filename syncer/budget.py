@@ -3,6 +3,8 @@ room, so memory stays flat however many partitions are copied at once."""
 
 from __future__ import annotations
 
+import asyncio
+
 
 class ByteBudget:
     """``reserve`` before a fetch (what it may bring), ``settle`` when its size is known,
@@ -14,6 +16,7 @@ class ByteBudget:
         self.limit = limit
         self.used = 0
         self.peak = 0
+        self._room: asyncio.Event | None = None  # made on first wait, inside a running loop
 
     def __repr__(self) -> str:
         return f"<ByteBudget {self.used}/{self.limit}>"
@@ -27,9 +30,19 @@ class ByteBudget:
         return nbytes
 
     def settle(self, reserved: int, actual: int) -> int:
-        self.used += actual - reserved
+        self.release(reserved - actual)
         self.peak = max(self.peak, self.used)
         return actual
 
     def release(self, nbytes: int) -> None:
         self.used -= nbytes
+        if self._room is not None and self.has_room():
+            self._room.set()
+
+    async def room(self) -> None:
+        """Wait until there is room again."""
+        while not self.has_room():
+            if self._room is None:
+                self._room = asyncio.Event()
+            self._room.clear()
+            await self._room.wait()

@@ -26,6 +26,8 @@ log = logging.getLogger(__name__)
 
 OFFSET_OUT_OF_RANGE = kafka_errors.OffsetOutOfRangeError.errno
 DEFAULT_RECORD_BYTES = 1024
+# bytes reserved for a long poll at the tail of a caught-up partition
+TAIL_RESERVE = 65536
 # the last chunks of a gap shrink down to this fraction of a full fetch
 TAIL_SPLIT_FLOOR = 16
 
@@ -90,6 +92,8 @@ class ChunkScheduler:
         self._next_fetch = 0
         self._target = 0
         self._record_bytes = float(DEFAULT_RECORD_BYTES)
+        self.starved = False  # the frontier's fetch waits for room in the byte budget
+        self._writing: Fetched | None = None  # taken by the copier, not yet written
 
     def __repr__(self) -> str:
         return (
@@ -114,6 +118,9 @@ class ChunkScheduler:
             self.memory.release(chunk.reserved)
         for got in self._ready.values():
             self.memory.release(got.size)
+        if self._writing is not None:
+            self.memory.release(self._writing.size)
+            self._writing = None
         self._inflight.clear()
         self._ready.clear()
         for task in tasks:
@@ -146,10 +153,16 @@ class ChunkScheduler:
             if chunk is None:
                 break
             self._start(chunk)
+        self.starved = False
         if not self._covers(frontier):
-            # the chunk everything waits for goes out even when the reorder buffer or the
-            # process's byte budget is full
-            self._start(self._gap_chunk(frontier, now))
+            # the chunk everything waits for goes out even when the reorder buffer is full,
+            # and past the process's byte budget when this partition holds some of it (what
+            # it holds is freed only by writing from the frontier on); one that holds none
+            # waits for room, so the budget bounds how many partitions fetch at once
+            if self._inflight or self._ready or self.memory.has_room():
+                self._start(self._gap_chunk(frontier, now))
+            else:
+                self.starved = True
 
     def _start(self, chunk: Chunk | None) -> None:
         if chunk is not None:
@@ -167,10 +180,13 @@ class ChunkScheduler:
             )
 
     def _expected_bytes(self, chunk: Chunk) -> int:
+        """What a fetch may bring, reserved in the budget until its size is known: a chunk's
+        records, or up to the target for an open fetch; a long poll at the tail reserves
+        little (caught-up partitions mostly get nothing back)."""
         limit = self.fetchers[chunk.remote].config.partition_fetch_max_bytes
-        if chunk.end is None:
-            return limit
-        return min(limit, int((chunk.end - chunk.start) * self._record_bytes * 1.05) + 1)
+        end = self._target if chunk.end is None else chunk.end
+        expected = int(max(0, end - chunk.start) * self._record_bytes * 1.05) + 1
+        return min(limit, max(expected, TAIL_RESERVE if chunk.end is None else 1))
 
     def _covers(self, frontier: int) -> bool:
         """Is the chunk holding ``frontier`` in flight or fetched already?"""
@@ -254,7 +270,12 @@ class ChunkScheduler:
         if chunk.end is not None:
             limit = int((chunk.end - chunk.start) * self._record_bytes * 1.05) + 1
         fetcher = self.fetchers[chunk.remote]
-        fetched = await asyncio.wait_for(fetcher.fetch(self.tp, chunk.start, limit), timeout)
+        # at or past the remote's end as last seen: a long poll; else the records are there
+        known = self.ends.get(chunk.remote)
+        poll = chunk.end is None and (known is None or chunk.start >= known.end)
+        fetched = await asyncio.wait_for(
+            fetcher.fetch(self.tp, chunk.start, limit, poll=poll), timeout
+        )
         return fetched, time.monotonic() - started
 
     async def next_ready(self, frontier: int) -> Fetched | None:
@@ -277,10 +298,18 @@ class ChunkScheduler:
             if min(start, got.first_offset) > frontier:
                 return None
             del self._ready[start]
-            self.memory.release(got.size)  # the copier writes it now, or it is not needed
             if got.covered_end > frontier or (got.chunk.end is None and start == frontier):
+                self._writing = got  # in the budget until written (``written``)
                 return got
+            self.memory.release(got.size)  # not needed: the frontier is past it
         return None
+
+    def written(self, got: Fetched) -> None:
+        """The copier has written ``got`` (its batches are with the writer): its bytes
+        leave the budget."""
+        if self._writing is got:
+            self._writing = None
+            self.memory.release(got.size)
 
     def _complete(self, task: asyncio.Task[tuple[FetchedPartition, float]], chunk: Chunk) -> None:
         health = self.health[chunk.remote]

@@ -5,17 +5,33 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import datetime
+import json
 import logging
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import Any
+
+from rich.console import Console
+from rich.live import Live
+from rich.text import Text
 
 from syncer.config import Config
 from syncer.errors import ExitCode, SyncerError, UnreachableError
 from syncer.http import StatusServer
 from syncer.progress import CatchUpProgress
-from syncer.report import fetch_live, gather_rows, merge_live, print_report, remote_rows
+from syncer.report import (
+    PartitionRow,
+    RemoteRow,
+    fetch_live,
+    gather_rows,
+    merge_live,
+    print_report,
+    remote_rows,
+    render,
+)
 from syncer.syncer import Summary, Syncer
 from syncer.testbed import cli as testbed_cli
 
@@ -28,6 +44,12 @@ def build_parser() -> argparse.ArgumentParser:
         description="Keep local Kafka partitions offset-for-offset identical to remote ones.",
     )
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging")
+    parser.add_argument(
+        "--log-format",
+        choices=("text", "json"),
+        default="text",
+        help="json: one JSON object per line (time, level, logger, message)",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     commands = (
         ("run", "the daemon: copy continuously until SIGTERM/SIGINT", _run),
@@ -42,6 +64,14 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--json", action="store_true", help="print JSON instead of a table")
         if name == "status":
             p.add_argument(
+                "--watch",
+                nargs="?",
+                const=2.0,
+                type=float,
+                metavar="SECONDS",
+                help="a live view, refreshed every SECONDS (default 2) until Ctrl-C",
+            )
+            p.add_argument(
                 "--daemon",
                 action="append",
                 metavar="HOST:PORT",
@@ -55,11 +85,31 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def setup_logging(verbosity: int) -> None:
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line, for log shippers."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {
+            "time": datetime.datetime.fromtimestamp(record.created, datetime.UTC).isoformat(
+                timespec="milliseconds"
+            ),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        if record.exc_info:
+            entry["error"] = self.formatException(record.exc_info)
+        return json.dumps(entry, ensure_ascii=False)
+
+
+def setup_logging(verbosity: int, fmt: str = "text") -> None:
     level = logging.DEBUG if verbosity > 1 else logging.INFO if verbosity else logging.WARNING
-    logging.basicConfig(
-        level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s %(message)s"
-    )
+    handler = logging.StreamHandler(sys.stderr)
+    if fmt == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+    logging.basicConfig(level=level, handlers=[handler])
     if verbosity < 2:
         logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
 
@@ -94,6 +144,7 @@ def _run(args: argparse.Namespace) -> int:
 
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, on_signal)
+        loop.add_signal_handler(signal.SIGUSR1, _dump_tasks)
         async with contextlib.AsyncExitStack() as stack:
             address = config.http.address
             if address is not None:
@@ -104,6 +155,24 @@ def _run(args: argparse.Namespace) -> int:
         return _exit_code(summary)
 
     return _run_async(main())
+
+
+def _dump_tasks() -> None:
+    """SIGUSR1: log where every task of the daemon waits (for a process that seems stuck):
+    the chain of awaits from the task's coroutine down to what it waits on."""
+    for task in asyncio.all_tasks():
+        chain = []
+        awaited: Any = task.get_coro()
+        while awaited is not None and hasattr(awaited, "cr_frame"):
+            frame = awaited.cr_frame
+            if frame is not None:
+                chain.append(
+                    f"{frame.f_code.co_qualname} ({frame.f_code.co_filename}:{frame.f_lineno})"
+                )
+            awaited = awaited.cr_await
+        if awaited is not None:
+            chain.append(repr(awaited)[:200])
+        log.warning("task %s: %s", task.get_name(), " -> ".join(chain))
 
 
 def _catch_up(args: argparse.Namespace) -> int:
@@ -134,6 +203,8 @@ def _status(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace, *, holes: bool, title: str) -> int:
     config = Config.from_file(args.config)
+    urls = getattr(args, "daemon", None) or _default_daemon(config)
+    watch = getattr(args, "watch", None)
 
     async def main() -> int:
         syncer = Syncer(config)
@@ -147,21 +218,65 @@ def _report(args: argparse.Namespace, *, holes: bool, title: str) -> int:
                 except UnreachableError as exc:
                     down[name] = str(exc).rpartition(": ")[2]
                     del syncer.remotes[name]  # the others are still worth showing
-            rows = await gather_rows(syncer, look_for_holes=holes)
+            if watch is None:
+                rows, remotes, notes = await _snapshot(syncer, names, down, urls, holes=holes)
+                print_report(
+                    rows, remotes, as_json=args.json, title=title, holes=holes, notes=notes
+                )
+                return 0
+            await _watch(syncer, names, down, urls, watch, title)
+            return 0
         finally:
             await syncer.stop()
-        live: list[dict[str, Any]] = []
-        notes = [f"remote {n} is unreachable: {why}" for n, why in down.items()]
-        urls = getattr(args, "daemon", None) or _default_daemon(config)
-        if not holes and urls:
-            live, problems = await asyncio.to_thread(fetch_live, urls)
-            merge_live(rows, live)
-            notes += problems
-        remotes = remote_rows(names, rows, down, live)
-        print_report(rows, remotes, as_json=args.json, title=title, holes=holes, notes=notes)
-        return 0
 
     return _run_async(main())
+
+
+async def _snapshot(
+    syncer: Syncer, names: list[str], down: dict[str, str], urls: list[str], *, holes: bool
+) -> tuple[list[PartitionRow], list[RemoteRow], list[str]]:
+    rows = await gather_rows(syncer, look_for_holes=holes)
+    live: list[dict[str, Any]] = []
+    notes = [f"remote {n} is unreachable: {why}" for n, why in down.items()]
+    if not holes and urls:
+        live, problems = await asyncio.to_thread(fetch_live, urls)
+        merge_live(rows, live)
+        notes += problems
+    return rows, remote_rows(names, rows, down, live), notes
+
+
+async def _watch(
+    syncer: Syncer,
+    names: list[str],
+    down: dict[str, str],
+    urls: list[str],
+    period: float,
+    title: str,
+) -> None:
+    """Refresh the status tables in place until Ctrl-C, with each partition's copy rate."""
+    before: dict[tuple[str, int], tuple[int, float]] = {}
+    console = Console(width=None if sys.stdout.isatty() else 200)
+    with Live(console=console, auto_refresh=False, screen=False) as live:
+        while True:
+            try:
+                rows, remotes, notes = await _snapshot(syncer, names, down, urls, holes=False)
+            except SyncerError as exc:  # a cluster blinked: say so, keep watching
+                live.update(Text(f"{time.strftime('%H:%M:%S')} {exc}", style="red"), refresh=True)
+                await asyncio.sleep(period)
+                continue
+            now = time.monotonic()
+            rates = {}
+            for row in rows:
+                key = (row.topic, row.partition)
+                if key in before and now > before[key][1]:
+                    rates[key] = max(0, row.local_end - before[key][0]) / (now - before[key][1])
+                before[key] = (row.local_end, now)
+            stamp = time.strftime("%H:%M:%S")
+            view = render(
+                rows, remotes, title=f"{title} · {stamp}", holes=False, notes=notes, rates=rates
+            )
+            live.update(view, refresh=True)
+            await asyncio.sleep(period)
 
 
 def _default_daemon(config: Config) -> list[str]:
@@ -175,13 +290,15 @@ def _default_daemon(config: Config) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    setup_logging(args.verbose)
+    setup_logging(args.verbose, args.log_format)
     try:
         return int(args.func(args))
     except SyncerError as exc:
         print(f"syncer: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
+        if getattr(args, "watch", None) is not None:
+            return ExitCode.OK  # Ctrl-C is how a live view ends
         return ExitCode.INTERRUPTED
 
 

@@ -176,16 +176,19 @@ class Cluster:
         Linux the window scale is fixed at connect from net.ipv4.tcp_rmem's maximum, so a
         larger SO_RCVBUF set now still takes effect (up to net.core.rmem_max)."""
         await self._client.ready(node, group=group)
-        conn = self._client._conns.get((node, group))
-        if conn is None or conn in self._tuned:
-            return
-        writer = getattr(conn, "_writer", None)
-        sock = writer.transport.get_extra_info("socket") if writer is not None else None
-        if sock is None:
-            return
-        for option, size in self._buffers.items():
-            sock.setsockopt(socket.SOL_SOCKET, option, size)
-        self._tuned.add(conn)
+        # this one, and any aiokafka opened on its own meanwhile (metadata, bootstrap)
+        for conn in list(self._client._conns.values()):
+            if conn in self._tuned:
+                continue
+            writer = getattr(conn, "_writer", None)
+            sock = writer.transport.get_extra_info("socket") if writer is not None else None
+            if sock is not None:
+                for option, size in self._buffers.items():
+                    sock.setsockopt(socket.SOL_SOCKET, option, size)
+                self._tuned.add(conn)
+
+    def open_connections(self) -> int:
+        return sum(1 for conn in list(self._client._conns.values()) if conn.connected())
 
     def socket_buffers(self) -> list[tuple[int, int]]:
         """(SO_RCVBUF, SO_SNDBUF) of every open connection, as the kernel reports them."""
@@ -226,7 +229,7 @@ class Cluster:
         out: dict[TP, int] = {}
         for node, topics in by_leader.items():
             request = OffsetRequest(-1, isolation, list(topics.items()))
-            response = await self.send(node, request, side=True)
+            response = await self.send(node, request)
             for topic, partitions in response.topics:
                 for partition, code, *rest in partitions:
                     if code:
@@ -242,15 +245,16 @@ class Cluster:
         max_wait_ms: int,
         max_bytes: int,
         partition_max_bytes: int,
+        side: bool = False,
     ) -> dict[TP, FetchedPartition]:
         """One read_committed fetch from ``node`` for every partition in ``wants`` (offset,
-        or (offset, max bytes for that partition))."""
+        or (offset, max bytes for that partition)); ``side``: on the second connection."""
         topics: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
         for tp, want in wants.items():
             offset, limit = want if isinstance(want, tuple) else (want, partition_max_bytes)
             topics[tp.topic].append((tp.partition, offset, limit))
         request = FetchRequest(max_wait_ms, 1, max_bytes, READ_COMMITTED, list(topics.items()))
-        response = await self.send(node, request)
+        response = await self.send(node, request, side=side)
         out: dict[TP, FetchedPartition] = {}
         for topic, partitions in response.topics:
             for p in partitions:

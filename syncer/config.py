@@ -75,7 +75,7 @@ class CopierConfig:
     """Sizes and pacing of the data path."""
 
     fetch_max_bytes: int = 32 * 1024 * 1024
-    partition_fetch_max_bytes: int = 4 * 1024 * 1024
+    partition_fetch_max_bytes: int = 1024 * 1024
     fetch_max_wait_ms: int = 500
     max_in_flight: int = 5
     # chunks of one partition fetched at once, from any remotes that hold them, plus the

@@ -10,6 +10,7 @@ from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import partial
 
 from aiokafka import errors as kafka_errors
 
@@ -66,6 +67,8 @@ class PartitionStatus:
     bytes_copied: int = 0
     retries: int = 0
     served: dict[str, int] = field(default_factory=dict)  # remote → bytes written from it
+    errors: dict[str, int] = field(default_factory=dict)  # kind → count
+    newest_timestamp_ms: int = 0  # of the newest record written (the batch's max timestamp)
     dropped: dict[str, str] = field(default_factory=dict)  # remote → why it is not used
 
     @property
@@ -98,6 +101,7 @@ class _Sent:
     records: int
     size: int
     remote: str
+    max_timestamp: int
 
 
 class PartitionCopier:
@@ -154,6 +158,7 @@ class PartitionCopier:
                 await self._copy(until)
                 break
             except PartitionHalted as exc:
+                self._count(type(exc).__name__)
                 self._halt(exc)
                 return self.status
             except (TransientClusterError, _Resync) as exc:
@@ -163,6 +168,7 @@ class PartitionCopier:
                         return self.status
                     self._refused_at = exc.refused_at
                 self.status.retries += 1
+                self._count("resync" if isinstance(exc, _Resync) else "transient")
                 self.status.state = State.RETRYING
                 log.info(
                     "%s[%d]: %s; resuming from the local end", self.tp.topic, self.tp.partition, exc
@@ -175,6 +181,9 @@ class PartitionCopier:
                     backoff = min(backoff * 2, self.config.retry_backoff_max_ms / 1000)
         self.status.state = State.STOPPED if self._stopping else State.CAUGHT_UP
         return self.status
+
+    def _count(self, kind: str) -> None:
+        self.status.errors[kind] = self.status.errors.get(kind, 0) + 1
 
     def _foreign_write_message(self, offset: int) -> str:
         return (
@@ -211,6 +220,9 @@ class PartitionCopier:
                 self.chunks.launch(frontier, target)
                 got = await self.chunks.next_ready(frontier)
                 self._check_done()
+                if got is None and self.chunks.starved:
+                    await self.chunks.memory.room()  # other partitions hold the budget
+                    continue
                 if got is None:
                     self._no_source(frontier)
                     await asyncio.sleep(self.config.retry_backoff_ms / 1000)
@@ -229,6 +241,8 @@ class PartitionCopier:
                     continue
                 frontier = await self._write(got, frontier)
                 self.agreement.written(got)
+                self.chunks.written(got)
+                del got  # the next fetch must not wait on its memory
         finally:
             await self.chunks.close()
         await self._drain(0)
@@ -276,9 +290,29 @@ class PartitionCopier:
         else:
             raw = rewrite_for_local(batch, pid, epoch)
             base, records = batch.base_offset, batch.record_count
-        sent = _Sent(base, batch.next_offset, records, len(raw), remote)
-        self._pending.append((sent, self.writer.submit(self.tp, raw)))
+        sent = _Sent(base, batch.next_offset, records, len(raw), remote, batch.max_timestamp)
+        future = self.writer.submit(self.tp, raw)
+        future.add_done_callback(partial(self._landed, sent))
+        self._pending.append((sent, future))
         self.status.state = State.COPYING
+
+    def _landed(self, sent: _Sent, future: asyncio.Future[ProduceResult]) -> None:
+        """As soon as a write is answered, a clean one moves the local end that status and
+        metrics show; everything else about the answer is checked in order by ``_verify``."""
+        if future.cancelled() or future.exception() is not None:
+            return
+        result = future.result()
+        if result.error_code or result.base_offset != sent.base_offset:
+            return
+        self.status.local_end = max(self.status.local_end, sent.next_offset)
+        self.status.newest_timestamp_ms = max(self.status.newest_timestamp_ms, sent.max_timestamp)
+        self.status.records_copied += sent.records
+        self.status.bytes_copied += sent.size
+        self.status.served[sent.remote] = self.status.served.get(sent.remote, 0) + sent.size
+        health = self.health.get(sent.remote)
+        if health is not None:
+            health.served_bytes += sent.size
+            health.served_records += sent.records
 
     def _check_done(self) -> None:
         while self._pending and self._pending[0][1].done():
@@ -317,12 +351,4 @@ class PartitionCopier:
                 f"{where}: record from remote offset {sent.base_offset} landed at local offset"
                 f" {result.base_offset}; another producer writes into this partition"
             )
-        self._refused_at = None
-        self.status.local_end = sent.next_offset
-        self.status.records_copied += sent.records
-        self.status.bytes_copied += sent.size
-        self.status.served[sent.remote] = self.status.served.get(sent.remote, 0) + sent.size
-        health = self.health.get(sent.remote)
-        if health is not None:
-            health.served_bytes += sent.size
-            health.served_records += sent.records
+        self._refused_at = None  # a clean write: ``_landed`` counted it when it was answered

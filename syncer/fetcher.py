@@ -1,6 +1,13 @@
 """Raw fetches from one remote, coalesced: every partition that wants data joins the next
-fetch request to its leader, so one long poll serves them all (a fetch holds its connection
-until it is answered)."""
+fetch request to its leader.
+
+Two kinds of request, on two connections to each broker, so that neither waits behind the
+other (a broker answers the requests of one connection in order):
+- data: offsets known to hold records, asked with no wait, two requests in flight so the
+  link does not idle for a round trip between them;
+- polls: partitions caught up with the remote, long-polled (``fetch_max_wait_ms``), one
+  request at a time.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +15,9 @@ import asyncio
 import heapq
 import itertools
 import logging
+import time
 from collections import defaultdict
+from collections.abc import Callable
 
 from syncer.clusters import TP, Cluster, FetchedPartition
 from syncer.config import CopierConfig
@@ -25,15 +34,22 @@ PIPELINE = 2
 class Fetcher(RequestLoop):
     """Owns one background task; ``await fetch(tp, offset)`` from any number of copiers."""
 
-    def __init__(self, cluster: Cluster, config: CopierConfig) -> None:
+    def __init__(
+        self,
+        cluster: Cluster,
+        config: CopierConfig,
+        observe: Callable[[float], None] = lambda seconds: None,
+    ) -> None:
         super().__init__(f"fetcher-{cluster.name}")
         self.cluster = cluster
+        self.observe = observe  # each fetch request's seconds, send to answer
         self.config = config
         # several chunks of one partition may wait; each request carries one per partition,
         # the lowest offset first (the one the partition's writes wait for)
-        self._wants: dict[TP, list[tuple[int, int, int, asyncio.Future[FetchedPartition]]]] = {}
+        self._wants: dict[TP, list[tuple[int, int, int, bool, asyncio.Future[FetchedPartition]]]]
+        self._wants = {}
         self._order = itertools.count()
-        self._busy: dict[int, int] = defaultdict(int)  # node → requests in flight
+        self._busy: dict[tuple[int, bool], int] = defaultdict(int)  # (node, poll) → in flight
         self.fetches = 0
         self.pending_bytes = 0  # asked for and not answered yet: how loaded this lane is
         self.pending: dict[TP, int] = {}  # fetches waiting or in flight, per partition
@@ -50,16 +66,19 @@ class Fetcher(RequestLoop):
                 future.cancel()
         self._wants.clear()
 
-    async def fetch(self, tp: TP, offset: int, max_bytes: int | None = None) -> FetchedPartition:
+    async def fetch(
+        self, tp: TP, offset: int, max_bytes: int | None = None, *, poll: bool = False
+    ) -> FetchedPartition:
         """Records of ``tp`` from ``offset`` (raw), about ``max_bytes`` of them (whole
-        batches, at least one); long-polls when none are there yet."""
+        batches, at least one). ``poll``: the partition is caught up, so wait up to
+        ``fetch_max_wait_ms`` for records to arrive; otherwise answer at once."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[FetchedPartition] = loop.create_future()
         limit = min(
             max_bytes or self.config.partition_fetch_max_bytes,
             self.config.partition_fetch_max_bytes,
         )
-        want = (offset, next(self._order), max(1, limit), future)
+        want = (offset, next(self._order), max(1, limit), poll, future)
         heapq.heappush(self._wants.setdefault(tp, []), want)
         self._wakeup.set()
         self.pending_bytes += limit
@@ -80,12 +99,12 @@ class Fetcher(RequestLoop):
                 pass  # a partition's next want may go out in the pipeline's next request
 
     def _dispatch(self) -> bool:
-        """One request per broker with room in its pipeline, the lowest offset of every
-        partition that waits; whether any went out."""
-        by_node: dict[int, dict[TP, tuple[tuple[int, int], asyncio.Future[FetchedPartition]]]]
-        by_node = defaultdict(dict)
+        """One request per broker and kind with room in its pipeline, the lowest offset of
+        every partition that waits; whether any went out."""
+        Wants = dict[TP, tuple[tuple[int, int], asyncio.Future[FetchedPartition]]]
+        by_node: dict[tuple[int, bool], Wants] = defaultdict(dict)
         for tp, queue in list(self._wants.items()):
-            while queue and queue[0][3].done():
+            while queue and queue[0][4].done():
                 heapq.heappop(queue)
             if not queue:
                 del self._wants[tp]
@@ -97,34 +116,39 @@ class Fetcher(RequestLoop):
                     if not future.done():
                         future.set_exception(exc)
                 continue
-            if self._busy[node] < PIPELINE:
-                offset, _n, limit, future = heapq.heappop(queue)
-                by_node[node][tp] = ((offset, limit), future)
-        for node, wants in by_node.items():
-            self._busy[node] += 1
-            self._spawn(self._fetch(node, wants))
+            poll = queue[0][3]
+            if self._busy[(node, poll)] < (1 if poll else PIPELINE):
+                offset, _n, limit, _poll, future = heapq.heappop(queue)
+                by_node[(node, poll)][tp] = ((offset, limit), future)
+        for key, wants in by_node.items():
+            self._busy[key] += 1
+            self._spawn(self._fetch(key, wants))
         return bool(by_node)
 
     async def _fetch(
         self,
-        node: int,
+        key: tuple[int, bool],
         wants: dict[TP, tuple[tuple[int, int], asyncio.Future[FetchedPartition]]],
     ) -> None:
+        node, poll = key
         try:
             offsets = {tp: offset for tp, (offset, _f) in wants.items()}
             # the chunk timeout runs from here, when the request goes out, not from when a
             # chunk joined the queue: on a thin link a chunk may wait behind another
+            sent = time.monotonic()
             result = await asyncio.wait_for(
                 self.cluster.fetch(
                     node,
                     offsets,
-                    max_wait_ms=self.config.fetch_max_wait_ms,
+                    max_wait_ms=self.config.fetch_max_wait_ms if poll else 0,
                     max_bytes=self.config.fetch_max_bytes,
                     partition_max_bytes=self.config.partition_fetch_max_bytes,
+                    side=not poll,  # data on the second connection, polls on the first
                 ),
                 self.config.chunk_timeout_ms / 1000,
             )
             self.fetches += 1
+            self.observe(time.monotonic() - sent)
             log.debug(
                 "fetch from %s node %d: %d partitions, %d bytes",
                 self.cluster.name,
@@ -144,7 +168,7 @@ class Fetcher(RequestLoop):
                 if not future.done():
                     future.set_exception(exc)
         finally:
-            self._busy[node] -= 1
+            self._busy[key] -= 1
             self._wakeup.set()
 
 
@@ -178,6 +202,8 @@ class Lanes:
         for fetcher in self.lanes:
             await fetcher.stop()
 
-    async def fetch(self, tp: TP, offset: int, max_bytes: int | None = None) -> FetchedPartition:
+    async def fetch(
+        self, tp: TP, offset: int, max_bytes: int | None = None, *, poll: bool = False
+    ) -> FetchedPartition:
         lane = min(self.lanes, key=lambda f: (f.pending.get(tp, 0), f.pending_bytes))
-        return await lane.fetch(tp, offset, max_bytes)
+        return await lane.fetch(tp, offset, max_bytes, poll=poll)

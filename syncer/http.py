@@ -96,6 +96,8 @@ class StatusServer:
                 self.probe.local_ok, self.probe.local_error = ok, None if ok else "no answer"
             except TimeoutError:
                 self.probe.local_ok, self.probe.local_error = False, "probe timed out"
+            except Exception as exc:  # the probe must outlive any cluster trouble
+                self.probe.local_ok, self.probe.local_error = False, f"{type(exc).__name__}: {exc}"
             await asyncio.sleep(PROBE_INTERVAL_S)
 
     # HTTP -------------------------------------------------------------------------------

@@ -9,11 +9,12 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from syncer.copier import State
+from syncer.retry import RETRIES
 
 if TYPE_CHECKING:
     from syncer.syncer import Syncer
@@ -33,6 +34,14 @@ class SyncerCollector(Collector):
         )
         refused.add_metric([], len(self.syncer.refused))
         yield refused
+        retries = CounterMetricFamily(
+            "syncer_cluster_retries",
+            "Cluster operations retried after a transient error (process-wide)",
+            labels=["operation"],
+        )
+        for operation, count in sorted(RETRIES.items()):
+            retries.add_metric([operation], count)
+        yield retries
         buffered = GaugeMetricFamily(
             "syncer_buffer_bytes", "Bytes fetched and not yet written (the process's budget)"
         )
@@ -83,6 +92,16 @@ class SyncerCollector(Collector):
         retries = CounterMetricFamily(
             "syncer_partition_retries", "Transient errors retried", labels=PARTITION
         )
+        lag_seconds = GaugeMetricFamily(
+            "syncer_partition_lag_seconds",
+            "While behind: age of the newest record copied (its timestamp); 0 when in sync",
+            labels=PARTITION,
+        )
+        errors = CounterMetricFamily(
+            "syncer_errors", "Errors met by copiers, by kind", labels=["kind"]
+        )
+        by_kind: dict[str, int] = {}
+        now_ms = time.time() * 1000
         for status in self.syncer.statuses():
             key = [status.tp.topic, str(status.tp.partition)]
             local.add_metric(key, max(status.local_end, 0))
@@ -99,7 +118,19 @@ class SyncerCollector(Collector):
             for name in status.dropped:
                 dropped.add_metric([*key, name], 1)
             retries.add_metric(key, status.retries)
+            if not status.lag:
+                lag_seconds.add_metric(key, 0.0)
+            elif status.newest_timestamp_ms > 0:  # unknown until this process copied one
+                lag_seconds.add_metric(key, max(0.0, (now_ms - status.newest_timestamp_ms) / 1000))
+            for kind, count in status.errors.items():
+                by_kind[kind] = by_kind.get(kind, 0) + count
+        for health in self.syncer.health.values():
+            if health.errors:
+                by_kind["fetch"] = by_kind.get("fetch", 0) + health.errors
+        for kind, count in sorted(by_kind.items()):
+            errors.add_metric([kind], count)
         yield from (local, remote, lag, records, nbytes, served, state, halted, dropped, retries)
+        yield from (lag_seconds, errors)
 
     def _remotes(self) -> Iterator[Metric]:
         now = time.monotonic()
@@ -126,19 +157,64 @@ class SyncerCollector(Collector):
             "Moving average of the remote's fetch throughput",
             labels=["remote"],
         )
+        lanes = GaugeMetricFamily(
+            "syncer_remote_lanes",
+            "Clients reading the remote (remotes[].connections)",
+            labels=["remote"],
+        )
+        connections = GaugeMetricFamily(
+            "syncer_remote_connections",
+            "Open TCP connections to the remote's brokers",
+            labels=["remote"],
+        )
+        for name, count in self.syncer.open_connections().items():
+            connections.add_metric([name], count)
         for name, health in self.syncer.health.items():
+            lanes.add_metric([name], health.lanes)
             served.add_metric([name], health.served_bytes)
             served_records.add_metric([name], health.served_records)
             errors.add_metric([name], health.errors)
             healthy.add_metric([name], 1 if health.healthy(now) else 0)
             rate.add_metric([name], health.bytes_per_s)
-        yield from (served, served_records, errors, healthy, rate)
+        yield from (served, served_records, errors, healthy, rate, lanes, connections)
+
+
+# request latencies on loopback are milliseconds; over a long link, seconds
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+
+
+class Instruments:
+    """What is counted as it happens (the rest is read from live state at scrape time)."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.fetch_seconds = Histogram(
+            "syncer_fetch_duration_seconds",
+            "Fetch requests to a remote, from send to answer",
+            ["remote"],
+            registry=self.registry,
+            buckets=LATENCY_BUCKETS,
+        )
+        self.produce_seconds = Histogram(
+            "syncer_produce_duration_seconds",
+            "Produce requests to the local cluster, from send to answer",
+            registry=self.registry,
+            buckets=LATENCY_BUCKETS,
+        )
+        self.rebalances = Counter(
+            "syncer_rebalances", "Group assignments received", registry=self.registry
+        )
+        self._collector: SyncerCollector | None = None
+
+    def attach(self, syncer: Syncer) -> CollectorRegistry:
+        if self._collector is None:
+            self._collector = SyncerCollector(syncer)
+            self.registry.register(self._collector)
+        return self.registry
 
 
 def registry_for(syncer: Syncer) -> CollectorRegistry:
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(SyncerCollector(syncer))
-    return registry
+    return syncer.instruments.attach(syncer)
 
 
 def exposition(registry: CollectorRegistry) -> bytes:

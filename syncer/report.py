@@ -9,8 +9,9 @@ import urllib.request
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, Group
 from rich.table import Table
+from rich.text import Text
 
 from syncer.batches import split_batches
 from syncer.clusters import READ_COMMITTED, TP
@@ -187,13 +188,29 @@ def print_report(
         return
     # piped output is not cut to 80 columns: a script or a pager reads it whole
     console = Console(width=None if sys.stdout.isatty() else 200)
-    print_rows(console, rows, title=title, holes=holes)
-    print_remotes(console, remotes)
-    for note in notes:
-        console.print(note, style="dim", highlight=False)
+    console.print(render(rows, remotes, title=title, holes=holes, notes=notes))
 
 
-def print_remotes(console: Console, remotes: list[RemoteRow]) -> None:
+def render(
+    rows: list[PartitionRow],
+    remotes: list[RemoteRow],
+    *,
+    title: str,
+    holes: bool,
+    notes: list[str],
+    rates: dict[tuple[str, int], float] | None = None,
+) -> Group:
+    """The partitions table, the remotes table and the notes, for printing or a live view;
+    ``rates``: records/s per (topic, partition), shown as a column when given."""
+    parts: list[Table | Text] = [
+        rows_table(rows, title=title, holes=holes, rates=rates),
+        remotes_table(remotes),
+    ]
+    parts += [Text(note, style="dim") for note in notes]
+    return Group(*parts)
+
+
+def remotes_table(remotes: list[RemoteRow]) -> Table:
     live = any(r.health is not None for r in remotes)
     table = Table(title="remotes")
     columns = ["remote", "reachable", "partitions", "ahead of local"]
@@ -217,21 +234,31 @@ def print_remotes(console: Console, remotes: list[RemoteRow]) -> None:
                 "-" if r.dropped is None else f"{r.dropped} partitions",
             ]
         table.add_row(*cells)
-    console.print(table)
+    return table
 
 
-def print_rows(console: Console, rows: list[PartitionRow], *, title: str, holes: bool) -> None:
+def rows_table(
+    rows: list[PartitionRow],
+    *,
+    title: str,
+    holes: bool,
+    rates: dict[tuple[str, int], float] | None = None,
+) -> Table:
     remotes = sorted({n for r in rows for n in r.remote_ends})
     owners = any(r.owner for r in rows)
     table = Table(title=title)
     cells = [_cells(r, remotes, holes=holes, owners=owners) for r in rows]
+    if rates is not None:
+        for r, cell in zip(rows, cells, strict=True):
+            rate = rates.get((r.topic, r.partition))
+            cell["records/s"] = "-" if rate is None else f"{rate:,.0f}"
     columns = list(cells[0]) if cells else ["topic"]
     for column in columns:
-        numeric = column.endswith("end") or column in ("lag", "partition")
+        numeric = column.endswith("end") or column in ("lag", "partition", "records/s")
         table.add_column(column, justify="right" if numeric else "left")
     for row in cells:
         table.add_row(*row.values())
-    console.print(table)
+    return table
 
 
 def _cells(r: PartitionRow, remotes: list[str], *, holes: bool, owners: bool) -> dict[str, str]:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import TypeVar
 
 from tenacity import (
     AsyncRetrying,
+    RetryCallState,
     retry_if_exception,
     stop_after_delay,
     wait_random_exponential,
@@ -18,6 +21,15 @@ from syncer.errors import SyncerError
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+# retries of cluster operations so far, by what was retried (process-wide: every Syncer of
+# the process counts here; /metrics shows it as syncer_cluster_retries_total)
+RETRIES: Counter[str] = Counter()
+
+
+def _before_sleep(what: str, state: RetryCallState) -> None:
+    RETRIES[what] += 1
+    log.info("%s: retrying after %s", what, state.outcome.exception() if state.outcome else "?")
 
 
 def is_retriable(exc: BaseException) -> bool:
@@ -39,9 +51,7 @@ async def retried(
         wait=wait_random_exponential(multiplier=initial_s, max=max_s),
         stop=stop_after_delay(give_up_after_s),
         reraise=True,
-        before_sleep=lambda state: log.info(
-            "%s: retrying after %s", what, state.outcome.exception() if state.outcome else "?"
-        ),
+        before_sleep=partial(_before_sleep, what),
     ):
         with attempt:
             return await call()

@@ -26,6 +26,7 @@ from syncer.copier import PartitionCopier, PartitionStatus, State
 from syncer.errors import SyncerError
 from syncer.fetcher import Fetcher, Lanes
 from syncer.identity import WriterIdentity, load_identity
+from syncer.metrics import Instruments
 from syncer.planner import RemoteEnds
 from syncer.retry import retried
 from syncer.sources import SourceHealth
@@ -84,6 +85,7 @@ class Syncer:
             for rank, r in enumerate(config.remotes)
         }
         self.memory = ByteBudget(config.copier.buffer_bytes)
+        self.instruments = Instruments()
         self._grouped = False  # run() shares partitions through the group; catch_up() does not
         if config.coordination.enabled:
             self.member = GroupMember(config, self._on_assigned, self._on_revoked)
@@ -123,13 +125,17 @@ class Syncer:
             raise
         self._identity = await load_identity(self.local, self.config.state_topic, self.config.name)
         self._writer = Writer(
-            self.local, max_in_flight=self.config.copier.max_in_flight, may_write=self._may_write
+            self.local,
+            max_in_flight=self.config.copier.max_in_flight,
+            may_write=self._may_write,
+            observe=self.instruments.produce_seconds.observe,
         )
         self._writer.start()
         for name, cluster in self.remotes.items():
             sizes = self._fetch_sizes(cluster.config)
             lanes = [cluster, *self._extra_lanes[name]]
-            self._fetchers[name] = Lanes([Fetcher(lane, sizes) for lane in lanes])
+            observe = self.instruments.fetch_seconds.labels(name).observe
+            self._fetchers[name] = Lanes([Fetcher(lane, sizes, observe) for lane in lanes])
             self._fetchers[name].start()
         self._started = True
 
@@ -145,6 +151,13 @@ class Syncer:
                 remote.partition_fetch_max_bytes or copier.partition_fetch_max_bytes
             ),
         )
+
+    def open_connections(self) -> dict[str, int]:
+        """Open TCP connections per remote, over all its lanes."""
+        return {
+            name: sum(c.open_connections() for c in (first, *self._extra_lanes[name]))
+            for name, first in self.remotes.items()
+        }
 
     def _may_write(self) -> bool:
         return not self._grouped or self.member is None or self.member.may_write()
@@ -247,6 +260,7 @@ class Syncer:
         return {tp: max(0, remote.get(tp, 0) - local.get(tp, 0)) for tp in tps}
 
     async def _on_assigned(self, assigned: set[TP]) -> None:
+        self.instruments.rebalances.inc()
         for tp in sorted(assigned):
             if tp in self._tasks and not self._tasks[tp].done():
                 continue

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import defaultdict, deque
 from collections.abc import Callable
 
@@ -27,9 +28,11 @@ class Writer(RequestLoop):
         *,
         max_in_flight: int,
         may_write: Callable[[], bool] = lambda: True,
+        observe: Callable[[float], None] = lambda seconds: None,
     ) -> None:
         super().__init__(f"writer-{cluster.name}")
         self.cluster = cluster
+        self.observe = observe  # each produce request's seconds, send to answer
         self.may_write = may_write
         self.max_in_flight = max_in_flight
         self._queues: dict[TP, deque[tuple[bytes, asyncio.Future[ProduceResult]]]] = {}
@@ -102,7 +105,9 @@ class Writer(RequestLoop):
     ) -> None:
         try:
             batches = {tp: batch for tp, (batch, _f) in entries.items()}
+            sent = time.monotonic()
             result = await self.cluster.produce(node, batches, timeout_ms=PRODUCE_TIMEOUT_MS)
+            self.observe(time.monotonic() - sent)
             self.requests_sent += 1
             for tp, (_batch, future) in entries.items():
                 if not future.done():

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from syncer.testbed import ClusterSpec, Testbed
+from tests.kafka_helpers import Daemon
 
 CLUSTERS = ("local", "east", "west")
 
@@ -62,3 +63,12 @@ def topic(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 def config_file(tmp_path: Path) -> Path:
     return tmp_path / "syncer.yaml"
+
+
+@pytest.fixture
+def daemons() -> Iterator[list[Daemon]]:
+    """`syncer run` processes a test starts; stopped after it."""
+    started: list[Daemon] = []
+    yield started
+    for daemon in started:
+        daemon.stop()

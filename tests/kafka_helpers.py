@@ -4,17 +4,25 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
+import os
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 
+import yaml
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.structs import TopicPartition
+from prometheus_client.parser import text_string_to_metric_families
 
 from syncer.batches import HEADER_SIZE, Batch, split_batches
 from syncer.clusters import Cluster
 from syncer.config import ClusterConfig, Config
+from syncer.testbed.bed import free_port
 
 CODECS = (None, "gzip", "snappy", "lz4", "zstd")
 
@@ -209,3 +217,79 @@ async def batch_digests(
         )
         async for b in all_batches(bootstrap, topic, partition)
     ]
+
+
+def get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def samples(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+DAEMON_WAIT_S = 60
+
+
+class Daemon:
+    """``syncer run`` as a child process with its HTTP endpoint on a free port."""
+
+    def __init__(self, tmp_path: Path, raw: dict[str, object]) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.path = tmp_path / "daemon.yaml"
+        self.path.write_text(yaml.safe_dump({**raw, "http": {"listen": f"127.0.0.1:{self.port}"}}))
+        self.log = tmp_path / "daemon.log"
+        with self.log.open("w") as log:
+            self.proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "syncer",
+                    os.environ.get("SYNCER_TEST_VERBOSITY", "-v"),
+                    "run",
+                    "-c",
+                    str(self.path),
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+            )
+
+    async def status(self) -> dict[str, object]:
+        _code, body = await asyncio.to_thread(get, f"{self.url}/status")
+        return dict(json.loads(body))
+
+    async def wait_for(self, what: str, check: object) -> None:
+        for _ in range(DAEMON_WAIT_S * 4):
+            try:
+                if check(await self.status()):  # type: ignore[operator]
+                    return
+            except OSError:
+                pass  # not listening yet
+            assert self.proc.poll() is None, f"daemon exited: {self.log.read_text()[-2000:]}"
+            await asyncio.sleep(0.25)
+        try:
+            last = json.dumps(await self.status())[-3000:]
+            buffer = {
+                k[0]: v
+                for k, v in samples(get(f"{self.url}/metrics")[1]).items()
+                if k[0].startswith("syncer_buffer")
+            }
+        except OSError as exc:
+            last, buffer = f"no status: {exc}", {}
+        raise AssertionError(
+            f"timed out waiting for {what}: {self.log.read_text()[-2000:]}\n"
+            f"last status: {last}\nbuffer: {buffer}"
+        )
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(30)

@@ -126,3 +126,39 @@ async def test_daemon_drains_on_sigterm_and_prints_one_summary(
     summary = [line for line in err.splitlines() if line.startswith("shutdown ◆")]
     assert len(summary) == 1, err
     assert "◆ 1 partitions ◆ 50 records ◆" in summary[0] and "◆ 0 halted ◆" in summary[0]
+
+
+async def test_json_logs_and_a_watched_status(
+    config_file: Path, local: str, east: str, topic: str
+) -> None:
+    import json
+    import signal
+    import time
+
+    await create_topic(east, topic)
+    await produce(east, topic, [(b"k", b"v")] * 20)
+    config_file.write_text(
+        f"local: {{bootstrap_servers: '{local}'}}\n"
+        f"remotes: [{{name: east, bootstrap_servers: '{east}'}}]\n"
+        f"topics: {{include: ['{topic}']}}\n"
+        "http: {listen: ''}\n"
+    )
+    result = run_cli("--log-format", "json", "-v", "catch-up", "-c", str(config_file))
+    assert result.returncode == 0, result.stderr
+    *events, summary = result.stderr.strip().splitlines()
+    assert summary.startswith("shutdown ◆ 1 partitions ◆ 20 records")
+    entries = [json.loads(line) for line in events]  # every log line is one JSON object
+    assert entries and {"time", "level", "logger", "message"} <= set(entries[0])
+    assert any(topic in e["message"] for e in entries)
+
+    watching = subprocess.Popen(
+        [sys.executable, "-m", "syncer", "status", "-c", str(config_file), "--watch", "0.5"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(4)
+    watching.send_signal(signal.SIGINT)
+    out, err = watching.communicate(timeout=30)
+    assert watching.returncode == 0, err
+    assert "records/s" in out and topic in out

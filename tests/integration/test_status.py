@@ -6,86 +6,18 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-import subprocess
-import sys
-import urllib.error
-import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 import yaml
-from prometheus_client.parser import text_string_to_metric_families
 
 from syncer.errors import ExitCode
 from syncer.http import StatusServer
 from syncer.syncer import Syncer
 from syncer.testbed.bed import free_port
 from tests.integration.test_many_remotes import fill, mirror, syncer_for
-from tests.kafka_helpers import create_topic, read_partition, run_cli
+from tests.kafka_helpers import Daemon, create_topic, get, read_partition, run_cli, samples
 
 WAIT_S = 60
-
-
-def get(url: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as response:
-            return response.status, response.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
-
-
-def samples(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
-    return {
-        (s.name, frozenset(s.labels.items())): s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-    }
-
-
-class Daemon:
-    """``syncer run`` as a child process with its HTTP endpoint on a free port."""
-
-    def __init__(self, tmp_path: Path, raw: dict[str, object]) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.path = tmp_path / "daemon.yaml"
-        self.path.write_text(yaml.safe_dump({**raw, "http": {"listen": f"127.0.0.1:{self.port}"}}))
-        self.log = tmp_path / "daemon.log"
-        with self.log.open("w") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "syncer", "-v", "run", "-c", str(self.path)],
-                stdout=subprocess.DEVNULL,
-                stderr=log,
-            )
-
-    async def status(self) -> dict[str, object]:
-        _code, body = await asyncio.to_thread(get, f"{self.url}/status")
-        return dict(json.loads(body))
-
-    async def wait_for(self, what: str, check: object) -> None:
-        for _ in range(WAIT_S * 4):
-            try:
-                if check(await self.status()):  # type: ignore[operator]
-                    return
-            except OSError:
-                pass  # not listening yet
-            assert self.proc.poll() is None, f"daemon exited: {self.log.read_text()[-2000:]}"
-            await asyncio.sleep(0.25)
-        raise AssertionError(f"timed out waiting for {what}: {self.log.read_text()[-2000:]}")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(30)
-
-
-@pytest.fixture
-def daemons() -> Iterator[list[Daemon]]:
-    started: list[Daemon] = []
-    yield started
-    for daemon in started:
-        daemon.stop()
 
 
 def caught_up(records: int) -> object:

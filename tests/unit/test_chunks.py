@@ -2,7 +2,7 @@ import asyncio
 import itertools
 
 from syncer.budget import ByteBudget
-from syncer.chunks import TAIL_SPLIT_FLOOR, Chunk, ChunkScheduler, chunk_size
+from syncer.chunks import TAIL_SPLIT_FLOOR, Chunk, ChunkScheduler, Fetched, chunk_size
 from syncer.clusters import TP
 from syncer.config import CopierConfig
 from syncer.planner import RemoteEnds
@@ -44,7 +44,9 @@ class NeverAnswers:
 
     config = CONFIG
 
-    async def fetch(self, tp: TP, offset: int, max_bytes: int | None = None) -> None:
+    async def fetch(
+        self, tp: TP, offset: int, max_bytes: int | None = None, *, poll: bool = False
+    ) -> None:
         await asyncio.Event().wait()
 
 
@@ -99,16 +101,47 @@ async def test_one_remote_over_many_lanes_reads_cut_chunks_on_every_lane() -> No
         await scheduler.close()
 
 
-async def test_fetches_wait_for_room_in_the_process_budget_but_the_frontier_never_does() -> None:
+async def test_fetches_wait_for_room_in_the_process_budget() -> None:
     memory = ByteBudget(3 * 1024 * 1024)  # room for three chunks of 1 MiB
     scheduler = scheduler_for({"east": 1, "west": 1}, memory)
     other = scheduler_for({"east": 1, "west": 1}, memory)  # a second partition, same process
     try:
         scheduler.launch(0, 100_000)
         assert len(scheduler._inflight) == 3 and memory.used >= memory.limit
-        other.launch(0, 100_000)  # budget full: only the chunk its next write needs
-        assert [(c.start, c.remote) for c in other._inflight.values()] == [(0, "east")]
+        other.launch(0, 100_000)  # holds nothing of the budget: it waits for room
+        assert not other._inflight and other.starved
+        waiting = asyncio.create_task(memory.room())
+        await asyncio.sleep(0)
+        assert not waiting.done()
+        await scheduler.close()  # the first partition gives its share back
+        await asyncio.wait_for(waiting, 1)
+        other.launch(0, 100_000)
+        assert other._inflight and not other.starved
+        assert min(c.start for c in other._inflight.values()) == 0
     finally:
         await scheduler.close()
         await other.close()
     assert memory.used == 0  # every reservation given back
+
+
+async def test_a_partition_holding_chunks_fetches_its_frontier_past_the_budget() -> None:
+    memory = ByteBudget(1)
+    scheduler = scheduler_for({"east": 1, "west": 1}, memory)
+    try:
+        scheduler.launch(0, 100_000)  # the first chunk fills the budget
+        (first,) = scheduler._inflight.values()
+        scheduler._inflight.clear()  # as if it came back, and chunks after it are ready
+        scheduler._ready[5000] = Fetched(
+            Chunk(5000, 6000, "west", reserved=0),
+            None,
+            [],
+            6000,
+            5000,  # type: ignore[arg-type]
+        )
+        memory.release(first.reserved)
+        memory.reserve(10)
+        scheduler.launch(0, 100_000)  # budget full, but without its frontier it never frees
+        assert [c.start for c in scheduler._inflight.values()] == [0]
+    finally:
+        scheduler._ready.clear()
+        await scheduler.close()

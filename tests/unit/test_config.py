@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from syncer.config import Config
 from syncer.errors import ConfigError
@@ -133,3 +134,29 @@ http: {listen: "localhost"}
     assert config.remote("east").connections == 16
     assert config.remote("east").socket_receive_buffer_bytes == 4194304
     assert config.http.address is None
+
+
+def test_deployment_examples_use_only_metrics_syncer_serves() -> None:
+    import json
+    import re
+
+    from syncer import metrics
+
+    root = Path(__file__).parents[2] / "examples" / "deploy"
+    source = Path(metrics.__file__).read_text()
+    served = set(re.findall(r'"(syncer_[a-z_]+)"', source))
+    served |= {f"{name}_total" for name in served}  # counters gain _total on the wire
+    alerts = yaml.safe_load((root / "prometheus-alerts.yaml").read_text())
+    used = set()
+    for rule in alerts["groups"][0]["rules"]:
+        used |= set(re.findall(r"syncer_[a-z_]+", rule["expr"]))
+    dashboard = json.loads((root / "grafana-dashboard.json").read_text())
+    for panel in dashboard["panels"]:
+        for target in panel.get("targets", ()):
+            used |= set(re.findall(r"syncer_[a-z_]+", target["expr"]))
+    assert used and used <= served, used - served
+    manifests = list(yaml.safe_load_all((root / "kubernetes.yaml").read_text()))
+    config = Config.from_yaml(
+        manifests[0]["data"]["syncer.yaml"].replace("${EAST_BOOTSTRAP}", "e:1")
+    )
+    assert config.coordination.enabled and config.http.address == ("0.0.0.0", 9644)

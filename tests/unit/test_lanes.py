@@ -20,7 +20,9 @@ class FakeLane:
     cluster: Any = None
     asked: list[tuple[TP, int]] = field(default_factory=list)
 
-    async def fetch(self, tp: TP, offset: int, max_bytes: int | None = None) -> str:
+    async def fetch(
+        self, tp: TP, offset: int, max_bytes: int | None = None, *, poll: bool = False
+    ) -> str:
         self.asked.append((tp, offset))
         self.pending[tp] = self.pending.get(tp, 0) + 1
         self.pending_bytes += max_bytes or 0
