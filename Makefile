@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test unit integration lint bench bench-catchup bench-remotes bench-wan clean testbed-down
+.PHONY: run test unit integration lint bench bench-catchup bench-remotes bench-wan bench-steady bench-scale clean testbed-down
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,7 +30,7 @@ lint: $(STAMP)
 
 # Benchmarks (not tests): syncer and MirrorMaker 2 side by side; writes results/*.json
 # (and results/bench-wan.png).
-bench: bench-catchup bench-remotes bench-wan
+bench: bench-catchup bench-remotes bench-wan bench-steady bench-scale
 
 bench-catchup: $(STAMP)
 	$(BIN)/python -m tests.bench.catchup
@@ -41,6 +41,14 @@ bench-remotes: $(STAMP)
 # A long, thin link (100 ms, 500 KB/s per connection): syncer over 1, 4, 16 lanes vs MM2.
 bench-wan: $(STAMP)
 	$(BIN)/python -m tests.bench.wan
+
+# Steady state: 5 MB/s into the remote, end-to-end latency p50/p99, syncer vs MM2.
+bench-steady: $(STAMP)
+	$(BIN)/python -m tests.bench.steady
+
+# 2,000 partitions (100 topics x 20): first byte, time to sync, peak RSS, idle CPU.
+bench-scale: $(STAMP)
+	$(BIN)/python -m tests.bench.scale
 
 testbed-down:
 	-$(BIN)/syncer testbed down --state .run

@@ -26,8 +26,6 @@ log = logging.getLogger(__name__)
 
 OFFSET_OUT_OF_RANGE = kafka_errors.OffsetOutOfRangeError.errno
 DEFAULT_RECORD_BYTES = 1024
-# bytes reserved for a long poll at the tail of a caught-up partition
-TAIL_RESERVE = 65536
 # the last chunks of a gap shrink down to this fraction of a full fetch
 TAIL_SPLIT_FLOOR = 16
 
@@ -181,12 +179,21 @@ class ChunkScheduler:
 
     def _expected_bytes(self, chunk: Chunk) -> int:
         """What a fetch may bring, reserved in the budget until its size is known: a chunk's
-        records, or up to the target for an open fetch; a long poll at the tail reserves
-        little (caught-up partitions mostly get nothing back)."""
+        records, or up to the target for an open fetch. A long poll at the tail reserves
+        nothing: caught-up partitions mostly get nothing back, and thousands of them must
+        not hold the budget that partitions with a backlog wait for (what a poll does bring
+        is counted when it arrives)."""
+        if self._polls(chunk):
+            return 0
         limit = self.fetchers[chunk.remote].config.partition_fetch_max_bytes
         end = self._target if chunk.end is None else chunk.end
         expected = int(max(0, end - chunk.start) * self._record_bytes * 1.05) + 1
-        return min(limit, max(expected, TAIL_RESERVE if chunk.end is None else 1))
+        return min(limit, expected)
+
+    def _polls(self, chunk: Chunk) -> bool:
+        """An open fetch at or past the remote's end as last seen: a long poll."""
+        known = self.ends.get(chunk.remote)
+        return chunk.end is None and (known is None or chunk.start >= known.end)
 
     def _covers(self, frontier: int) -> bool:
         """Is the chunk holding ``frontier`` in flight or fetched already?"""
@@ -270,11 +277,8 @@ class ChunkScheduler:
         if chunk.end is not None:
             limit = int((chunk.end - chunk.start) * self._record_bytes * 1.05) + 1
         fetcher = self.fetchers[chunk.remote]
-        # at or past the remote's end as last seen: a long poll; else the records are there
-        known = self.ends.get(chunk.remote)
-        poll = chunk.end is None and (known is None or chunk.start >= known.end)
         fetched = await asyncio.wait_for(
-            fetcher.fetch(self.tp, chunk.start, limit, poll=poll), timeout
+            fetcher.fetch(self.tp, chunk.start, limit, poll=self._polls(chunk)), timeout
         )
         return fetched, time.monotonic() - started
 

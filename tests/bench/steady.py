@@ -29,6 +29,8 @@ from aiokafka import AIOKafkaConsumer
 from rich.console import Console
 from rich.table import Table
 
+from syncer.clusters import Cluster
+from syncer.config import ClusterConfig
 from syncer.testbed import ClusterSpec, Testbed
 from syncer.testbed.bed import log4j_properties
 from syncer.testbed.tools import perf_produce_command
@@ -120,20 +122,14 @@ def start_copier(
 
 
 async def wait_for_topic(local: str, topic: str, timeout: float = 120.0) -> None:
-    consumer = AIOKafkaConsumer(bootstrap_servers=local)
-    await consumer.start()
-    try:
+    async with Cluster(ClusterConfig(local, name="bench"), role="bench") as cluster:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if topic in await consumer.topics():
-                partitions = consumer.partitions_for_topic(topic) or set()
-                if len(partitions) == PARTITIONS:
-                    await asyncio.sleep(5)  # let the copier settle on the new topic
-                    return
+            if (await cluster.partition_counts()).get(topic) == PARTITIONS:
+                await asyncio.sleep(5)  # let the copier settle on the new topic
+                return
             await asyncio.sleep(0.5)
-        raise RuntimeError(f"copier never created {topic} on local")
-    finally:
-        await consumer.stop()
+    raise RuntimeError(f"copier never created {topic} on local")
 
 
 async def measure(

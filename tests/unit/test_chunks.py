@@ -145,3 +145,19 @@ async def test_a_partition_holding_chunks_fetches_its_frontier_past_the_budget()
     finally:
         scheduler._ready.clear()
         await scheduler.close()
+
+
+async def test_long_polls_of_caught_up_partitions_hold_none_of_the_budget() -> None:
+    memory = ByteBudget(1024 * 1024)
+    idle = [scheduler_for({"east": 1}, memory) for _ in range(100)]
+    behind = scheduler_for({"east": 1}, memory)
+    try:
+        for scheduler in idle:
+            scheduler.ends["east"] = RemoteEnds(0, 500)
+            scheduler.launch(500, 500)  # caught up: one long poll each
+        assert all(len(s._inflight) == 1 for s in idle) and memory.used == 0
+        behind.launch(0, 100_000)
+        assert behind._inflight and not behind.starved
+    finally:
+        for scheduler in (*idle, behind):
+            await scheduler.close()
