@@ -50,6 +50,7 @@ class Fetcher(RequestLoop):
         self._wants = {}
         self._order = itertools.count()
         self._busy: dict[tuple[int, bool], int] = defaultdict(int)  # (node, poll) → in flight
+        self._peeked: dict[TP, int] = {}  # the offset each partition last looked at unpolled
         self.fetches = 0
         self.pending_bytes = 0  # asked for and not answered yet: how loaded this lane is
         self.pending: dict[TP, int] = {}  # fetches waiting or in flight, per partition
@@ -116,7 +117,13 @@ class Fetcher(RequestLoop):
                     if not future.done():
                         future.set_exception(exc)
                 continue
-            poll = queue[0][3]
+            offset, poll = queue[0][0], queue[0][3]
+            # a poll is out already and this one would wait behind it: look once without
+            # waiting (records may have come since this partition's last answer)
+            behind_a_poll = poll and self._busy[(node, True)] and self._peeked.get(tp) != offset
+            if behind_a_poll and self._busy[(node, False)] < PIPELINE:
+                self._peeked[tp] = offset
+                poll = False
             if self._busy[(node, poll)] < (1 if poll else PIPELINE):
                 offset, _n, limit, _poll, future = heapq.heappop(queue)
                 by_node[(node, poll)][tp] = ((offset, limit), future)
