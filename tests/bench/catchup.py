@@ -36,7 +36,7 @@ from rich.table import Table
 from syncer.testbed import ClusterSpec, Testbed
 from syncer.testbed.jars import KafkaJars
 from syncer.testbed.tools import perf_consume_command, perf_produce, perf_produce_command
-from tests.bench.peers import Measured, local_total, run_mm2, run_syncer
+from tests.bench.peers import Measured, axes, local_total, run_mm2, run_syncer, save
 from tests.kafka_helpers import create_topic
 
 DEFAULT_CASES = ",".join(
@@ -286,18 +286,13 @@ def report(console: Console, args: argparse.Namespace, results: list[dict[str, o
 
 
 def plot(results: list[dict[str, object]], path: Path, when: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     names = [str(r["case"]) for r in results]
     series = {
         "L (brokers' limit)": [float(r["limit_mb_per_s"]) for r in results],  # type: ignore[arg-type]
         "syncer": [r["syncer"]["mb_per_s"] for r in results],  # type: ignore[index]
         "MirrorMaker 2": [r["mm2"]["mb_per_s"] for r in results],  # type: ignore[index]
     }
-    fig, ax = plt.subplots(figsize=(max(7, 1.1 * len(names)), 4.5), dpi=110)
+    fig, ax = axes(max(7, 1.1 * len(names)))
     width = 0.27
     for i, (label, values) in enumerate(series.items()):
         ax.bar([x + (i - 1) * width for x in range(len(names))], values, width, label=label)
@@ -306,8 +301,7 @@ def plot(results: list[dict[str, object]], path: Path, when: str) -> None:
     ax.set_title(f"backlog drain on loopback · {when}", fontsize=9)
     ax.grid(True, axis="y", alpha=0.3)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path)
+    save(fig, path)
 
 
 if __name__ == "__main__":

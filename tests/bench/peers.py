@@ -12,6 +12,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 from aiokafka.structs import TopicPartition
@@ -216,3 +217,38 @@ def run_mm2(
     cpu, rss = _reap(proc.pid)
     proc.returncode = 0
     return Measured(f"MM2 tasks={tasks}", last - first, last - started, cpu, rss, records, size)
+
+
+def start_proxy(port: int, target: str, *, rate: int, latency_ms: float) -> subprocess.Popen[bytes]:
+    """The test bed's link proxy in a process of its own (the copiers' load must not slow
+    it): listens on ``port``, forwards to ``target``, caps each connection at ``rate``."""
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "syncer.testbed.proxy",
+            "--listen",
+            str(port),
+            "--target",
+            target,
+            "--rate",
+            str(rate),
+            "--latency-ms",
+            str(latency_ms),
+        ]
+    )
+
+
+def axes(width: float = 7.0) -> tuple[Any, Any]:
+    """A matplotlib figure and axes for a PNG, no display needed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt.subplots(figsize=(width, 4.5), dpi=110)
+
+
+def save(fig: Any, path: Path) -> None:
+    fig.tight_layout()
+    fig.savefig(path)

@@ -16,7 +16,6 @@ import json
 import logging
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -29,7 +28,7 @@ from syncer.testbed import ClusterSpec, Testbed
 from syncer.testbed.bed import free_port
 from syncer.testbed.tools import perf_produce
 from tests.bench.catchup import machine
-from tests.bench.peers import Measured, run_syncer
+from tests.bench.peers import Measured, run_syncer, start_proxy
 from tests.kafka_helpers import create_topic
 
 PARTITIONS = 8
@@ -63,20 +62,8 @@ def main() -> None:
         )
         for name, port in ports.items():
             proxies.append(
-                subprocess.Popen(
-                    [
-                        sys.executable,
-                        "-m",
-                        "syncer.testbed.proxy",
-                        "--listen",
-                        str(port),
-                        "--target",
-                        bed.clusters[name].listen,
-                        "--rate",
-                        str(args.rate),
-                        "--latency-ms",
-                        str(args.latency_ms),
-                    ]
+                start_proxy(
+                    port, bed.clusters[name].listen, rate=args.rate, latency_ms=args.latency_ms
                 )
             )
         east, west = bed.clusters["east"], bed.clusters["west"]

@@ -35,7 +35,7 @@ from syncer.testbed import ClusterSpec, Testbed
 from syncer.testbed.bed import log4j_properties
 from syncer.testbed.tools import perf_produce_command
 from tests.bench.catchup import machine
-from tests.bench.peers import MM2_HEAP, MM2_PROPERTIES
+from tests.bench.peers import MM2_HEAP, MM2_PROPERTIES, axes, save
 from tests.kafka_helpers import create_topic
 
 PARTITIONS = 8
@@ -229,12 +229,7 @@ def report(console: Console, args: argparse.Namespace, results: dict[str, list[f
 
 
 def plot(results: dict[str, list[float]], path: Path, when: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4.5), dpi=110)
+    fig, ax = axes()
     for copier, values in results.items():
         ordered = sorted(values)
         ys = [i / len(ordered) for i in range(len(ordered))]
@@ -245,8 +240,7 @@ def plot(results: dict[str, list[float]], path: Path, when: str) -> None:
     ax.set_title(f"steady state, {RATE_BYTES / 1e6:.0f} MB/s · {when}", fontsize=9)
     ax.grid(True, alpha=0.3)
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(path)
+    save(fig, path)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,6 @@ import json
 import logging
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -30,7 +29,7 @@ from syncer.testbed import ClusterSpec, Testbed
 from syncer.testbed.bed import free_port
 from syncer.testbed.tools import perf_produce
 from tests.bench.catchup import machine
-from tests.bench.peers import Measured, run_mm2, run_syncer
+from tests.bench.peers import Measured, axes, run_mm2, run_syncer, save, start_proxy
 from tests.kafka_helpers import create_topic
 
 PARTITIONS = 2
@@ -61,21 +60,7 @@ def main() -> None:
         port = free_port()
         bed.up([ClusterSpec("local"), ClusterSpec("far", advertised=f"127.0.0.1:{port}")])
         far, local = bed.clusters["far"], bed.clusters["local"].bootstrap
-        proxy = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "syncer.testbed.proxy",
-                "--listen",
-                str(port),
-                "--target",
-                far.listen,
-                "--rate",
-                str(args.rate),
-                "--latency-ms",
-                str(args.latency_ms),
-            ]
-        )
+        proxy = start_proxy(port, far.listen, rate=args.rate, latency_ms=args.latency_ms)
         topics = [f"wan.lanes{n}" for n in lanes] + [f"wan.mm2t{t}" for t in MM2_TASKS]
         for topic in topics:
             asyncio.run(create_topic(far.direct, topic, PARTITIONS))
@@ -183,12 +168,7 @@ def report(
 def plot(
     args: argparse.Namespace, rows: list[tuple[str, int, Measured]], path: Path, when: str
 ) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4.5), dpi=110)
+    fig, ax = axes()
     ours = sorted((n, m.mb_per_s) for kind, n, m in rows if kind == "syncer")
     ax.plot([n for n, _ in ours], [r for _, r in ours], "o-", label="syncer (lanes)")
     theirs = sorted((n, m.mb_per_s) for kind, n, m in rows if kind == "mm2")
@@ -207,8 +187,7 @@ def plot(
     )
     ax.grid(True, alpha=0.3)
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(path)
+    save(fig, path)
 
 
 if __name__ == "__main__":
