@@ -92,6 +92,7 @@ class ChunkScheduler:
         self._record_bytes = float(DEFAULT_RECORD_BYTES)
         self.starved = False  # the frontier's fetch waits for room in the byte budget
         self._writing: Fetched | None = None  # taken by the copier, not yet written
+        self._stopping = False
 
     def __repr__(self) -> str:
         return (
@@ -104,6 +105,16 @@ class ChunkScheduler:
         for chunk in self._inflight.values():
             counts[chunk.remote] = counts.get(chunk.remote, 0) + 1
         return counts
+
+    def _holds(self) -> bool:
+        """May the fetcher keep an empty poll answer and poll again (not when stopping)?"""
+        return not self._stopping
+
+    def stop_polling(self) -> None:
+        """The copier is stopping: polls held empty come back now, and no more are held."""
+        self._stopping = True
+        for fetcher in self.fetchers.values():
+            fetcher.release(self.tp)
 
     async def reset(self, frontier: int) -> None:
         await self.close()
@@ -278,7 +289,8 @@ class ChunkScheduler:
             limit = int((chunk.end - chunk.start) * self._record_bytes * 1.05) + 1
         fetcher = self.fetchers[chunk.remote]
         fetched = await asyncio.wait_for(
-            fetcher.fetch(self.tp, chunk.start, limit, poll=self._polls(chunk)), timeout
+            fetcher.fetch(self.tp, chunk.start, limit, poll=self._polls(chunk), hold=self._holds),
+            timeout,
         )
         return fetched, time.monotonic() - started
 

@@ -9,7 +9,7 @@ import weakref
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, cast
 
 from aiokafka import AIOKafkaClient
 from aiokafka import errors as kafka_errors
@@ -154,10 +154,13 @@ class Cluster:
 
     # requests ---------------------------------------------------------------------------
 
-    async def send(self, node: int, request: Any, *, side: bool = False) -> Any:
-        """Send one request; ``side`` uses a second connection so that a long-poll fetch
-        on the main one does not hold it up."""
-        group = ConnectionGroup.COORDINATION if side else ConnectionGroup.DEFAULT
+    async def send(self, node: int, request: Any, *, connection: int = 0) -> Any:
+        """Send one request on connection number ``connection`` to ``node`` (a broker
+        answers one connection's requests in order, so a long poll on one does not hold up
+        requests on another). aiokafka keys its connections by (node, group) and opens one
+        for any group it is given (it has two named ones, 0 and 1; aiokafka is pinned below
+        0.15)."""
+        group = cast(ConnectionGroup, connection)
         try:
             if self._buffers:
                 await self._tune(node, group)
@@ -245,16 +248,16 @@ class Cluster:
         max_wait_ms: int,
         max_bytes: int,
         partition_max_bytes: int,
-        side: bool = False,
+        connection: int = 0,
     ) -> dict[TP, FetchedPartition]:
         """One read_committed fetch from ``node`` for every partition in ``wants`` (offset,
-        or (offset, max bytes for that partition)); ``side``: on the second connection."""
+        or (offset, max bytes for that partition)), on connection number ``connection``."""
         topics: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
         for tp, want in wants.items():
             offset, limit = want if isinstance(want, tuple) else (want, partition_max_bytes)
             topics[tp.topic].append((tp.partition, offset, limit))
         request = FetchRequest(max_wait_ms, 1, max_bytes, READ_COMMITTED, list(topics.items()))
-        response = await self.send(node, request, side=side)
+        response = await self.send(node, request, connection=connection)
         out: dict[TP, FetchedPartition] = {}
         for topic, partitions in response.topics:
             for p in partitions:
@@ -290,7 +293,7 @@ class Cluster:
 
     async def _init_producer_id(self) -> tuple[int, int]:
         node = self._client.get_random_node()
-        response = await self.send(node, InitProducerIdRequest(None, 60_000), side=True)
+        response = await self.send(node, InitProducerIdRequest(None, 60_000), connection=1)
         if response.error_code:
             raise error_for(response.error_code, f"{self.name}: InitProducerId")
         return int(response.producer_id), int(response.producer_epoch)

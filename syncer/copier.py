@@ -148,6 +148,7 @@ class PartitionCopier:
     def request_stop(self) -> None:
         """Finish the writes in flight, then return from ``run``."""
         self._stopping = True
+        self.chunks.stop_polling()
 
     async def run(self, until: int | None = None) -> PartitionStatus:
         """Copy until stopped, or until the local end reaches ``until`` (catch-up)."""

@@ -47,6 +47,12 @@ class Measured:
         return self.cpu_seconds / (self.bytes / 2**30)
 
 
+def cpu_seconds(pid: int) -> float:
+    """CPU seconds used so far by running process ``pid``."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _reap(pid: int) -> tuple[float, float]:
     """Wait for child ``pid``; its (CPU seconds, peak RSS in MiB)."""
     _pid, _status, usage = os.wait4(pid, 0)

@@ -14,7 +14,6 @@ import asyncio
 import datetime
 import json
 import logging
-import os
 import shutil
 import signal
 import subprocess
@@ -35,10 +34,10 @@ from syncer.config import ClusterConfig
 from syncer.errors import SyncerError
 from syncer.testbed import ClusterSpec, Testbed
 from tests.bench.catchup import machine
+from tests.bench.peers import cpu_seconds
 
 RECORDS_PER_PARTITION = 20
 IDLE_S = 30.0
-TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def main() -> None:
@@ -144,11 +143,6 @@ async def follow(
                 return first, now, peak
             await asyncio.sleep(0.5)
     raise RuntimeError("not in sync after 600 s")
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
 
 
 def rss_mib(pid: int) -> float:

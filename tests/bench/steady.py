@@ -2,7 +2,9 @@
 the remote while a copier that is already running keeps local in step; a consumer on the local
 cluster measures each record's end-to-end latency (its CreateTime at the producer to its
 arrival from the local cluster; both copiers keep the source's timestamps). syncer (`run`)
-first, then MirrorMaker 2, each on its own topic.
+first, then MirrorMaker 2, each on its own topic. Records of the first 25 s do not count: on
+brokers just started, the first copier measured would otherwise pay for their JIT warm-up
+(syncer's p99 was 50-100 ms in its first 20 s and 9 ms after).
 
     make bench-steady     # or: python -m tests.bench.steady [--seconds 60] [--out results]
 
@@ -35,13 +37,13 @@ from syncer.testbed import ClusterSpec, Testbed
 from syncer.testbed.bed import log4j_properties
 from syncer.testbed.tools import perf_produce_command
 from tests.bench.catchup import machine
-from tests.bench.peers import MM2_HEAP, MM2_PROPERTIES, axes, save
+from tests.bench.peers import MM2_HEAP, MM2_PROPERTIES, axes, cpu_seconds, save
 from tests.kafka_helpers import create_topic
 
 PARTITIONS = 8
 RECORD_SIZE = 1024
 RATE_BYTES = 5_000_000
-WARMUP_S = 10.0
+WARMUP_S = 25.0  # the brokers and both copiers warm up (JIT) before records count
 
 
 def main() -> None:
@@ -49,6 +51,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=60.0, help="producing time per copier")
     parser.add_argument("--tasks", type=int, default=8, help="MirrorMaker 2 tasks.max")
     parser.add_argument("--out", type=Path, default=Path("results"))
+    parser.add_argument(
+        "--copiers", default="syncer,mm2", help="which to run, comma-separated (syncer,mm2)"
+    )
     args = parser.parse_args()
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -56,10 +61,11 @@ def main() -> None:
     bed = Testbed(work / "bed")
     console = Console(width=120)
     results: dict[str, list[float]] = {}
+    cpu: dict[str, float] = {}  # copier → CPU while measured, fraction of a core
     try:
         bed.up([ClusterSpec("local"), ClusterSpec("east")])
         local, east = bed.clusters["local"].bootstrap, bed.clusters["east"].bootstrap
-        for copier in ("syncer", "mm2"):
+        for copier in args.copiers.split(","):
             topic = f"steady.{copier}"
             asyncio.run(create_topic(east, topic, PARTITIONS))
             console.print(f"{copier}: starting ...")
@@ -69,16 +75,18 @@ def main() -> None:
                 console.print(
                     f"{copier}: producing {RATE_BYTES / 1e6:.0f} MB/s for {args.seconds:.0f} s"
                 )
+                cpu_before, started = cpu_seconds(proc.pid), time.monotonic()
                 results[copier] = asyncio.run(
                     measure(bed, east, local, topic, target, args.seconds)
                 )
+                cpu[copier] = (cpu_seconds(proc.pid) - cpu_before) / (time.monotonic() - started)
             finally:
                 proc.send_signal(signal.SIGTERM)
                 try:
                     proc.wait(30)
                 except subprocess.TimeoutExpired:
                     proc.kill()
-        report(console, args, results)
+        report(console, args, results, cpu)
     finally:
         bed.down()
         shutil.rmtree(work, ignore_errors=True)
@@ -181,13 +189,18 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def report(console: Console, args: argparse.Namespace, results: dict[str, list[float]]) -> None:
+def report(
+    console: Console,
+    args: argparse.Namespace,
+    results: dict[str, list[float]],
+    cpu: dict[str, float],
+) -> None:
     when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     table = Table(
         title=f"steady state: {RATE_BYTES / 1e6:.0f} MB/s of {RECORD_SIZE} B records,"
         f" {PARTITIONS} partitions, {args.seconds:.0f} s, loopback · {when}"
     )
-    for column in ("copier", "records", "p50 ms", "p99 ms", "max ms"):
+    for column in ("copier", "records", "p50 ms", "p99 ms", "max ms", "CPU % of a core"):
         table.add_column(column, justify="left" if column == "copier" else "right")
     rows = {}
     for copier, values in results.items():
@@ -196,6 +209,7 @@ def report(console: Console, args: argparse.Namespace, results: dict[str, list[f
             "p50_ms": percentile(values, 0.50),
             "p99_ms": percentile(values, 0.99),
             "max_ms": max(values),
+            "cpu_fraction_of_a_core": cpu[copier],
         }
         r = rows[copier]
         table.add_row(
@@ -204,6 +218,7 @@ def report(console: Console, args: argparse.Namespace, results: dict[str, list[f
             f"{r['p50_ms']:.0f}",
             f"{r['p99_ms']:.0f}",
             f"{r['max_ms']:.0f}",
+            f"{100 * r['cpu_fraction_of_a_core']:.0f}",
         )
     console.print(table)
     ratios = {}

@@ -21,7 +21,7 @@ class FakeLane:
     asked: list[tuple[TP, int]] = field(default_factory=list)
 
     async def fetch(
-        self, tp: TP, offset: int, max_bytes: int | None = None, *, poll: bool = False
+        self, tp: TP, offset: int, max_bytes: int | None = None, *, poll: bool = False, **_: Any
     ) -> str:
         self.asked.append((tp, offset))
         self.pending[tp] = self.pending.get(tp, 0) + 1

@@ -1,0 +1,163 @@
+"""How the fetcher gathers polls, with a stand-in cluster that answers like a broker: a poll
+(max wait > 0) returns as soon as any of its partitions has records past its offset, or
+empty when the wait runs out."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from syncer.clusters import TP, FetchedPartition
+from syncer.config import CopierConfig
+from syncer.fetcher import DATA_CONNECTION, POLL_CONNECTIONS, Fetcher
+
+A, B, C = TP("t", 0), TP("t", 1), TP("t", 2)
+
+
+@dataclass
+class Broker:
+    name: str = "east"
+    ends: dict[TP, int] = field(default_factory=dict)
+    requests: list[tuple[int, dict[TP, int], int]] = field(default_factory=list)
+    appended: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def leader(self, tp: TP) -> int:
+        return 1
+
+    def append(self, tp: TP, records: int = 1) -> None:
+        self.ends[tp] = self.ends.get(tp, 0) + records
+        self.appended.set()
+        self.appended = asyncio.Event()
+
+    def polled(self, tp: TP) -> int:
+        """How many poll requests carried ``tp``."""
+        return sum(1 for conn, wants, _w in self.requests if tp in wants and conn != 1)
+
+    async def fetch(
+        self,
+        node: int,
+        wants: Mapping[TP, tuple[int, int]],
+        *,
+        max_wait_ms: int,
+        max_bytes: int,
+        partition_max_bytes: int,
+        connection: int,
+    ) -> dict[TP, FetchedPartition]:
+        offsets = {tp: offset for tp, (offset, _limit) in wants.items()}
+        self.requests.append((connection, offsets, max_wait_ms))
+        deadline = asyncio.get_running_loop().time() + max_wait_ms / 1000
+        while not any(self.ends.get(tp, 0) > offset for tp, offset in offsets.items()):
+            left = deadline - asyncio.get_running_loop().time()
+            if left <= 0:
+                break
+            try:
+                await asyncio.wait_for(self.appended.wait(), left)
+            except TimeoutError:
+                break
+        out = {}
+        for tp, offset in offsets.items():
+            end = self.ends.get(tp, 0)
+            records = b"r" * (end - offset) if end > offset else b""
+            out[tp] = FetchedPartition(0, end, end, 0, (), records)
+        return out
+
+
+def fetcher(broker: Broker, *, wait_ms: int = 20, timeout_ms: int = 5_000) -> Fetcher:
+    config = CopierConfig(fetch_max_wait_ms=wait_ms, chunk_timeout_ms=timeout_ms)
+    f = Fetcher(broker, config)  # type: ignore[arg-type]
+    f.start()
+    return f
+
+
+async def test_an_empty_poll_is_held_and_polled_again_until_records_come() -> None:
+    broker = Broker()
+    f = fetcher(broker)
+    try:
+        poll = asyncio.create_task(f.fetch(A, 0, poll=True))
+        await asyncio.sleep(0.15)  # several poll waits of 20 ms
+        assert not poll.done()  # the copier was not woken by the empty answers
+        assert broker.polled(A) >= 3
+        broker.append(A)
+        got = await asyncio.wait_for(poll, 1)
+        assert got.records == b"r" and got.high_watermark == 1
+    finally:
+        await f.stop()
+
+
+async def test_a_held_poll_comes_back_empty_after_the_hold() -> None:
+    broker = Broker()
+    f = fetcher(broker, wait_ms=20, timeout_ms=200)  # the hold is at most the chunk timeout
+    try:
+        started = asyncio.get_running_loop().time()
+        got = await asyncio.wait_for(f.fetch(A, 0, poll=True), 2)
+        waited = asyncio.get_running_loop().time() - started
+        assert got.records == b"" and 0.2 <= waited < 1.0
+    finally:
+        await f.stop()
+
+
+async def test_a_poll_is_not_held_when_the_copier_says_no_or_is_released() -> None:
+    broker = Broker()
+    f = fetcher(broker)
+    try:
+        got = await asyncio.wait_for(f.fetch(A, 0, poll=True, hold=lambda: False), 1)
+        assert got.records == b""
+        stopping = False
+        held = asyncio.create_task(f.fetch(B, 0, poll=True, hold=lambda: not stopping))
+        await asyncio.sleep(0.1)
+        assert not held.done()
+        stopping = True  # as a stopping copier does (ChunkScheduler.stop_polling)
+        f.release(B)  # held between polls: back now; in a poll: back when it ends (20 ms)
+        assert (await asyncio.wait_for(held, 0.2)).records == b""
+    finally:
+        await f.stop()
+
+
+async def test_ends_that_move_back_are_handed_back_at_once() -> None:
+    broker = Broker(ends={A: 3})
+    f = fetcher(broker)
+    try:
+        got = await asyncio.wait_for(f.fetch(A, 5, poll=True), 1)  # recreated topic: end 3
+        assert got.high_watermark == 3
+    finally:
+        await f.stop()
+
+
+async def test_a_partition_that_catches_up_during_a_poll_gets_a_poll_of_its_own() -> None:
+    """A poll for A and B is out; C catching up must not wait for it to come back."""
+    broker = Broker()
+    f = fetcher(broker, wait_ms=2_000)
+    try:
+        first = [asyncio.create_task(f.fetch(tp, 0, poll=True)) for tp in (A, B)]
+        await asyncio.sleep(0.05)
+        late = asyncio.create_task(f.fetch(C, 0, poll=True))
+        await asyncio.sleep(0.05)
+        broker.append(C)
+        got = await asyncio.wait_for(late, 0.5)  # well inside the first poll's 2 s
+        assert got.records == b"r"
+        connections = {conn for conn, wants, _w in broker.requests if C in wants}
+        assert connections and connections <= set(POLL_CONNECTIONS)
+        assert not any(t.done() for t in first)
+    finally:
+        await f.stop()
+
+
+async def test_polls_wait_for_a_free_connection_when_all_are_out() -> None:
+    broker = Broker()
+    f = fetcher(broker, wait_ms=300)
+    tps = [TP("t", p) for p in range(len(POLL_CONNECTIONS) + 1)]
+    try:
+        polls = []
+        for tp in tps:
+            polls.append(asyncio.create_task(f.fetch(tp, 0, poll=True)))
+            await asyncio.sleep(0.01)  # each joins while the others' polls are out
+        await asyncio.sleep(0.05)
+        in_flight = [r for r in broker.requests if r[2] > 0]
+        assert len(in_flight) == len(POLL_CONNECTIONS)  # the last one looked once, no wait
+        assert broker.requests[-1][0] == DATA_CONNECTION and tps[-1] in broker.requests[-1][1]
+        broker.append(tps[-1])
+        got = await asyncio.wait_for(polls[-1], 1)  # polled once a connection came free
+        assert got.records == b"r"
+    finally:
+        await f.stop()
