@@ -10,6 +10,7 @@ import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from aiokafka import errors as kafka_errors
 
@@ -93,6 +94,7 @@ class ChunkScheduler:
         self.starved = False  # the frontier's fetch waits for room in the byte budget
         self._writing: Fetched | None = None  # taken by the copier, not yet written
         self._stopping = False
+        self._stopped: asyncio.Future[None] | None = None  # wakes ``next_ready`` at a stop
 
     def __repr__(self) -> str:
         return (
@@ -111,8 +113,11 @@ class ChunkScheduler:
         return not self._stopping
 
     def stop_polling(self) -> None:
-        """The copier is stopping: polls held empty come back now, and no more are held."""
+        """The copier is stopping: ``next_ready`` returns None now, polls held empty come
+        back, and no more are held."""
         self._stopping = True
+        if self._stopped is not None and not self._stopped.done():
+            self._stopped.set_result(None)
         for fetcher in self.fetchers.values():
             fetcher.release(self.tp)
 
@@ -296,15 +301,19 @@ class ChunkScheduler:
 
     async def next_ready(self, frontier: int) -> Fetched | None:
         """The fetched chunk that continues at ``frontier``, waiting for it if it is in
-        flight; None if nothing that could continue there is in flight."""
+        flight; None if nothing that could continue there is in flight, or if the copier is
+        stopping (it need not wait for a long poll to end)."""
+        if self._stopped is None:
+            self._stopped = asyncio.get_running_loop().create_future()
         while True:
             found = self._take(frontier)
             if found is not None:
                 return found
-            if not self._inflight:
+            if not self._inflight or self._stopping:
                 return None
-            done, _ = await asyncio.wait(self._inflight, return_when=asyncio.FIRST_COMPLETED)
-            for task in done:
+            waiting: set[asyncio.Future[Any]] = {*self._inflight, self._stopped}
+            done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+            for task in self._inflight.keys() & done:
                 self._complete(task, self._inflight.pop(task))
             self.launch(frontier, self._target)
 

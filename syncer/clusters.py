@@ -17,6 +17,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewPartitions, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.client import ConnectionGroup
 from aiokafka.protocol.fetch import FetchRequest
+from aiokafka.protocol.metadata import MetadataRequest
 from aiokafka.protocol.offset import OffsetRequest
 from aiokafka.protocol.produce import ProduceRequest
 from aiokafka.protocol.transaction import InitProducerIdRequest
@@ -128,8 +129,16 @@ class Cluster:
         await self._client.force_metadata_update()
 
     async def reachable(self) -> bool:
-        """Does some broker of the cluster answer a metadata request now?"""
-        return bool(await self._client.force_metadata_update())
+        """Does some broker of the cluster answer a metadata request now? One for no topics,
+        to the first broker that answers: asking for every topic (thousands of partitions)
+        every few seconds would cost more CPU than an idle copy does."""
+        for broker in self._client.cluster.brokers():
+            try:
+                await self._client.send(broker.nodeId, MetadataRequest([], False))
+                return True
+            except (kafka_errors.KafkaError, OSError, TimeoutError):
+                continue
+        return bool(await self._client.force_metadata_update())  # none known: the bootstrap
 
     async def partition_counts(self) -> dict[str, int]:
         """Topic name → partition count, for every topic the cluster has."""

@@ -221,6 +221,8 @@ class PartitionCopier:
                 self.chunks.launch(frontier, target)
                 got = await self.chunks.next_ready(frontier)
                 self._check_done()
+                if got is None and self._stopping:
+                    break
                 if got is None and self.chunks.starved:
                     await self.chunks.memory.room()  # other partitions hold the budget
                     continue

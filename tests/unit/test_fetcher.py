@@ -8,9 +8,12 @@ import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from syncer.chunks import ChunkScheduler
 from syncer.clusters import TP, FetchedPartition
 from syncer.config import CopierConfig
-from syncer.fetcher import DATA_CONNECTION, POLL_CONNECTIONS, Fetcher
+from syncer.fetcher import DATA_CONNECTION, POLL_CONNECTIONS, Fetcher, Lanes
+from syncer.planner import RemoteEnds
+from syncer.sources import SourceHealth
 
 A, B, C = TP("t", 0), TP("t", 1), TP("t", 2)
 
@@ -75,9 +78,9 @@ async def test_an_empty_poll_is_held_and_polled_again_until_records_come() -> No
     f = fetcher(broker)
     try:
         poll = asyncio.create_task(f.fetch(A, 0, poll=True))
-        await asyncio.sleep(0.15)  # several poll waits of 20 ms
-        assert not poll.done()  # the copier was not woken by the empty answers
-        assert broker.polled(A) >= 3
+        await asyncio.sleep(0.15)  # the first poll (20 ms) came back empty
+        assert not poll.done()  # the copier was not woken by the empty answer
+        assert broker.polled(A) >= 2
         broker.append(A)
         got = await asyncio.wait_for(poll, 1)
         assert got.records == b"r" and got.high_watermark == 1
@@ -108,8 +111,8 @@ async def test_a_poll_is_not_held_when_the_copier_says_no_or_is_released() -> No
         await asyncio.sleep(0.1)
         assert not held.done()
         stopping = True  # as a stopping copier does (ChunkScheduler.stop_polling)
-        f.release(B)  # held between polls: back now; in a poll: back when it ends (20 ms)
-        assert (await asyncio.wait_for(held, 0.2)).records == b""
+        f.release(B)  # held between polls: back now; in a poll: back when that one ends
+        assert (await asyncio.wait_for(held, 3)).records == b""
     finally:
         await f.stop()
 
@@ -160,4 +163,45 @@ async def test_polls_wait_for_a_free_connection_when_all_are_out() -> None:
         got = await asyncio.wait_for(polls[-1], 1)  # polled once a connection came free
         assert got.records == b"r"
     finally:
+        await f.stop()
+
+
+async def test_quiet_partitions_are_polled_apart_with_a_longer_wait() -> None:
+    """A partition that brought nothing for QUIET_S waits in long polls of its own; one that
+    brought records lately keeps the short wait and is not held up by them."""
+    broker = Broker()
+    f = fetcher(broker, wait_ms=20, timeout_ms=3_000)  # quiet wait: 1 s
+    try:
+        broker.append(B)
+        assert (await asyncio.wait_for(f.fetch(B, 0, poll=True), 1)).records == b"r"
+        quiet = asyncio.create_task(f.fetch(A, 0, poll=True))
+        active = asyncio.create_task(f.fetch(B, 1, poll=True))
+        await asyncio.sleep(0.3)
+        waits = {tp: {w for _c, wants, w in broker.requests if tp in wants} for tp in (A, B)}
+        assert 1_000 in waits[A]  # held once, then polled as quiet
+        assert waits[B] <= {0, 20}  # B brought records: never in a quiet poll
+        assert not any(A in wants and B in wants for _c, wants, w in broker.requests if w > 20)
+        broker.append(A)
+        assert (await asyncio.wait_for(quiet, 0.5)).records == b"r"  # at once, not after 1 s
+        assert not active.done()
+    finally:
+        await f.stop()
+
+
+async def test_a_stopping_copier_does_not_wait_for_its_long_poll() -> None:
+    broker = Broker()
+    f = fetcher(broker, wait_ms=2_000, timeout_ms=10_000)
+    ends = {"east": RemoteEnds(0, 0)}
+    chunks = ChunkScheduler(
+        A, {"east": Lanes([f])}, {"east": SourceHealth("east", 0)}, ends, {}, f.config
+    )
+    try:
+        chunks.launch(0, 0)  # caught up: one long poll at the tail
+        waiting = asyncio.create_task(chunks.next_ready(0))
+        await asyncio.sleep(0.1)
+        assert not waiting.done() and broker.polled(A) == 1
+        chunks.stop_polling()
+        assert await asyncio.wait_for(waiting, 0.2) is None  # not after the poll's 2 s
+    finally:
+        await chunks.close()
         await f.stop()
