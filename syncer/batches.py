@@ -9,7 +9,9 @@ compressed or not) are never decoded.
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import crc32c
 
@@ -33,6 +35,7 @@ CONTROL_BIT = 0x20
 SEQUENCE_MODULUS = 1 << 31
 
 CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+CODEC_GZIP = 1
 
 
 class BatchFormatError(ValueError):
@@ -220,3 +223,73 @@ def trim_for_local(batch: Batch, first: int, producer_id: int, producer_epoch: i
                 headers=list(r.headers),
             )
     return bytes(builder.build())
+
+
+FILLER_KEY = b"syncer.filler"  # every filler has it: a compacted topic needs a key
+FILLER_HEADER = "syncer.filler"  # its value says why: missing, compacted, marker, aborted
+FILLER_BATCH_RECORDS = 50_000  # gzip keeps even this many fillers far below 1 MB
+
+
+def _filler_builder(compression: int, first: int, producer_id: int, producer_epoch: int) -> Any:
+    from aiokafka.record.default_records import DefaultRecordBatchBuilder
+
+    return DefaultRecordBatchBuilder(
+        magic=MAGIC_V2,
+        compression_type=compression,
+        is_transactional=False,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=sequence_for(first),
+        batch_size=1 << 30,
+    )
+
+
+def filler_batches(
+    first: int, end: int, timestamp: int, why: str, producer_id: int, producer_epoch: int
+) -> list[tuple[int, int, bytes]]:
+    """(base offset, next offset, bytes) of gzip batches of filler records for offsets
+    ``[first, end)``: null value, key ``FILLER_KEY``, header ``FILLER_HEADER`` = ``why``."""
+    out = []
+    header = [(FILLER_HEADER, why.encode())]
+    for base in range(first, end, FILLER_BATCH_RECORDS):
+        stop = min(end, base + FILLER_BATCH_RECORDS)
+        builder = _filler_builder(CODEC_GZIP, base, producer_id, producer_epoch)
+        for delta in range(stop - base):
+            builder.append(delta, timestamp=timestamp, key=FILLER_KEY, value=None, headers=header)
+        out.append((base, stop, bytes(builder.build())))
+    return out
+
+
+def fill_around(
+    batch: Batch, first: int, producer_id: int, producer_epoch: int
+) -> tuple[bytes, int]:
+    """One batch for offsets ``[first, batch.next_offset)``: the records of ``batch`` at
+    their own offsets, fillers (why: compacted) at the offsets compaction removed; same
+    codec, timestamps, keys, values and headers. Its bytes and how many fillers it holds."""
+    builder = _filler_builder(
+        batch.attributes & COMPRESSION_MASK, first, producer_id, producer_epoch
+    )
+    records = {r.offset: r for r in decode(batch) if r.offset >= first}
+    header = [(FILLER_HEADER, b"compacted")]
+    timestamp = batch.max_timestamp
+    for offset in range(first, batch.next_offset):
+        r = records.get(offset)
+        if r is None:
+            builder.append(
+                offset - first, timestamp=timestamp, key=FILLER_KEY, value=None, headers=header
+            )
+        else:
+            timestamp = r.timestamp
+            builder.append(
+                offset - first,
+                timestamp=r.timestamp,
+                key=r.key,
+                value=r.value,
+                headers=list(r.headers),
+            )
+    return bytes(builder.build()), batch.next_offset - first - len(records)
+
+
+def is_filler(key: bytes | None, headers: Iterable[tuple[str, bytes]]) -> bool:
+    """Was this record written by syncer to fill a hole? (For consumers and for ``verify``.)"""
+    return key == FILLER_KEY and any(name == FILLER_HEADER for name, _v in headers)

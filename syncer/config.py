@@ -59,7 +59,10 @@ class TopicsConfig:
     create_missing: bool = True
     copy_configs: tuple[str, ...] = DEFAULT_COPIED_CONFIGS
     replication_factor: int = -1  # -1: the local cluster's default
+    # what a hole in the source (compaction gap, transaction marker, aborted data) does:
+    # "halt" the partition, or "fill" it with filler records at the same offsets
     on_hole: str = "halt"
+    fill: tuple[str, ...] = ()  # topics (regexes) whose holes are filled whatever on_hole says
     refresh_interval_s: float = 30.0
 
     def selects(self, topic: str) -> bool:
@@ -68,6 +71,10 @@ class TopicsConfig:
         if not any(re.fullmatch(p, topic) for p in self.include):
             return False
         return not any(re.fullmatch(p, topic) for p in self.exclude)
+
+    def fills(self, topic: str) -> bool:
+        """Are ``topic``'s holes filled (else its partitions halt at one)?"""
+        return self.on_hole == "fill" or any(re.fullmatch(p, topic) for p in self.fill)
 
 
 @dataclass(frozen=True)
@@ -240,14 +247,14 @@ def _check_topics(topics: TopicsConfig) -> list[str]:
     problems = []
     if not topics.include:
         problems.append("topics.include: at least one pattern is required")
-    for key in ("include", "exclude"):
+    for key in ("include", "exclude", "fill"):
         for i, pattern in enumerate(getattr(topics, key)):
             try:
                 re.compile(pattern)
             except re.error as exc:
                 problems.append(f"topics.{key}[{i}]: invalid regex {pattern!r}: {exc}")
-    if topics.on_hole not in ("halt",):
-        problems.append(f"topics.on_hole: must be 'halt', got {topics.on_hole!r}")
+    if topics.on_hole not in ("halt", "fill"):
+        problems.append(f"topics.on_hole: must be 'halt' or 'fill', got {topics.on_hole!r}")
     return problems
 
 

@@ -15,7 +15,7 @@ from functools import partial
 from aiokafka import errors as kafka_errors
 
 from syncer.agreement import Agreement, CheckFailed, SourceDropped
-from syncer.batches import Batch, rewrite_for_local, trim_for_local
+from syncer.batches import Batch, fill_around, filler_batches, rewrite_for_local, trim_for_local
 from syncer.budget import ByteBudget
 from syncer.chunks import ChunkScheduler, Fetched
 from syncer.clusters import TP, Cluster, ProduceResult, error_for
@@ -30,7 +30,7 @@ from syncer.errors import (
 )
 from syncer.fetcher import Lanes
 from syncer.identity import WriterIdentity
-from syncer.planner import RemoteEnds, choose_remote, scan
+from syncer.planner import Filler, HoleKind, RemoteEnds, choose_remote, scan
 from syncer.sources import SourceHealth
 from syncer.writer import Writer
 
@@ -41,6 +41,14 @@ DUPLICATE_SEQUENCE = kafka_errors.DuplicateSequenceNumber.errno
 TOO_LARGE = {
     kafka_errors.MessageSizeTooLargeError.errno,
     kafka_errors.RecordListTooLargeError.errno,
+}
+
+# the value of a filler's header: why the offset holds no record of the source
+FILLER_REASONS = {
+    HoleKind.MISSING_OFFSETS: "missing",
+    HoleKind.COMPACTED_BATCH: "compacted",
+    HoleKind.CONTROL_BATCH: "marker",
+    HoleKind.ABORTED_DATA: "aborted",
 }
 
 
@@ -68,6 +76,7 @@ class PartitionStatus:
     retries: int = 0
     served: dict[str, int] = field(default_factory=dict)  # remote → bytes written from it
     errors: dict[str, int] = field(default_factory=dict)  # kind → count
+    filled: int = 0  # offsets written as filler records (policy fill)
     newest_timestamp_ms: int = 0  # of the newest record written (the batch's max timestamp)
     dropped: dict[str, str] = field(default_factory=dict)  # remote → why it is not used
 
@@ -102,6 +111,7 @@ class _Sent:
     size: int
     remote: str
     max_timestamp: int
+    filled: int = 0  # of its records, fillers
 
 
 class PartitionCopier:
@@ -118,8 +128,11 @@ class PartitionCopier:
         remote_ends: Mapping[str, RemoteEnds] | None = None,
         health: Mapping[str, SourceHealth] | None = None,
         memory: ByteBudget | None = None,
+        *,
+        fill_holes: bool = False,
     ) -> None:
         self.tp = tp
+        self.fill_holes = fill_holes
         self.local = local
         self.writer = writer
         self.fetchers = fetchers
@@ -269,21 +282,56 @@ class PartitionCopier:
 
     async def _write(self, got: Fetched, frontier: int) -> int:
         found = scan(
-            got.batches, frontier, limit=got.fetched.stable_end, aborted=got.fetched.aborted
+            got.batches,
+            frontier,
+            limit=got.fetched.stable_end,
+            aborted=got.fetched.aborted,
+            fill=self.fill_holes,
         )
-        for batch in found.writable:
+        for item in found.writable:
             await self._drain(self.config.max_in_flight - 1)
-            trim = found.trim_first if batch is found.writable[0] else None
-            self._send(batch, got.remote, trim)
+            if isinstance(item, Filler):
+                await self._fill(item, got.remote)
+                continue
+            trim = found.trim_first if item is found.writable[0] else None
+            self._send(item, got.remote, trim)
         if found.hole is not None:
             await self._drain(0)
             raise HoleFound(
                 f"{self.tp.topic}[{self.tp.partition}]: {found.hole.describe()}"
-                f" (remote {got.remote}); policy is halt"
+                f" (remote {got.remote}); policy is halt (topics.on_hole, topics.fill)"
             )
         if not found.writable:
             self.status.state = State.CAUGHT_UP
         return found.next_offset
+
+    async def _fill(self, hole: Filler, remote: str) -> None:
+        """Write ``hole``'s offsets as filler records (around a compacted batch's records)."""
+        pid, epoch = self.identity.producer_id, self.identity.producer_epoch
+        log.debug(
+            "%s[%d]: filling %d..%d (%s)",
+            self.tp.topic,
+            self.tp.partition,
+            hole.base_offset,
+            hole.next_offset - 1,
+            hole.kind.value,
+        )
+        if hole.around is not None:
+            raw, fillers = fill_around(hole.around, hole.base_offset, pid, epoch)
+            pieces = [(hole.base_offset, hole.next_offset, raw)]
+        else:
+            fillers = hole.next_offset - hole.base_offset
+            why = FILLER_REASONS[hole.kind]
+            pieces = filler_batches(
+                hole.base_offset, hole.next_offset, hole.timestamp, why, pid, epoch
+            )
+        for i, (base, end, raw) in enumerate(pieces):
+            if i:
+                await self._drain(self.config.max_in_flight - 1)
+            filled = end - base if hole.around is None else fillers
+            self._submit(
+                _Sent(base, end, end - base, len(raw), remote, hole.timestamp, filled), raw
+            )
 
     def _send(self, batch: Batch, remote: str, trim_first: int | None) -> None:
         pid, epoch = self.identity.producer_id, self.identity.producer_epoch
@@ -293,7 +341,11 @@ class PartitionCopier:
         else:
             raw = rewrite_for_local(batch, pid, epoch)
             base, records = batch.base_offset, batch.record_count
-        sent = _Sent(base, batch.next_offset, records, len(raw), remote, batch.max_timestamp)
+        self._submit(
+            _Sent(base, batch.next_offset, records, len(raw), remote, batch.max_timestamp), raw
+        )
+
+    def _submit(self, sent: _Sent, raw: bytes) -> None:
         future = self.writer.submit(self.tp, raw)
         future.add_done_callback(partial(self._landed, sent))
         self._pending.append((sent, future))
@@ -310,6 +362,7 @@ class PartitionCopier:
         self.status.local_end = max(self.status.local_end, sent.next_offset)
         self.status.newest_timestamp_ms = max(self.status.newest_timestamp_ms, sent.max_timestamp)
         self.status.records_copied += sent.records
+        self.status.filled += sent.filled
         self.status.bytes_copied += sent.size
         self.status.served[sent.remote] = self.status.served.get(sent.remote, 0) + sent.size
         health = self.health.get(sent.remote)

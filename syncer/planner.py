@@ -68,21 +68,26 @@ class Hole:
 
 
 @dataclass(frozen=True, slots=True)
+class Filler:
+    """Offsets ``[base_offset, next_offset)`` of a hole, written as filler records so that
+    later offsets stay aligned (policy ``fill``). ``around``: a compacted batch whose records
+    keep their offsets, with fillers in its gaps."""
+
+    base_offset: int
+    next_offset: int
+    timestamp: int
+    kind: HoleKind
+    around: Batch | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Scan:
     """The writable prefix of a fetched run of batches, and the hole that ends it, if any."""
 
-    writable: list[Batch]
+    writable: list[Batch | Filler]
     next_offset: int
     hole: Hole | None = None
     trim_first: int | None = None  # the first writable batch starts before: keep from here
-
-
-def is_aborted(batch: Batch, aborted: Iterable[tuple[int, int]]) -> bool:
-    """A transactional batch is aborted data if its producer has an aborted transaction that
-    began at or before it (the fetch response lists those overlapping the fetched range)."""
-    if not batch.is_transactional or batch.is_control:
-        return False
-    return any(pid == batch.producer_id and first <= batch.base_offset for pid, first in aborted)
 
 
 def scan(
@@ -91,33 +96,56 @@ def scan(
     *,
     limit: int,
     aborted: Iterable[tuple[int, int]] = (),
+    fill: bool = False,
 ) -> Scan:
     """Walk ``batches`` from offset ``expected`` and keep those that can be written as they
-    are, stopping before ``limit`` (the source's stable end) or at the first hole."""
-    aborted = list(aborted)
-    writable: list[Batch] = []
+    are, stopping before ``limit`` (the source's stable end) or at the first hole; with
+    ``fill``, a hole becomes a ``Filler`` over its offsets and the walk goes on."""
+    # as a read_committed consumer does: a producer is aborting from the first offset of an
+    # aborted transaction (the fetch response lists those overlapping the fetched range)
+    # until its next transaction marker; its transactional batches meanwhile are aborted
+    pending = sorted(aborted, key=lambda a: a[1])
+    aborting: set[int] = set()
+    writable: list[Batch | Filler] = []
     trim_first = None
     for batch in batches:
+        while pending and pending[0][1] <= batch.last_offset:
+            aborting.add(pending.pop(0)[0])
+        was_aborting = batch.producer_id in aborting
+        if batch.is_control:
+            aborting.discard(batch.producer_id)  # the marker ends its transaction
+        aborted_data = was_aborting and batch.is_transactional and not batch.is_control
         if batch.last_offset < expected:
             continue  # the broker may return a batch that ends before the fetch offset
         if batch.base_offset >= limit:
             break
-        hole = _hole_in(batch, expected, aborted)
-        if hole is not None:
+        hole = _hole_in(batch, expected, aborted_data)
+        if hole is not None and not fill:
             return Scan(writable, expected, hole, trim_first)
-        if batch.base_offset < expected:
-            trim_first = expected  # only the first can straddle: the rest start at `expected`
-        writable.append(batch)
+        if hole is not None and hole.kind is HoleKind.MISSING_OFFSETS:
+            writable.append(Filler(expected, batch.base_offset, batch.max_timestamp, hole.kind))
+            expected = batch.base_offset
+            hole = _hole_in(batch, expected, aborted_data)
+        if hole is not None:
+            around = batch if hole.kind is HoleKind.COMPACTED_BATCH else None
+            first = max(batch.base_offset, expected)
+            writable.append(
+                Filler(first, batch.next_offset, batch.max_timestamp, hole.kind, around)
+            )
+        else:
+            if batch.base_offset < expected:
+                trim_first = expected  # only the first can straddle: the rest start at `expected`
+            writable.append(batch)
         expected = batch.next_offset
     return Scan(writable, expected, None, trim_first)
 
 
-def _hole_in(batch: Batch, expected: int, aborted: list[tuple[int, int]]) -> Hole | None:
+def _hole_in(batch: Batch, expected: int, aborted: bool) -> Hole | None:
     if batch.base_offset > expected:
         return Hole(expected, HoleKind.MISSING_OFFSETS)
     if batch.is_control:
         return Hole(batch.base_offset, HoleKind.CONTROL_BATCH)
-    if is_aborted(batch, aborted):
+    if aborted:
         return Hole(batch.base_offset, HoleKind.ABORTED_DATA)
     if not batch.is_dense:
         return Hole(max(batch.base_offset, expected), HoleKind.COMPACTED_BATCH)

@@ -356,6 +356,7 @@ class Syncer:
             ends,
             health,
             self.memory,
+            fill_holes=self.config.topics.fills(tp.topic),
         )
 
     # reporting --------------------------------------------------------------------------

@@ -1,0 +1,147 @@
+"""Policy fill against real brokers: a compacted source with gaps and a transactional source
+with committed and aborted transactions are copied with every offset aligned, filler records
+exactly at the holes."""
+
+from __future__ import annotations
+
+import asyncio
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+from aiokafka.structs import TopicPartition
+
+from syncer.batches import FILLER_HEADER, is_filler
+from syncer.copier import State
+from syncer.syncer import Syncer
+from tests.kafka_helpers import Rec, create_topic, make_config, produce, read_partition
+
+
+async def catch_up_filling(local: str, east: str, topic: str) -> Syncer:
+    config = make_config(
+        local, {"east": east}, [topic], topics={"include": [topic], "fill": [topic]}
+    )
+    syncer = Syncer(config)
+    async with syncer:
+        await syncer.catch_up()
+    return syncer
+
+
+async def read_committed(bootstrap: str, topic: str) -> list[Rec]:
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, enable_auto_commit=False, isolation_level="read_committed"
+    )
+    await consumer.start()
+    try:
+        tp = TopicPartition(topic, 0)
+        consumer.assign([tp])
+        await consumer.seek_to_beginning(tp)
+        end = (await consumer.end_offsets([tp]))[tp]  # the last stable offset
+        out: list[Rec] = []
+        while await consumer.position(tp) < end:
+            for m in (await consumer.getmany(tp, timeout_ms=2000)).get(tp, []):
+                out.append(
+                    Rec(m.offset, m.key, m.value, tuple(m.headers), m.timestamp, m.timestamp_type)
+                )
+        return out
+    finally:
+        await consumer.stop()
+
+
+async def stop_compacting(bootstrap: str, topic: str) -> None:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        config = {"cleanup.policy": "delete", "retention.ms": "-1"}
+        await admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic, config)])
+    finally:
+        await admin.close()
+    await asyncio.sleep(2)  # a cleaning under way finishes
+
+
+async def test_transactional_source_reads_the_same_at_the_same_offsets(
+    local: str, east: str, topic: str
+) -> None:
+    await create_topic(east, topic)
+    await produce(east, topic, [(b"plain", b"%d" % i) for i in range(5)])
+    txn = AIOKafkaProducer(bootstrap_servers=east, transactional_id=f"{topic}-txn")
+    await txn.start()
+    try:
+        async with txn.transaction():
+            for i in range(3):
+                await txn.send_and_wait(topic, b"committed %d" % i, key=b"t", partition=0)
+        await txn.begin_transaction()
+        for i in range(4):
+            await txn.send_and_wait(topic, b"aborted %d" % i, key=b"t", partition=0)
+        await txn.abort_transaction()
+        async with txn.transaction():
+            await txn.send_and_wait(topic, b"committed again", key=b"t", partition=0)
+    finally:
+        await txn.stop()
+    await produce(east, topic, [(b"plain", b"after")])
+
+    syncer = await catch_up_filling(local, east, topic)
+    (status,) = syncer.statuses()
+    remote_all = await read_partition(east, topic)  # what the log holds, aborted data too
+    end = remote_all[-1].offset + 1
+    assert status.state is State.CAUGHT_UP and status.local_end == end
+    # 5 plain, 3 committed + marker, 4 aborted + marker, 1 committed + marker, 1 plain
+    assert end == 17
+    seen_remote = await read_committed(east, topic)
+    local_all = await read_partition(local, topic)
+    assert [r.offset for r in local_all] == list(range(end))  # every offset holds a record
+    local_real = [r for r in local_all if not is_filler(r.key, r.headers)]
+    assert local_real == seen_remote  # what a read_committed consumer sees, offset for offset
+    fillers = {r.offset: dict(r.headers)[FILLER_HEADER] for r in local_all if r not in local_real}
+    aborted = {r.offset for r in remote_all if r.value and r.value.startswith(b"aborted")}
+    assert {o for o, why in fillers.items() if why == b"aborted"} == aborted
+    markers = set(range(end)) - {r.offset for r in remote_all}
+    assert {o for o, why in fillers.items() if why == b"marker"} == markers
+    assert len(markers) == 3 and status.filled == len(fillers) == 7
+
+
+async def test_compacted_source_with_gaps_keeps_every_offset(
+    local: str, east: str, topic: str
+) -> None:
+    await create_topic(
+        east,
+        topic,
+        **{
+            "cleanup.policy": "compact",
+            "segment.ms": "100",
+            "min.cleanable.dirty.ratio": "0.01",
+            "min.compaction.lag.ms": "0",
+        },
+    )
+    for round_ in range(4):  # each key rewritten: compaction removes the older ones
+        await produce(east, topic, [(b"k%d" % (i % 7), b"r%d-%d" % (round_, i)) for i in range(20)])
+        await asyncio.sleep(0.3)  # the next write rolls the segment
+    remote: list[Rec] = []
+    for _ in range(120):
+        await produce(east, topic, [(b"roll", b"x")])  # keeps rolling segments
+        remote = await read_partition(east, topic)
+        offsets = [r.offset for r in remote]
+        if len(offsets) < offsets[-1] + 1 - 10:  # a good part compacted away
+            break
+        await asyncio.sleep(0.5)
+    await stop_compacting(east, topic)  # so that the source stays as compared below
+    remote = await read_partition(east, topic)
+    end = remote[-1].offset + 1
+    holes = set(range(end)) - {r.offset for r in remote}
+    assert holes, "the broker did not compact the source in time"
+
+    syncer = await catch_up_filling(local, east, topic)
+    (status,) = syncer.statuses()
+    by_offset = {r.offset: r for r in remote}
+    local_all = await read_partition(local, topic)
+    assert status.state is State.CAUGHT_UP and [r.offset for r in local_all] == list(
+        range(status.local_end)
+    )
+    assert status.local_end >= end
+    for r in local_all:
+        source = by_offset.get(r.offset)
+        if source is None:
+            assert is_filler(r.key, r.headers), r  # a filler exactly at each hole
+        else:
+            assert r == source  # the record itself, at its own offset
+    assert status.filled == sum(1 for r in local_all if is_filler(r.key, r.headers)) >= len(holes)
