@@ -169,6 +169,7 @@ def status_document(syncer: Syncer) -> dict[str, Any]:
             "source": s.source,
             "records_copied": s.records_copied,
             "bytes_copied": s.bytes_copied,
+            "filled": s.filled,
             "served": dict(s.served),
             "dropped": dict(s.dropped),
             "error": s.error,

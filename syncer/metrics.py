@@ -71,6 +71,11 @@ class SyncerCollector(Collector):
         nbytes = CounterMetricFamily(
             "syncer_partition_bytes_copied", "Bytes written to local", labels=PARTITION
         )
+        filled = CounterMetricFamily(
+            "syncer_partition_filled_offsets",
+            "Offsets written as filler records (holes in the source, policy fill)",
+            labels=PARTITION,
+        )
         served = CounterMetricFamily(
             "syncer_partition_served_bytes",
             "Bytes written to local, by the remote they came from",
@@ -110,6 +115,7 @@ class SyncerCollector(Collector):
             lag.add_metric(key, status.lag)
             records.add_metric(key, status.records_copied)
             nbytes.add_metric(key, status.bytes_copied)
+            filled.add_metric(key, status.filled)
             for name, size in status.served.items():
                 served.add_metric([*key, name], size)
             for each in State:
@@ -130,7 +136,7 @@ class SyncerCollector(Collector):
         for kind, count in sorted(by_kind.items()):
             errors.add_metric([kind], count)
         yield from (local, remote, lag, records, nbytes, served, state, halted, dropped, retries)
-        yield from (lag_seconds, errors)
+        yield from (lag_seconds, errors, filled)
 
     def _remotes(self) -> Iterator[Metric]:
         now = time.monotonic()

@@ -13,6 +13,8 @@ from aiokafka.structs import TopicPartition
 
 from syncer.batches import FILLER_HEADER, is_filler
 from syncer.copier import State
+from syncer.http import status_document
+from syncer.metrics import SyncerCollector
 from syncer.syncer import Syncer
 from tests.kafka_helpers import Rec, create_topic, make_config, produce, read_partition
 
@@ -98,6 +100,9 @@ async def test_transactional_source_reads_the_same_at_the_same_offsets(
     markers = set(range(end)) - {r.offset for r in remote_all}
     assert {o for o, why in fillers.items() if why == b"marker"} == markers
     assert len(markers) == 3 and status.filled == len(fillers) == 7
+    assert status_document(syncer)["partitions"][0]["filled"] == 7
+    (family,) = [m for m in SyncerCollector(syncer).collect() if m.name.endswith("filled_offsets")]
+    assert [sample.value for sample in family.samples if sample.name.endswith("_total")] == [7]
 
 
 async def test_compacted_source_with_gaps_keeps_every_offset(
