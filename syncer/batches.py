@@ -181,21 +181,26 @@ def decode(batch: Batch) -> list[Record]:
 def record_digests(batches: list[Batch], start: int, end: int) -> dict[int, bytes]:
     """A digest per record offset in ``[start, end)``: layout-independent, so sources whose
     batches are cut differently still compare equal when their records are."""
-    import hashlib
-
     out: dict[int, bytes] = {}
     for batch in batches:
         if batch.last_offset < start or batch.base_offset >= end or batch.is_control:
             continue
         for r in decode(batch):
             if start <= r.offset < end:
-                h = hashlib.blake2b(digest_size=16)
-                for part in (str(r.timestamp).encode(), r.key or b"\0", r.value or b"\0"):
-                    h.update(len(part).to_bytes(4, "big") + part)
-                for name, value in r.headers:
-                    h.update(name.encode() + b"\0" + value)
-                out[r.offset] = h.digest()
+                out[r.offset] = record_digest(r)
     return out
+
+
+def record_digest(r: Record) -> bytes:
+    """16 bytes over what a reader sees of a record: timestamp, key, value, headers."""
+    import hashlib
+
+    h = hashlib.blake2b(digest_size=16)
+    for part in (str(r.timestamp).encode(), r.key or b"\0", r.value or b"\0"):
+        h.update(len(part).to_bytes(4, "big") + part)
+    for name, value in r.headers:
+        h.update(name.encode() + b"\0" + value)
+    return h.digest()
 
 
 def trim_for_local(batch: Batch, first: int, producer_id: int, producer_epoch: int) -> bytes:

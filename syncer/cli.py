@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
+from syncer.clusters import TP, Cluster
 from syncer.config import Config
 from syncer.errors import ExitCode, SyncerError, UnreachableError
 from syncer.http import StatusServer
@@ -29,11 +30,13 @@ from syncer.report import (
     gather_rows,
     merge_live,
     print_report,
+    print_verdicts,
     remote_rows,
     render,
 )
 from syncer.syncer import Summary, Syncer
 from syncer.testbed import cli as testbed_cli
+from syncer.verify import Verdict, verify_partition
 
 log = logging.getLogger("syncer")
 
@@ -81,6 +84,20 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "catch-up":
             p.add_argument("--no-progress", action="store_true", help="no progress bar")
         p.set_defaults(func=func)
+    p = sub.add_parser(
+        "verify",
+        help="compare local partitions with the remotes' and name the first divergent offset",
+    )
+    p.add_argument("-c", "--config", required=True, type=Path, help="YAML configuration")
+    p.add_argument(
+        "--topic", action="append", help="only this topic (repeatable); default: the selection"
+    )
+    p.add_argument("--partition", type=int, action="append", help="only this partition")
+    p.add_argument("--remote", action="append", help="only this remote (repeatable)")
+    p.add_argument("--from", dest="low", type=int, metavar="OFFSET", help="first offset")
+    p.add_argument("--to", dest="high", type=int, metavar="OFFSET", help="end offset (excluded)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(func=_verify)
     testbed_cli.add_parser(sub)
     return parser
 
@@ -191,6 +208,61 @@ def _catch_up(args: argparse.Namespace) -> int:
         return _exit_code(summary)
 
     return _run_async(main())
+
+
+def _verify(args: argparse.Namespace) -> int:
+    config = Config.from_file(args.config)
+    if args.low is not None and args.high is not None and args.high <= args.low:
+        print("syncer: verify: --to must be above --from", file=sys.stderr)
+        return ExitCode.USAGE
+
+    async def main() -> int:
+        local = Cluster(config.local, role="local")
+        remotes = {
+            r.name: Cluster(r, role="remote")
+            for r in config.remotes
+            if not args.remote or r.name in args.remote
+        }
+        if args.remote and set(args.remote) - set(remotes):
+            unknown = ", ".join(sorted(set(args.remote) - set(remotes)))
+            print(f"syncer: verify: no remote named {unknown} in the config", file=sys.stderr)
+            return ExitCode.USAGE
+        try:
+            await local.start()
+            for remote in remotes.values():
+                await remote.start()
+            verdicts = await _verdicts(config, local, remotes, args)
+        finally:
+            for cluster in (local, *remotes.values()):
+                await cluster.stop()
+        print_verdicts(verdicts, as_json=args.json)
+        if not verdicts:
+            print("syncer: verify: no partition to compare", file=sys.stderr)
+            return ExitCode.USAGE
+        return ExitCode.DIVERGED if any(v.divergence for v in verdicts) else ExitCode.OK
+
+    return _run_async(main())
+
+
+async def _verdicts(
+    config: Config, local: Cluster, remotes: dict[str, Cluster], args: argparse.Namespace
+) -> list[Verdict]:
+    local_counts = await local.partition_counts()
+    topics = args.topic or sorted(t for t in local_counts if config.topics.selects(t))
+    out = []
+    for name, remote in remotes.items():
+        remote_counts = await remote.partition_counts()
+        for topic in topics:
+            count = min(local_counts.get(topic, 0), remote_counts.get(topic, 0))
+            for partition in range(count):
+                if args.partition and partition not in args.partition:
+                    continue
+                tp = TP(topic, partition)
+                verdict = await verify_partition(
+                    local, remote, name, tp, low=args.low, high=args.high
+                )
+                out.append(verdict)
+    return out
 
 
 def _plan(args: argparse.Namespace) -> int:

@@ -20,6 +20,7 @@ class ExitCode:
     UNREACHABLE = 4
     HALTED = 5  # some partitions halted or topics were refused; the rest finished
     TESTBED = 6
+    DIVERGED = 7  # verify: a local partition differs from a remote's
     INTERRUPTED = 130
 
 

@@ -90,6 +90,24 @@ class Scan:
     trim_first: int | None = None  # the first writable batch starts before: keep from here
 
 
+def aborted_batches(batches: Sequence[Batch], aborted: Iterable[tuple[int, int]]) -> set[int]:
+    """Base offsets of the batches that are aborted transactional data, as a read_committed
+    consumer tells: a producer is aborting from the first offset of an aborted transaction
+    (the fetch response lists those overlapping the fetched range) until its next
+    transaction marker."""
+    pending = sorted(aborted, key=lambda a: a[1])
+    aborting: set[int] = set()
+    out = set()
+    for batch in batches:
+        while pending and pending[0][1] <= batch.last_offset:
+            aborting.add(pending.pop(0)[0])
+        if batch.is_control:
+            aborting.discard(batch.producer_id)  # the marker ends its transaction
+        elif batch.is_transactional and batch.producer_id in aborting:
+            out.add(batch.base_offset)
+    return out
+
+
 def scan(
     batches: Sequence[Batch],
     expected: int,
@@ -101,20 +119,11 @@ def scan(
     """Walk ``batches`` from offset ``expected`` and keep those that can be written as they
     are, stopping before ``limit`` (the source's stable end) or at the first hole; with
     ``fill``, a hole becomes a ``Filler`` over its offsets and the walk goes on."""
-    # as a read_committed consumer does: a producer is aborting from the first offset of an
-    # aborted transaction (the fetch response lists those overlapping the fetched range)
-    # until its next transaction marker; its transactional batches meanwhile are aborted
-    pending = sorted(aborted, key=lambda a: a[1])
-    aborting: set[int] = set()
+    aborted_at = aborted_batches(batches, aborted)
     writable: list[Batch | Filler] = []
     trim_first = None
     for batch in batches:
-        while pending and pending[0][1] <= batch.last_offset:
-            aborting.add(pending.pop(0)[0])
-        was_aborting = batch.producer_id in aborting
-        if batch.is_control:
-            aborting.discard(batch.producer_id)  # the marker ends its transaction
-        aborted_data = was_aborting and batch.is_transactional and not batch.is_control
+        aborted_data = batch.base_offset in aborted_at
         if batch.last_offset < expected:
             continue  # the broker may return a batch that ends before the fetch offset
         if batch.base_offset >= limit:

@@ -18,6 +18,7 @@ from syncer.clusters import READ_COMMITTED, TP
 from syncer.coordination import group_owners
 from syncer.planner import RemoteEnds, choose_remote, scan
 from syncer.syncer import Syncer
+from syncer.verify import Verdict
 
 
 @dataclass
@@ -277,3 +278,47 @@ def _cells(r: PartitionRow, remotes: list[str], *, holes: bool, owners: bool) ->
     if holes:
         cells["first hole"] = r.hole or "-"
     return cells
+
+
+def print_verdicts(verdicts: list[Verdict], *, as_json: bool) -> None:
+    """``syncer verify``'s answer: one row per partition and remote."""
+    if as_json:
+        document = [
+            {
+                "topic": v.tp.topic,
+                "partition": v.tp.partition,
+                "remote": v.remote,
+                "from": v.low,
+                "to": v.high,
+                "identical": v.divergence is None,
+                "divergent_offset": v.divergence.offset if v.divergence else None,
+                "local": v.divergence.local if v.divergence else None,
+                "remote_record": v.divergence.remote if v.divergence else None,
+                "rounds": v.rounds,
+                "fetches": v.fetches,
+            }
+            for v in verdicts
+        ]
+        print(json.dumps(document, indent=2))
+        return
+    table = Table(title="verify: local against each remote")
+    for column in ("topic", "partition", "remote", "range", "result", "rounds", "fetches"):
+        table.add_column(column, justify="right" if column in ("rounds", "fetches") else "left")
+    for v in verdicts:
+        if v.divergence is None:
+            result = Text("identical" if v.high > v.low else "nothing to compare", style="green")
+        else:
+            d = v.divergence
+            result = Text(
+                f"differs at offset {d.offset}: local {d.local}; remote {d.remote}", style="red"
+            )
+        table.add_row(
+            v.tp.topic,
+            str(v.tp.partition),
+            v.remote,
+            f"{v.low}..{v.high}",
+            result,
+            str(v.rounds),
+            str(v.fetches),
+        )
+    Console(width=None if sys.stdout.isatty() else 200).print(table)

@@ -1,0 +1,65 @@
+"""The narrowing of ``verify`` over plain records: it names the first divergent offset and
+reads little more than the range once."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import AsyncIterator
+
+from syncer.batches import Record
+from syncer.clusters import TP
+from syncer.verify import FANOUT, LEAF_RECORDS, RangeReader, compare
+
+
+class Listed(RangeReader):
+    """A reader over records in memory, counting what it reads."""
+
+    def __init__(self, records: list[Record]) -> None:
+        super().__init__(None, TP("t", 0))  # type: ignore[arg-type]
+        self.listed = records
+        self.read = 0
+
+    async def records(self, low: int, high: int) -> AsyncIterator[Record]:
+        for r in self.listed[low:high]:  # listed at their offsets
+            self.read += 1
+            if low <= r.offset < high:
+                yield r
+
+
+def records(n: int) -> list[Record]:
+    return [Record(o, 1_000 + o, b"k%d" % (o % 97), b"v%d" % o, ()) for o in range(n)]
+
+
+async def test_the_first_divergence_is_named_and_the_range_read_about_once() -> None:
+    n = 40_000
+    for planted in (0, 12_345, n - 1):
+        source = records(n)
+        copy = list(source)
+        copy[planted] = Record(planted, 1_000 + planted, b"k", b"planted", ())
+        if planted + 1 < n:  # a second difference after it: the first is named
+            copy[planted + 1] = Record(planted + 1, 1, b"later", b"x", ())
+        local, remote = Listed(copy), Listed(source)
+        divergence, rounds = await compare(local, remote, 0, n)
+        assert divergence is not None and divergence.offset == planted
+        assert "planted" not in divergence.remote and "value of 7 bytes" in divergence.local
+        assert rounds == math.ceil(math.log(n / LEAF_RECORDS, FANOUT)) + 1
+        # each round reads a 16th of the one before
+        assert remote.read <= n * FANOUT / (FANOUT - 1) + LEAF_RECORDS
+
+
+async def test_identical_ranges_are_read_once() -> None:
+    local, remote = Listed(records(5_000)), Listed(records(5_000))
+    assert await compare(local, remote, 0, 5_000) == (None, 1)
+    assert local.read == remote.read == 5_000
+
+
+async def test_a_record_one_side_lacks_is_a_divergence() -> None:
+    source = records(1_000)
+    copy = list(source)
+    rng = random.Random(7)
+    gone = rng.randrange(1_000)
+    copy[gone] = Record(-1, 0, None, None, ())  # not in the range any more
+    divergence, _rounds = await compare(Listed(copy), Listed(source), 0, 1_000)
+    assert divergence is not None and divergence.offset == gone
+    assert divergence.local == "no record"
