@@ -3,12 +3,14 @@ admin. aiokafka's errors are translated into ours here, at the boundary."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import socket
 import weakref
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, TypeAlias, cast
 
 from aiokafka import AIOKafkaClient
@@ -16,6 +18,7 @@ from aiokafka import errors as kafka_errors
 from aiokafka.admin import AIOKafkaAdminClient, NewPartitions, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.client import ConnectionGroup
+from aiokafka.protocol.commit import OffsetCommitRequest
 from aiokafka.protocol.fetch import FetchRequest
 from aiokafka.protocol.metadata import MetadataRequest
 from aiokafka.protocol.offset import OffsetRequest
@@ -67,6 +70,18 @@ def error_for(code: int, context: str) -> ClusterError:
     if getattr(kafka_error, "retriable", False) or getattr(kafka_error, "invalid_metadata", False):
         return TransientClusterError(text)
     return ClusterError(text)
+
+
+# NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS: ask again
+COORDINATOR_ERRORS = {14, 15, 16}
+
+
+@contextlib.contextmanager
+def _group_errors(what: str) -> Iterator[None]:
+    try:
+        yield
+    except (kafka_errors.KafkaError, OSError) as exc:
+        raise TransientClusterError(f"{what}: {exc!r}") from exc
 
 
 class Cluster:
@@ -319,6 +334,70 @@ class Cluster:
             await admin.start()
             self._admin = admin
         return self._admin
+
+    # consumer groups -----------------------------------------------------------------
+
+    async def consumer_groups(self) -> list[str]:
+        return await retried(self._consumer_groups, what=f"{self.name}: listing groups")
+
+    async def committed(self, group: str) -> dict[TP, int]:
+        """The group's committed offsets (partitions it never committed are absent)."""
+        return await retried(
+            partial(self._committed, group), what=f"{self.name}: offsets of {group}"
+        )
+
+    async def group_state(self, group: str) -> str:
+        """Empty, Dead (no such group), Stable, PreparingRebalance, CompletingRebalance..."""
+        return await retried(
+            partial(self._group_state, group), what=f"{self.name}: describing {group}"
+        )
+
+    async def commit_offsets(self, group: str, offsets: Mapping[TP, int]) -> dict[TP, int]:
+        """Commit ``offsets`` for ``group`` as a client outside it (generation -1), with no
+        leader epoch: the broker refuses it while the group has members. Error code per
+        partition (0: committed)."""
+        return await retried(
+            partial(self._commit_offsets, group, offsets),
+            what=f"{self.name}: committing for {group}",
+        )
+
+    async def _consumer_groups(self) -> list[str]:
+        with _group_errors(f"{self.name}: listing groups"):
+            admin = await self._admin_client()
+            return sorted(str(g[0]) for g in await admin.list_consumer_groups())
+
+    async def _committed(self, group: str) -> dict[TP, int]:
+        with _group_errors(f"{self.name}: offsets of {group}"):
+            admin = await self._admin_client()
+            offsets = await admin.list_consumer_group_offsets(group)
+        return {TP(tp.topic, tp.partition): m.offset for tp, m in offsets.items() if m.offset >= 0}
+
+    async def _group_state(self, group: str) -> str:
+        with _group_errors(f"{self.name}: describing {group}"):
+            admin = await self._admin_client()
+            (response,) = await admin.describe_consumer_groups([group])
+        (described,) = response.groups
+        if described[0] in COORDINATOR_ERRORS:
+            raise TransientClusterError(f"{self.name}: describing {group}: coordinator moving")
+        return str(described[2])
+
+    async def _commit_offsets(self, group: str, offsets: Mapping[TP, int]) -> dict[TP, int]:
+        topics: dict[str, list[tuple[int, int, str]]] = defaultdict(list)
+        for tp, offset in offsets.items():
+            topics[tp.topic].append((tp.partition, offset, ""))
+        with _group_errors(f"{self.name}: committing for {group}"):
+            admin = await self._admin_client()
+            node = await admin.find_coordinator(group)
+            request = OffsetCommitRequest(group, -1, "", -1, list(topics.items()))
+            response = await admin._send_request(request, node)
+        codes = {
+            TP(topic, partition): code
+            for topic, partitions in response.topics
+            for partition, code in partitions
+        }
+        if COORDINATOR_ERRORS & set(codes.values()):
+            raise TransientClusterError(f"{self.name}: committing for {group}: coordinator moving")
+        return codes
 
     async def topic_configs(self, topic: str, keys: Iterable[str]) -> dict[str, str]:
         """The topic's explicitly set (non-default) values among ``keys``."""

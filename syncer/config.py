@@ -130,6 +130,20 @@ class HttpConfig:
 
 
 @dataclass(frozen=True)
+class GroupsConfig:
+    """Consumer groups whose committed offsets are copied from the remotes, unchanged."""
+
+    include: tuple[str, ...] = ()  # regexes; none: no offsets are copied
+    exclude: tuple[str, ...] = ()
+    interval_s: float = 10.0
+
+    def selects(self, group: str) -> bool:
+        if not any(re.fullmatch(p, group) for p in self.include):
+            return False
+        return not any(re.fullmatch(p, group) for p in self.exclude)
+
+
+@dataclass(frozen=True)
 class Config:
     """Everything a syncer deployment needs."""
 
@@ -141,6 +155,7 @@ class Config:
     copier: CopierConfig = field(default_factory=CopierConfig)
     coordination: CoordinationConfig = field(default_factory=CoordinationConfig)
     http: HttpConfig = field(default_factory=HttpConfig)
+    groups: GroupsConfig = field(default_factory=GroupsConfig)
 
     @classmethod
     def from_file(cls, path: str | Path) -> Config:
@@ -184,7 +199,21 @@ def _check(config: Config) -> list[str]:
         *_check_copier(config.copier),
         *_check_coordination(config.coordination),
         *_check_http(config.http),
+        *_check_groups(config.groups),
     ]
+
+
+def _check_groups(groups: GroupsConfig) -> list[str]:
+    problems = []
+    for key in ("include", "exclude"):
+        for i, pattern in enumerate(getattr(groups, key)):
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                problems.append(f"groups.{key}[{i}]: invalid regex {pattern!r}: {exc}")
+    if groups.interval_s <= 0:
+        problems.append("groups.interval_s: must be positive")
+    return problems
 
 
 def _check_http(http: HttpConfig) -> list[str]:

@@ -18,7 +18,7 @@ import json
 import logging
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST
@@ -193,4 +193,10 @@ def status_document(syncer: Syncer) -> dict[str, Any]:
         }
         for name, health in syncer.health.items()
     ]
-    return {"name": syncer.config.name, "partitions": partitions, "remotes": remotes}
+    groups = {name: asdict(status) for name, status in sorted(syncer.offsets.groups.items())}
+    return {
+        "name": syncer.config.name,
+        "partitions": partitions,
+        "remotes": remotes,
+        "groups": groups,
+    }

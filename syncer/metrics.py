@@ -50,6 +50,14 @@ class SyncerCollector(Collector):
         limit = GaugeMetricFamily("syncer_buffer_limit_bytes", "copier.buffer_bytes")
         limit.add_metric([], self.syncer.memory.limit)
         yield limit
+        committed = CounterMetricFamily(
+            "syncer_group_offsets_committed",
+            "Consumer group offsets copied from a remote and committed locally",
+            labels=["group", "remote"],
+        )
+        for name, group in sorted(self.syncer.offsets.groups.items()):
+            committed.add_metric([name, group.source], group.committed)
+        yield committed
 
     def _partitions(self) -> Iterator[Metric]:
         local = GaugeMetricFamily(

@@ -27,6 +27,7 @@ from syncer.errors import SyncerError
 from syncer.fetcher import Fetcher, Lanes
 from syncer.identity import WriterIdentity, load_identity
 from syncer.metrics import Instruments
+from syncer.offsets import OffsetCopier
 from syncer.planner import RemoteEnds
 from syncer.retry import retried
 from syncer.sources import SourceHealth
@@ -87,8 +88,12 @@ class Syncer:
         self.memory = ByteBudget(config.copier.buffer_bytes)
         self.instruments = Instruments()
         self._grouped = False  # run() shares partitions through the group; catch_up() does not
+        self.offsets = OffsetCopier(config.groups, self.local, self.remotes, self._mirrored_now)
         if config.coordination.enabled:
             self.member = GroupMember(config, self._on_assigned, self._on_revoked)
+
+    def _mirrored_now(self) -> dict[str, int]:
+        return dict(self._mirrored)
 
     def __repr__(self) -> str:
         states: dict[str, int] = {}
@@ -202,6 +207,11 @@ class Syncer:
         for tp, copier in self.copiers.items():
             self._spawn(tp, copier.run(until=targets[tp]))
         await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+        if self.config.groups.include:
+            try:
+                await self.offsets.copy_once()  # the local log now reaches the remote ends
+            except SyncerError as exc:
+                log.warning("copying consumer group offsets: %s", exc)
         return self.summary()
 
     async def run(self) -> Summary:
@@ -209,6 +219,18 @@ class Syncer:
         ``coordination.group`` set, only the partitions the group assigns to this process."""
         await self.start()
         self._grouped = self.member is not None
+        offsets = None
+        if self.config.groups.include:
+            offsets = asyncio.create_task(self.offsets.run(self._stop), name="group-offsets")
+        try:
+            await self._run_until_stopped()
+        finally:
+            if offsets is not None:
+                offsets.cancel()
+                await asyncio.gather(offsets, return_exceptions=True)
+        return self.summary()
+
+    async def _run_until_stopped(self) -> None:
         while not self._stop.is_set():
             try:
                 await self.refresh_topics()
@@ -227,7 +249,6 @@ class Syncer:
         for copier in self.copiers.values():
             copier.request_stop()
         await asyncio.gather(*self._tasks.values(), return_exceptions=True)
-        return self.summary()
 
     def request_stop(self) -> None:
         """Ask ``run`` to drain and return; safe to call from a signal handler."""

@@ -1,0 +1,106 @@
+"""Consumer group offsets carried over as they are: offsets mean the same on both sides, so a
+group's committed offsets on a remote are valid locally unchanged, and a consumer that moves
+from the remote to local resumes at the next record.
+
+A group's offsets are committed locally only while the group has no members locally (the
+broker itself refuses a commit from outside a group with members), only where the local log
+already reaches the offset, and never below what the group committed locally. They carry no
+leader epoch: the remote's epochs mean nothing to the local cluster, and a consumer that
+validated against them would reset or loop on metadata."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from syncer.clusters import TP, Cluster
+from syncer.config import GroupsConfig
+from syncer.errors import SyncerError
+
+log = logging.getLogger(__name__)
+
+IDLE_STATES = ("Empty", "Dead")  # Dead: the group does not exist locally yet
+
+
+def offsets_to_commit(
+    remote: Mapping[TP, int], local: Mapping[TP, int], local_ends: Mapping[TP, int]
+) -> dict[TP, int]:
+    """Which of a group's remote offsets to commit locally: those above the local commit
+    (never backwards) that the local log already reaches."""
+    return {
+        tp: offset
+        for tp, offset in remote.items()
+        if tp in local_ends and offset <= local_ends[tp] and offset > local.get(tp, -1)
+    }
+
+
+@dataclass
+class GroupStatus:
+    source: str
+    committed: int = 0  # partition offsets committed locally so far
+    waiting: int = 0  # remote offsets the local log does not reach yet (last pass)
+    skipped: str | None = None  # why the last pass left the group alone
+
+
+@dataclass
+class OffsetCopier:
+    """Copies the chosen groups' offsets every ``interval_s``; ``copy_once`` for one pass."""
+
+    config: GroupsConfig
+    local: Cluster
+    remotes: Mapping[str, Cluster]
+    mirrored: Callable[[], Mapping[str, int]]  # topic → partitions this deployment mirrors
+    groups: dict[str, GroupStatus] = field(default_factory=dict)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            try:
+                await self.copy_once()
+            except SyncerError as exc:
+                log.warning("copying consumer group offsets: %s; trying again", exc)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), self.config.interval_s)
+
+    async def copy_once(self) -> None:
+        chosen: dict[str, str] = {}
+        for name, remote in self.remotes.items():
+            for group in await remote.consumer_groups():
+                if self.config.selects(group):
+                    chosen.setdefault(group, name)  # the first remote listing it
+        mirrored = self.mirrored()
+        for group, name in chosen.items():
+            status = self.groups.setdefault(group, GroupStatus(name))
+            await self._copy_group(group, self.remotes[name], mirrored, status)
+
+    async def _copy_group(
+        self, group: str, remote: Cluster, mirrored: Mapping[str, int], status: GroupStatus
+    ) -> None:
+        state = await self.local.group_state(group)
+        if state not in IDLE_STATES:
+            status.skipped = f"the group has members locally ({state})"
+            return
+        status.skipped = None
+        wanted = {
+            tp: offset
+            for tp, offset in (await remote.committed(group)).items()
+            if tp.partition < mirrored.get(tp.topic, 0)
+        }
+        if not wanted:
+            return
+        local = await self.local.committed(group) if state == "Empty" else {}
+        ends = await self.local.latest(wanted)
+        todo = offsets_to_commit(wanted, local, ends)
+        status.waiting = sum(1 for tp, o in wanted.items() if o > ends.get(tp, 0))
+        if not todo:
+            return
+        codes = await self.local.commit_offsets(group, todo)
+        refused = {tp: code for tp, code in codes.items() if code}
+        status.committed += len(codes) - len(refused)
+        if refused:
+            status.skipped = f"the local cluster refused {len(refused)} commits: {refused}"
+            log.warning("group %s: %s", group, status.skipped)
+        else:
+            log.info("group %s: committed %d offsets from %s", group, len(codes), status.source)

@@ -1,0 +1,94 @@
+"""Consumer group offsets carried over unchanged, against real brokers: a consumer that moves
+from the remote to local resumes at the next record, nothing skipped or seen twice; a group
+with members locally is left alone; a local commit never moves back."""
+
+from __future__ import annotations
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from syncer.http import status_document
+from syncer.syncer import Syncer
+from tests.kafka_helpers import create_topic, make_config, produce
+
+
+async def consume(bootstrap: str, topic: str, group: str, count: int) -> list[int]:
+    """Read ``count`` records as a member of ``group`` from its committed offsets (earliest
+    if none), commit, leave; the offsets read."""
+    consumer = AIOKafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        group_id=group,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        max_poll_records=count,
+    )
+    await consumer.start()
+    try:
+        seen: list[int] = []
+        while len(seen) < count:
+            for records in (
+                await consumer.getmany(timeout_ms=5000, max_records=count - len(seen))
+            ).values():
+                seen += [r.offset for r in records]
+        await consumer.commit()
+        return seen
+    finally:
+        await consumer.stop()
+
+
+async def committed(bootstrap: str, topic: str, group: str) -> int | None:
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group)
+    await consumer.start()
+    try:
+        return await consumer.committed(TopicPartition(topic, 0))
+    finally:
+        await consumer.stop()
+
+
+async def catch_up(local: str, east: str, topic: str, groups: list[str]) -> Syncer:
+    syncer = Syncer(make_config(local, {"east": east}, [topic], groups={"include": groups}))
+    async with syncer:
+        await syncer.catch_up()
+    return syncer
+
+
+async def test_a_consumer_moving_to_local_resumes_at_the_next_record(
+    local: str, east: str, topic: str
+) -> None:
+    group = f"{topic}-billing"
+    await create_topic(east, topic)
+    await produce(east, topic, [(b"k", b"%d" % i) for i in range(100)])
+    assert await consume(east, topic, group, 40) == list(range(40))  # on the remote
+
+    syncer = await catch_up(local, east, topic, [f"{topic}-.*"])
+    assert await committed(local, topic, group) == 40
+    assert status_document(syncer)["groups"][group]["committed"] == 1
+    # the consumer fails over to local: it goes on at 40, nothing skipped, nothing twice
+    assert await consume(local, topic, group, 60) == list(range(40, 100))
+
+
+async def test_a_group_with_members_locally_is_left_alone_and_commits_never_go_back(
+    local: str, east: str, topic: str
+) -> None:
+    busy, ahead = f"{topic}-busy", f"{topic}-ahead"
+    await create_topic(east, topic)
+    await produce(east, topic, [(b"k", b"%d" % i) for i in range(50)])
+    await consume(east, topic, busy, 30)
+    await consume(east, topic, ahead, 10)
+    first = await catch_up(local, east, topic, [f"{topic}-.*"])
+    assert await committed(local, topic, ahead) == 10
+    await consume(local, topic, ahead, 25)  # the group went on locally: 35
+    await consume(east, topic, ahead, 5)  # and on the remote to 15 only
+
+    member = AIOKafkaConsumer(topic, bootstrap_servers=local, group_id=busy)
+    await member.start()  # the busy group is active locally
+    try:
+        await member.getmany(timeout_ms=3000)
+        before = await member.committed(TopicPartition(topic, 0))
+        syncer = await catch_up(local, east, topic, [f"{topic}-.*"])
+        assert await member.committed(TopicPartition(topic, 0)) == before  # not touched
+        assert "members locally" in (syncer.offsets.groups[busy].skipped or "")
+    finally:
+        await member.stop()
+    assert await committed(local, topic, ahead) == 35  # not moved back to 15
+    assert first.offsets.groups[ahead].committed == 1
