@@ -329,12 +329,14 @@ class ChunkScheduler:
             self.memory.release(got.size)  # not needed: the frontier is past it
         return None
 
-    def written(self, got: Fetched) -> None:
-        """The copier has written ``got`` (its batches are with the writer): its bytes
-        leave the budget."""
+    def written(self, got: Fetched) -> int:
+        """The copier has handed ``got``'s batches to the writer: the bytes it holds in the
+        budget are the copier's from now on, to release when those writes are answered
+        (their copies are in produce requests until then)."""
         if self._writing is got:
             self._writing = None
-            self.memory.release(got.size)
+            return got.size
+        return 0
 
     def _complete(self, task: asyncio.Task[tuple[FetchedPartition, float]], chunk: Chunk) -> None:
         health = self.health[chunk.remote]

@@ -81,18 +81,20 @@ class TopicsConfig:
 class CopierConfig:
     """Sizes and pacing of the data path."""
 
-    # a response is held twice while it is decoded: 8 MiB keeps two in flight on a connection
-    # small (64 partitions: peak RSS 224 -> 124 MiB with buffer_bytes 32 MiB)
-    fetch_max_bytes: int = 8 * 1024 * 1024
+    # a response is held twice while it is decoded: 4 MiB keeps the two in flight on a
+    # connection small (64 partitions: peak RSS 224 MiB with 32 MiB, 112-118 with 4 MiB and
+    # buffer_bytes 16 MiB, at 75-100% of the throughput)
+    fetch_max_bytes: int = 4 * 1024 * 1024
     partition_fetch_max_bytes: int = 1024 * 1024
     fetch_max_wait_ms: int = 500
     max_in_flight: int = 5
     # chunks of one partition fetched at once, from any remotes that hold them, plus the
     # fetched ones waiting to be written in order (the reorder buffer)
     max_chunks: int = 8
-    # bytes fetched and not yet written, for the whole process (all partitions): new fetches
-    # wait while it is full, except the one each partition's next write needs
-    buffer_bytes: int = 32 * 1024 * 1024
+    # bytes fetched and not yet written or being written, for the whole process (all
+    # partitions): new fetches wait while it is full, except the one each partition's next
+    # write needs; raise it for a fast link with a long round trip (bandwidth x delay)
+    buffer_bytes: int = 16 * 1024 * 1024
     chunk_timeout_ms: int = 15_000  # a fetch slower than this counts against its remote
     retry_backoff_ms: int = 200
     retry_backoff_max_ms: int = 10_000

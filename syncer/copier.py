@@ -257,11 +257,23 @@ class PartitionCopier:
                     continue
                 frontier = await self._write(got, frontier)
                 self.agreement.written(got)
-                self.chunks.written(got)
+                self._release_when_answered(self.chunks.written(got))
                 del got  # the next fetch must not wait on its memory
         finally:
             await self.chunks.close()
         await self._drain(0)
+
+    def _release_when_answered(self, size: int) -> None:
+        """Keep ``size`` bytes in the process's budget until the last write sent for them is
+        answered (one partition's writes are answered in order): the budget bounds what is
+        fetched and what is being written together."""
+        memory = self.chunks.memory
+        if not size:
+            return
+        if not self._pending or self._pending[-1][1].done():
+            memory.release(size)
+            return
+        self._pending[-1][1].add_done_callback(lambda _future: memory.release(size))
 
     def _no_source(self, frontier: int) -> None:
         """Nothing can continue at ``frontier``: data lost at the source, or every source is

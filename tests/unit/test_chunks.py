@@ -91,7 +91,7 @@ async def test_one_remote_over_one_lane_reads_with_one_open_fetch() -> None:
 
 
 async def test_one_remote_over_many_lanes_reads_cut_chunks_on_every_lane() -> None:
-    scheduler = scheduler_for({"east": 16})
+    scheduler = scheduler_for({"east": 16}, ByteBudget(64 << 20))  # room for all of them
     scheduler.launch(0, 100_000)
     try:
         chunks = launched(scheduler)
