@@ -1,9 +1,11 @@
-"""Bytes fetched and not yet written, for the whole process: fetches go out while there is
-room, so memory stays flat however many partitions are copied at once."""
+"""Bytes fetched and not yet written (or written and not yet answered), for the whole
+process: fetches go out while there is room, so memory stays flat however many partitions
+are copied at once."""
 
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 
 class ByteBudget:
@@ -38,6 +40,15 @@ class ByteBudget:
         self.used -= nbytes
         if self._room is not None and self.has_room():
             self._room.set()
+
+    def release_when_done(self, nbytes: int, future: asyncio.Future[Any] | None) -> None:
+        """Release ``nbytes`` once ``future`` (the last write sent for them) is done."""
+        if not nbytes:
+            return
+        if future is None or future.done():
+            self.release(nbytes)
+        else:
+            future.add_done_callback(lambda _future: self.release(nbytes))
 
     async def room(self) -> None:
         """Wait until there is room again."""

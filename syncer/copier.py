@@ -267,13 +267,8 @@ class PartitionCopier:
         """Keep ``size`` bytes in the process's budget until the last write sent for them is
         answered (one partition's writes are answered in order): the budget bounds what is
         fetched and what is being written together."""
-        memory = self.chunks.memory
-        if not size:
-            return
-        if not self._pending or self._pending[-1][1].done():
-            memory.release(size)
-            return
-        self._pending[-1][1].add_done_callback(lambda _future: memory.release(size))
+        last = self._pending[-1][1] if self._pending else None
+        self.chunks.memory.release_when_done(size, last)
 
     def _no_source(self, frontier: int) -> None:
         """Nothing can continue at ``frontier``: data lost at the source, or every source is

@@ -161,3 +161,17 @@ async def test_long_polls_of_caught_up_partitions_hold_none_of_the_budget() -> N
     finally:
         for scheduler in (*idle, behind):
             await scheduler.close()
+
+
+async def test_bytes_being_written_stay_in_the_budget_until_answered() -> None:
+    memory = ByteBudget(2 << 20)
+    memory.reserve(2 << 20)
+    answer: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+    memory.release_when_done(2 << 20, answer)
+    assert not memory.has_room()  # the write is in flight: its bytes are still held
+    answer.set_result(0)
+    await asyncio.sleep(0)
+    assert memory.used == 0 and memory.has_room()
+    memory.reserve(10)
+    memory.release_when_done(10, None)  # nothing in flight: at once
+    assert memory.used == 0
