@@ -17,6 +17,7 @@ from aiokafka import AIOKafkaClient
 from aiokafka import errors as kafka_errors
 from aiokafka.admin import AIOKafkaAdminClient, NewPartitions, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+from aiokafka.admin.records_to_delete import RecordsToDelete
 from aiokafka.client import ConnectionGroup
 from aiokafka.protocol.commit import OffsetCommitRequest
 from aiokafka.protocol.fetch import FetchRequest
@@ -398,6 +399,17 @@ class Cluster:
         if COORDINATOR_ERRORS & set(codes.values()):
             raise TransientClusterError(f"{self.name}: committing for {group}: coordinator moving")
         return codes
+
+    async def delete_records(self, tp: TP, before: int) -> int:
+        """Delete ``tp``'s records below ``before``; the partition's new start."""
+
+        async def delete() -> int:
+            with _group_errors(f"{self.name}: deleting records of {tp}"):
+                admin = await self._admin_client()
+                starts = await admin.delete_records({tp: RecordsToDelete(before)})
+            return int(starts[tp])
+
+        return await retried(delete, what=f"{self.name}: deleting records of {tp}")
 
     async def topic_configs(self, topic: str, keys: Iterable[str]) -> dict[str, str]:
         """The topic's explicitly set (non-default) values among ``keys``."""

@@ -63,6 +63,9 @@ class TopicsConfig:
     # "halt" the partition, or "fill" it with filler records at the same offsets
     on_hole: str = "halt"
     fill: tuple[str, ...] = ()  # topics (regexes) whose holes are filled whatever on_hole says
+    # a new, empty local partition whose remotes start above 0: filler up to their start,
+    # then DeleteRecords, so local start and end equal the remote's (else: data lost, halt)
+    align_start: bool = False
     refresh_interval_s: float = 30.0
 
     def selects(self, topic: str) -> bool:

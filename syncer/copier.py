@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -130,9 +131,11 @@ class PartitionCopier:
         memory: ByteBudget | None = None,
         *,
         fill_holes: bool = False,
+        align_start: bool = False,
     ) -> None:
         self.tp = tp
         self.fill_holes = fill_holes
+        self.align_start = align_start
         self.local = local
         self.writer = writer
         self.fetchers = fetchers
@@ -239,6 +242,10 @@ class PartitionCopier:
                 if got is None and self.chunks.starved:
                     await self.chunks.memory.room()  # other partitions hold the budget
                     continue
+                if got is None and (start := self._start_to_align(frontier)) is not None:
+                    frontier = await self._align_start(start)
+                    await self.chunks.reset(frontier)
+                    continue
                 if got is None:
                     self._no_source(frontier)
                     await asyncio.sleep(self.config.retry_backoff_ms / 1000)
@@ -269,6 +276,37 @@ class PartitionCopier:
         fetched and what is being written together."""
         last = self._pending[-1][1] if self._pending else None
         self.chunks.memory.release_when_done(size, last)
+
+    def _start_to_align(self, frontier: int) -> int | None:
+        """With ``align_start``, a local partition still empty (end 0) whose remotes all
+        start above 0: the start to align it to."""
+        if not self.align_start or frontier != 0 or self.status.local_end != 0:
+            return None
+        usable = {n: e for n, e in self.status.remote_ends.items() if n not in self.status.dropped}
+        return choose_remote(0, usable).lost_below
+
+    async def _align_start(self, start: int) -> int:
+        """Fill offsets ``[0, start)`` and delete them, so the local partition starts where
+        the remotes do; the new local end (``start``)."""
+        log.info(
+            "%s[%d]: aligning the empty local partition to the remote start %d",
+            self.tp.topic,
+            self.tp.partition,
+            start,
+        )
+        pid, epoch = self.identity.producer_id, self.identity.producer_epoch
+        now_ms = int(time.time() * 1000)
+        for base, end, raw in filler_batches(0, start, now_ms, "below-start", pid, epoch):
+            await self._drain(self.config.max_in_flight - 1)
+            self._submit(_Sent(base, end, end - base, len(raw), "", now_ms, end - base), raw)
+        await self._drain(0)
+        local_start = await self.local.delete_records(self.tp, start)
+        if local_start != start:
+            raise PartitionHalted(
+                f"{self.tp.topic}[{self.tp.partition}]: aligning the start: local start is"
+                f" {local_start} after deleting records below {start}"
+            )
+        return start
 
     def _no_source(self, frontier: int) -> None:
         """Nothing can continue at ``frontier``: data lost at the source, or every source is
@@ -371,7 +409,8 @@ class PartitionCopier:
         self.status.records_copied += sent.records
         self.status.filled += sent.filled
         self.status.bytes_copied += sent.size
-        self.status.served[sent.remote] = self.status.served.get(sent.remote, 0) + sent.size
+        if sent.remote:  # not for the fillers that align a partition's start
+            self.status.served[sent.remote] = self.status.served.get(sent.remote, 0) + sent.size
         health = self.health.get(sent.remote)
         if health is not None:
             health.served_bytes += sent.size

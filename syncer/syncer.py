@@ -378,6 +378,7 @@ class Syncer:
             health,
             self.memory,
             fill_holes=self.config.topics.fills(tp.topic),
+            align_start=self.config.topics.align_start,
         )
 
     # reporting --------------------------------------------------------------------------

@@ -9,6 +9,7 @@ import asyncio
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+from aiokafka.admin.records_to_delete import RecordsToDelete
 from aiokafka.structs import TopicPartition
 
 from syncer.batches import FILLER_HEADER, is_filler
@@ -150,3 +151,27 @@ async def test_compacted_source_with_gaps_keeps_every_offset(
         else:
             assert r == source  # the record itself, at its own offset
     assert status.filled == sum(1 for r in local_all if is_filler(r.key, r.headers)) >= len(holes)
+
+
+async def test_align_start_makes_an_empty_local_partition_start_where_the_remote_does(
+    local: str, east: str, topic: str
+) -> None:
+    await create_topic(east, topic)
+    await produce(east, topic, [(b"k", b"%d" % i) for i in range(100)])
+    admin = AIOKafkaAdminClient(bootstrap_servers=east)
+    await admin.start()
+    try:
+        await admin.delete_records({TopicPartition(topic, 0): RecordsToDelete(40)})
+    finally:
+        await admin.close()
+    config = make_config(
+        local, {"east": east}, [topic], topics={"include": [topic], "align_start": True}
+    )
+    syncer = Syncer(config)
+    async with syncer:
+        await syncer.catch_up()
+        (status,) = syncer.statuses()
+        ends = await syncer.local.ends([TopicPartition(topic, 0)])
+    assert status.state is State.CAUGHT_UP, status.error
+    assert ends[TopicPartition(topic, 0)] == (40, 100)  # local start and end = the remote's
+    assert await read_partition(local, topic) == await read_partition(east, topic)
