@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import socket
+import ssl
 import weakref
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
@@ -19,6 +20,8 @@ from aiokafka.admin import AIOKafkaAdminClient, NewPartitions, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.admin.records_to_delete import RecordsToDelete
 from aiokafka.client import ConnectionGroup
+from aiokafka.conn import create_conn
+from aiokafka.helpers import create_ssl_context
 from aiokafka.protocol.commit import OffsetCommitRequest
 from aiokafka.protocol.fetch import FetchRequest
 from aiokafka.protocol.metadata import MetadataRequest
@@ -28,7 +31,12 @@ from aiokafka.protocol.transaction import InitProducerIdRequest
 from aiokafka.structs import TopicPartition
 
 from syncer.config import ClusterConfig
-from syncer.errors import ClusterError, TransientClusterError, UnreachableError
+from syncer.errors import (
+    AuthenticationError,
+    ClusterError,
+    TransientClusterError,
+    UnreachableError,
+)
 from syncer.retry import retried
 
 log = logging.getLogger(__name__)
@@ -85,6 +93,28 @@ def _group_errors(what: str) -> Iterator[None]:
         raise TransientClusterError(f"{what}: {exc!r}") from exc
 
 
+def client_options(config: ClusterConfig) -> dict[str, Any]:
+    """The security settings of any aiokafka client of this cluster."""
+    options: dict[str, Any] = {"security_protocol": config.security_protocol}
+    if "SSL" in config.security_protocol:
+        context = create_ssl_context(
+            cafile=config.ssl_cafile or None,
+            certfile=config.ssl_certfile or None,
+            keyfile=config.ssl_keyfile or None,
+            password=config.ssl_key_password or None,
+        )
+        context.check_hostname = config.ssl_check_hostname
+        options["ssl_context"] = context
+    if config.security_protocol.startswith("SASL"):
+        options["sasl_mechanism"] = config.sasl_mechanism
+        if config.sasl_mechanism == "OAUTHBEARER":
+            options["sasl_oauth_token_provider"] = config.sasl_oauth_token_provider
+        else:
+            options["sasl_plain_username"] = config.sasl_username
+            options["sasl_plain_password"] = config.sasl_password
+    return options
+
+
 class Cluster:
     """A connection to one cluster. ``async with Cluster(cfg) as cluster: ...``"""
 
@@ -98,6 +128,7 @@ class Cluster:
             client_id=f"{config.client_id}-{self.name}" + (f"-lane{lane}" if lane else ""),
             request_timeout_ms=config.request_timeout_ms,
             metadata_max_age_ms=config.metadata_max_age_ms,
+            **client_options(config),
         )
         self._admin: AIOKafkaAdminClient | None = None
         self._started = False
@@ -125,11 +156,44 @@ class Cluster:
             await self._client.bootstrap()
         except (kafka_errors.KafkaError, OSError) as exc:
             await self._client.close()
+            refused = await self._refused()
+            if refused is not None:
+                raise AuthenticationError(
+                    f"{self.role} cluster {self.name!r} at {self.config.bootstrap_servers}:"
+                    f" {refused}"
+                ) from exc
             raise UnreachableError(
                 f"{self.role} cluster {self.name!r} at {self.config.bootstrap_servers}"
                 f" is unreachable: {exc}"
             ) from exc
         self._started = True
+
+    async def _refused(self) -> str | None:
+        """Why the first bootstrap server refuses us, if it does over credentials or
+        certificates (aiokafka only logs it): one connection, no retries."""
+        if self.config.security_protocol == "PLAINTEXT":
+            return None
+        first = self.config.bootstrap_servers.split(",")[0].strip()
+        host, _, port = first.rpartition(":")
+        try:
+            conn = await create_conn(
+                host.strip("[]"),
+                int(port),
+                request_timeout_ms=self.config.request_timeout_ms,
+                **client_options(self.config),
+            )
+        except (kafka_errors.SaslAuthenticationFailed, kafka_errors.AuthenticationFailedError) as e:
+            user = self.config.sasl_username
+            who = f" as {user!r}" if user else ""
+            return f"authentication failed ({self.config.sasl_mechanism}{who}): {e}"
+        except kafka_errors.UnsupportedSaslMechanismError:
+            return f"the broker does not accept SASL mechanism {self.config.sasl_mechanism}"
+        except ssl.SSLError as exc:
+            return f"TLS handshake failed: {exc.reason or exc}"
+        except (kafka_errors.KafkaError, OSError, ValueError):
+            return None
+        conn.close()
+        return None
 
     async def stop(self) -> None:
         if self._admin is not None:
@@ -331,6 +395,7 @@ class Cluster:
                 bootstrap_servers=self.config.bootstrap_servers,
                 client_id=f"{self.config.client_id}-{self.name}-admin",
                 request_timeout_ms=self.config.request_timeout_ms,
+                **client_options(self.config),
             )
             await admin.start()
             self._admin = admin

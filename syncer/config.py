@@ -48,6 +48,22 @@ class ClusterConfig:
     # this remote's fetch sizes; 0 takes copier.fetch_max_bytes / partition_fetch_max_bytes
     fetch_max_bytes: int = 0
     partition_fetch_max_bytes: int = 0
+    # security: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL
+    security_protocol: str = "PLAINTEXT"
+    ssl_cafile: str = ""  # the CA that signed the brokers' certificates ("" = the system's)
+    ssl_certfile: str = ""  # a client certificate, for brokers that ask for one
+    ssl_keyfile: str = ""
+    ssl_key_password: str = field(default="", repr=False)
+    ssl_key_password_file: str = ""
+    ssl_check_hostname: bool = True
+    sasl_mechanism: str = ""  # PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER
+    sasl_username: str = ""
+    sasl_password: str = field(default="", repr=False)
+    sasl_password_file: str = ""  # read at load; one trailing newline dropped
+    # OAUTHBEARER: an aiokafka AbstractTokenProvider, set from Python (not from YAML)
+    sasl_oauth_token_provider: Any = field(
+        default=None, repr=False, compare=False, metadata={"python_only": True}
+    )
 
 
 @dataclass(frozen=True)
@@ -187,6 +203,8 @@ class Config:
         problems: list[str] = []
         config = _build(cls, _interpolate(raw, "", problems), "", problems)
         if config is not None and not problems:
+            config = _read_secrets(config, problems)
+        if config is not None and not problems:
             problems.extend(_check(config))
         if problems or config is None:
             raise ConfigError(problems or ["empty configuration"], source)
@@ -194,6 +212,34 @@ class Config:
 
     def remote(self, name: str) -> ClusterConfig:
         return next(r for r in self.remotes if r.name == name)
+
+
+SECRET_FILES = {"sasl_password": "sasl_password_file", "ssl_key_password": "ssl_key_password_file"}
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+
+
+def _read_secrets(config: Config, problems: list[str]) -> Config:
+    """Secrets given as ``*_file`` read into their fields (the file's path stays)."""
+
+    def read(cluster: ClusterConfig, where: str) -> ClusterConfig:
+        changes: dict[str, Any] = {}
+        for secret, file_key in SECRET_FILES.items():
+            path = getattr(cluster, file_key)
+            if not path:
+                continue
+            if getattr(cluster, secret):
+                problems.append(f"{where}.{secret}: set it or {file_key}, not both")
+                continue
+            try:
+                changes[secret] = Path(path).read_text().removesuffix("\n")
+            except OSError as exc:
+                problems.append(f"{where}.{file_key}: cannot read {path}: {exc.strerror}")
+        return dataclasses.replace(cluster, **changes) if changes else cluster
+
+    local = read(config.local, "local")
+    remotes = tuple(read(r, f"remotes[{i}]") for i, r in enumerate(config.remotes))
+    return dataclasses.replace(config, local=local, remotes=remotes)
 
 
 def _check(config: Config) -> list[str]:
@@ -274,6 +320,40 @@ def _check_cluster(cluster: ClusterConfig, where: str) -> list[str]:
     for name in ("fetch_max_bytes", "partition_fetch_max_bytes"):
         if getattr(cluster, name) < 0:
             problems.append(f"{where}.{name}: must be positive, or 0 for the copier's")
+    return problems + _check_security(cluster, where)
+
+
+def _check_security(cluster: ClusterConfig, where: str) -> list[str]:
+    problems = []
+    protocol = cluster.security_protocol
+    if protocol not in SECURITY_PROTOCOLS:
+        choices = ", ".join(SECURITY_PROTOCOLS)
+        return [f"{where}.security_protocol: must be one of {choices}, got {protocol!r}"]
+    tls = "SSL" in protocol
+    for name in ("ssl_cafile", "ssl_certfile", "ssl_keyfile"):
+        path = getattr(cluster, name)
+        if path and not tls:
+            problems.append(f"{where}.{name}: needs security_protocol SSL or SASL_SSL")
+        elif path and not Path(path).is_file():
+            problems.append(f"{where}.{name}: no such file: {path}")
+    if bool(cluster.ssl_certfile) != bool(cluster.ssl_keyfile):
+        problems.append(f"{where}.ssl_certfile, ssl_keyfile: give both or neither")
+    mechanism = cluster.sasl_mechanism
+    if not protocol.startswith("SASL"):
+        if mechanism or cluster.sasl_username:
+            problems.append(f"{where}.sasl_mechanism: needs security_protocol SASL_*")
+        return problems
+    if mechanism not in SASL_MECHANISMS:
+        choices = ", ".join(SASL_MECHANISMS)
+        problems.append(f"{where}.sasl_mechanism: must be one of {choices}, got {mechanism!r}")
+    elif mechanism == "OAUTHBEARER":
+        if cluster.sasl_oauth_token_provider is None:
+            problems.append(
+                f"{where}.sasl_mechanism: OAUTHBEARER needs a token provider, set from Python"
+                " (ClusterConfig.sasl_oauth_token_provider)"
+            )
+    elif not cluster.sasl_username or not cluster.sasl_password:
+        problems.append(f"{where}: {mechanism} needs sasl_username and sasl_password")
     return problems
 
 
@@ -351,10 +431,12 @@ def _build(cls: type[T], raw: Any, path: str, problems: list[str]) -> T | None:
     for key in raw:
         if key not in fields:
             problems.append(f"{_join(path, str(key))}: unknown key")
+        elif fields[key].metadata.get("python_only"):
+            problems.append(f"{_join(path, str(key))}: can only be set from Python")
     values: dict[str, Any] = {}
     for name, spec in fields.items():
         where = _join(path, name)
-        if name not in raw:
+        if name not in raw or spec.metadata.get("python_only"):
             if spec.default is dataclasses.MISSING and spec.default_factory is dataclasses.MISSING:
                 problems.append(f"{where}: required")
             continue

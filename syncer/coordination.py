@@ -25,7 +25,7 @@ from aiokafka.coordinator.protocol import (
 )
 
 from syncer.assignment import assign, decode_owned, encode_owned, weights_from_gaps
-from syncer.clusters import TP
+from syncer.clusters import TP, client_options
 from syncer.config import Config
 
 log = logging.getLogger(__name__)
@@ -138,6 +138,7 @@ class GroupMember:
             partition_assignment_strategy=(self.assignor,),
             max_partition_fetch_bytes=1024,
             fetch_max_bytes=1024,
+            **client_options(self.config.local),
         )
         await consumer.start()
         self._consumer = consumer
@@ -215,6 +216,7 @@ async def group_owners(config: Config) -> dict[TP, str]:
     admin = AIOKafkaAdminClient(
         bootstrap_servers=config.local.bootstrap_servers,
         client_id=f"{config.local.client_id}-status",
+        **client_options(config.local),
     )
     await admin.start()
     try:

@@ -21,6 +21,7 @@ class ExitCode:
     HALTED = 5  # some partitions halted or topics were refused; the rest finished
     TESTBED = 6
     DIVERGED = 7  # verify: a local partition differs from a remote's
+    AUTHENTICATION = 8  # a cluster refused our credentials, or TLS failed
     INTERRUPTED = 130
 
 
@@ -56,6 +57,12 @@ class UnreachableError(ClusterError):
     """A cluster's bootstrap servers cannot be reached."""
 
     exit_code = ExitCode.UNREACHABLE
+
+
+class AuthenticationError(ClusterError):
+    """A cluster refused our credentials or certificate, or its certificate is not trusted."""
+
+    exit_code = ExitCode.AUTHENTICATION
 
 
 class PartitionHalted(SyncerError):

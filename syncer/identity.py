@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.structs import TopicPartition
 
-from syncer.clusters import Cluster
+from syncer.clusters import Cluster, client_options
 
 log = logging.getLogger(__name__)
 
@@ -42,8 +42,12 @@ async def load_identity(local: Cluster, state_topic: str, deployment: str) -> Wr
     if found is not None:
         return found
     producer_id, epoch = await local.init_producer_id()
-    bootstrap = local.config.bootstrap_servers
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True)
+    producer = AIOKafkaProducer(
+        bootstrap_servers=local.config.bootstrap_servers,
+        acks="all",
+        enable_idempotence=True,
+        **client_options(local.config),
+    )
     await producer.start()
     try:
         value = json.dumps({"producer_id": producer_id, "producer_epoch": epoch}).encode()
@@ -66,6 +70,7 @@ async def _read_first(local: Cluster, topic: str, key: bytes) -> WriterIdentity 
         bootstrap_servers=local.config.bootstrap_servers,
         enable_auto_commit=False,
         isolation_level="read_committed",
+        **client_options(local.config),
     )
     await consumer.start()
     try:

@@ -18,6 +18,7 @@ from pathlib import Path
 from syncer.errors import TestbedError
 from syncer.testbed.jars import KafkaJars
 from syncer.testbed.probe import probe_metadata
+from syncer.testbed.tls import Certificates, make_certificates
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +62,10 @@ class ClusterSpec:
     controller_port: int | None = None
     advertised: str | None = None
     properties: Mapping[str, str] = field(default_factory=dict)
+    # the clients' listener: PLAINTEXT, SSL (mutual TLS), SASL_PLAINTEXT or SASL_SSL (SCRAM)
+    security: str = "PLAINTEXT"
+    scram_users: Mapping[str, str] = field(default_factory=dict)  # name → password
+    authorizer: bool = False  # ACLs enforced (everything allowed where a topic has none)
 
 
 @dataclass
@@ -74,9 +79,13 @@ class RunningCluster:
     directory: str
     pid: int | None = None
     properties: dict[str, str] = field(default_factory=dict)
-    # with an advertised address (a proxy in front), a second listener that advertises
-    # itself, for filling and inspecting the cluster without crossing the proxy
+    # with an advertised address (a proxy in front) or a secured listener, a second,
+    # PLAINTEXT listener that advertises itself, for filling and inspecting the cluster
+    # without crossing the proxy or authenticating (a super user when ACLs are on)
     direct_port: int | None = None
+    security: str = "PLAINTEXT"
+    scram_users: dict[str, str] = field(default_factory=dict)
+    authorizer: bool = False
 
     @property
     def bootstrap(self) -> str:
@@ -95,10 +104,42 @@ class RunningCluster:
     def log_path(self) -> Path:
         return Path(self.directory) / "broker.log"
 
+    @property
+    def certificates(self) -> Certificates:
+        """The cluster's CA, broker and client certificates (made on first use)."""
+        return make_certificates(Path(self.directory) / "tls")
+
+    def _security_properties(self) -> dict[str, str]:
+        props: dict[str, str] = {}
+        name = self.security.lower()
+        if "SSL" in self.security:
+            certs = self.certificates
+            props |= {
+                "ssl.keystore.type": "PEM",
+                "ssl.keystore.location": str(certs.broker),
+                "ssl.truststore.type": "PEM",
+                "ssl.truststore.location": str(certs.ca),
+                "ssl.client.auth": "required" if self.security == "SSL" else "none",
+            }
+        if self.security.startswith("SASL"):
+            props["sasl.enabled.mechanisms"] = "SCRAM-SHA-512,SCRAM-SHA-256"
+            for mechanism in ("scram-sha-512", "scram-sha-256"):
+                props[f"listener.name.{name}.{mechanism}.sasl.jaas.config"] = (
+                    "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+                )
+        if self.authorizer:
+            props |= {
+                "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                "super.users": "User:ANONYMOUS",  # the PLAINTEXT listeners: bed and controller
+                "allow.everyone.if.no.acl.found": "true",
+            }
+        return props
+
     def server_properties(self) -> str:
-        listeners = f"PLAINTEXT://{self.listen},CONTROLLER://127.0.0.1:{self.controller_port}"
-        advertised = f"PLAINTEXT://{self.advertised}"
-        protocols = "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
+        main = self.security
+        listeners = f"{main}://{self.listen},CONTROLLER://127.0.0.1:{self.controller_port}"
+        advertised = f"{main}://{self.advertised}"
+        protocols = f"{main}:{main},CONTROLLER:PLAINTEXT"
         if self.direct_port:
             listeners += f",DIRECT://127.0.0.1:{self.direct_port}"
             advertised += f",DIRECT://127.0.0.1:{self.direct_port}"
@@ -125,6 +166,7 @@ class RunningCluster:
             "group.initial.rebalance.delay.ms": "0",
             "log.cleaner.backoff.ms": "1000",
         }
+        props.update(self._security_properties())
         props.update(self.properties)
         return "".join(f"{k}={v}\n" for k, v in props.items())
 
@@ -209,6 +251,11 @@ class RunningCluster:
             f"--cluster-id={cluster_id}",  # an id may start with "-"
             "-c",
             str(Path(self.directory) / "server.properties"),
+            *(
+                f"--add-scram={mechanism}=[name={user},password={password}]"
+                for user, password in self.scram_users.items()
+                for mechanism in ("SCRAM-SHA-512", "SCRAM-SHA-256")
+            ),
             heap="256m",
         )
         result = subprocess.run(cmd, capture_output=True, text=True, check=False)
@@ -359,5 +406,8 @@ class Testbed:
             advertised=spec.advertised or f"127.0.0.1:{port}",
             directory=str(self.state_dir / spec.name),
             properties=dict(spec.properties),
-            direct_port=free_port() if spec.advertised else None,
+            direct_port=free_port() if spec.advertised or spec.security != "PLAINTEXT" else None,
+            security=spec.security,
+            scram_users=dict(spec.scram_users),
+            authorizer=spec.authorizer,
         )

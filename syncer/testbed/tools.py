@@ -95,3 +95,25 @@ def perf_produce_command(
         "--producer-props",
         *[f"{k}={v}" for k, v in props.items()],
     ]
+
+
+def add_acl(bootstrap: str, *args: str, jars: KafkaJars | None = None) -> None:
+    """kafka-acls --add with ``args`` (e.g. ``--deny-principal User:x --operation Write
+    --topic t``), through a listener whose principal may change ACLs (the bed's direct one)."""
+    jars = (jars or KafkaJars.default()).ensure()
+    cmd = [
+        "java",
+        "-Xmx256m",
+        "-cp",
+        jars.classpath,
+        "org.apache.kafka.tools.AclCommand",
+        "--bootstrap-server",
+        bootstrap,
+        "--add",
+        "--force",
+        *args,
+    ]
+    result = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        tail = (result.stderr or result.stdout).strip().splitlines()[-1:] or ["?"]
+        raise TestbedError(f"kafka-acls failed: {tail[0]}")

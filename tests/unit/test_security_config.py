@@ -1,0 +1,103 @@
+"""Security settings: checked at load, secrets read from files and kept out of reprs."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from syncer.clusters import client_options
+from syncer.config import Config
+from syncer.errors import ConfigError
+
+SECRET = "hunter2-and-more-secret"
+
+
+def load(remote: dict[str, Any]) -> Config:
+    return Config.from_dict(
+        {
+            "local": {"bootstrap_servers": "local:9092"},
+            "remotes": [{"name": "east", "bootstrap_servers": "east:9092", **remote}],
+            "topics": {"include": ["t"]},
+        }
+    )
+
+
+def problems(remote: dict[str, Any]) -> list[str]:
+    with pytest.raises(ConfigError) as caught:
+        load(remote)
+    return caught.value.problems
+
+
+def test_sasl_ssl_with_scram_and_a_password_file(tmp_path: Path) -> None:
+    secret = tmp_path / "pw"
+    secret.write_text(SECRET + "\n")
+    ca = tmp_path / "ca.pem"
+    ca.write_text("not read at load")
+    config = load(
+        {
+            "security_protocol": "SASL_SSL",
+            "ssl_cafile": str(ca),
+            "sasl_mechanism": "SCRAM-SHA-512",
+            "sasl_username": "mirror",
+            "sasl_password_file": str(secret),
+        }
+    )
+    east = config.remotes[0]
+    assert east.sasl_password == SECRET
+    assert SECRET not in repr(config) and SECRET not in str(config)
+
+
+def test_bad_security_settings_are_named(tmp_path: Path) -> None:
+    assert problems({"security_protocol": "TLS"}) == [
+        "remotes[0].security_protocol: must be one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL,"
+        " got 'TLS'"
+    ]
+    assert problems({"security_protocol": "SSL", "ssl_cafile": "/nope/ca.pem"}) == [
+        "remotes[0].ssl_cafile: no such file: /nope/ca.pem"
+    ]
+    assert problems({"security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-512"}) == [
+        "remotes[0]: SCRAM-SHA-512 needs sasl_username and sasl_password"
+    ]
+    assert problems({"security_protocol": "SASL_SSL", "sasl_mechanism": "OAUTHBEARER"}) == [
+        "remotes[0].sasl_mechanism: OAUTHBEARER needs a token provider, set from Python"
+        " (ClusterConfig.sasl_oauth_token_provider)"
+    ]
+    assert problems({"sasl_oauth_token_provider": "x"}) == [
+        "remotes[0].sasl_oauth_token_provider: can only be set from Python"
+    ]
+    both = problems(
+        {
+            "security_protocol": "SASL_PLAINTEXT",
+            "sasl_mechanism": "PLAIN",
+            "sasl_username": "u",
+            "sasl_password": SECRET,
+            "sasl_password_file": str(tmp_path / "missing"),
+        }
+    )
+    assert both == ["remotes[0].sasl_password: set it or sasl_password_file, not both"]
+    assert not any(SECRET in p for p in both)
+    missing = problems({"sasl_password_file": str(tmp_path / "missing")})
+    assert missing == [
+        f"remotes[0].sasl_password_file: cannot read {tmp_path / 'missing'}:"
+        " No such file or directory"
+    ]
+
+
+def test_client_options_verify_hostnames_and_carry_credentials() -> None:
+    east = load(
+        {
+            "security_protocol": "SASL_SSL",
+            "sasl_mechanism": "SCRAM-SHA-256",
+            "sasl_username": "mirror",
+            "sasl_password": SECRET,
+        }
+    ).remotes[0]
+    options = client_options(east)
+    assert options["ssl_context"].check_hostname is True
+    assert options["sasl_plain_password"] == SECRET and options["sasl_mechanism"] == "SCRAM-SHA-256"
+    relaxed = client_options(dataclasses.replace(east, ssl_check_hostname=False))
+    assert relaxed["ssl_context"].check_hostname is False
+    assert client_options(load({}).remotes[0]) == {"security_protocol": "PLAINTEXT"}
