@@ -41,6 +41,22 @@ def test_missing_config_file(tmp_path: Path) -> None:
     assert "cannot read" in one_line(result)
 
 
+def test_missing_tls_file_and_a_remote_that_is_local(config_file: Path) -> None:
+    config_file.write_text(
+        "local: {bootstrap_servers: 'a:1'}\n"
+        "remotes:\n"
+        "  - {name: east, bootstrap_servers: 'a:1'}\n"
+        "  - {name: west, bootstrap_servers: 'b:1', security_protocol: SSL,"
+        " ssl_cafile: /nope/ca.pem}\n"
+        "topics: {include: ['x']}\n"
+    )
+    result = run_cli("catch-up", "-c", str(config_file))
+    assert result.returncode == ExitCode.CONFIG
+    line = one_line(result)
+    assert "remotes[1].ssl_cafile: no such file: /nope/ca.pem" in line
+    assert "remotes[0].bootstrap_servers: is the local cluster" in line
+
+
 def test_unreachable_bootstrap(config_file: Path, east: str) -> None:
     dead = f"127.0.0.1:{free_port()}"
     config_file.write_text(
