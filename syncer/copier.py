@@ -178,6 +178,11 @@ class PartitionCopier:
                 self._count(type(exc).__name__)
                 self._halt(exc)
                 return self.status
+            except Exception as exc:  # a bug: halt visibly rather than die unseen
+                log.exception("%s[%d]: internal error", self.tp.topic, self.tp.partition)
+                self._count("internal")
+                self._halt(PartitionHalted(f"internal error: {type(exc).__name__}: {exc}"))
+                return self.status
             except (TransientClusterError, _Resync) as exc:
                 if isinstance(exc, _Resync) and exc.refused_at is not None:
                     if exc.refused_at == self._refused_at:

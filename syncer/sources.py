@@ -59,7 +59,8 @@ class SourceHealth:
             return
         self.last_failure = now
         self.failures_in_row += 1
-        backoff = min(BACKOFF_MAX_S, BACKOFF_S * 2 ** (self.failures_in_row - 1))
+        doublings = min(self.failures_in_row - 1, 16)  # 2**1024 overflows a float
+        backoff = min(BACKOFF_MAX_S, BACKOFF_S * 2**doublings)
         self.unhealthy_until = now + backoff
 
     def state(self, now: float) -> str:
@@ -120,10 +121,9 @@ def tail_source(
     now: float,
 ) -> str | None:
     """The remote to long-poll when caught up: the healthy one furthest ahead, then the most
-    trusted."""
+    trusted. None while every one backs off (the copier polls again after the back-off, not
+    in a tight loop against a remote that fails every fetch)."""
     usable = [n for n in ends if n not in excluded and health[n].healthy(now)]
-    if not usable:
-        usable = [n for n in ends if n not in excluded]
     if not usable:
         return None
     return max(usable, key=lambda n: (ends[n].end, -health[n].rank))

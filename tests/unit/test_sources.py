@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 from syncer.planner import RemoteEnds
-from syncer.sources import MAX_BUSY, SourceHealth, pick_source, tail_source, usable_sources
+from syncer.sources import (
+    BACKOFF_MAX_S,
+    MAX_BUSY,
+    SourceHealth,
+    pick_source,
+    tail_source,
+    usable_sources,
+)
 
 ENDS = {"a": RemoteEnds(0, 100), "b": RemoteEnds(0, 200), "c": RemoteEnds(150, 300)}
 
@@ -67,3 +74,18 @@ def test_a_remote_with_more_lanes_takes_more_chunks() -> None:
     assert pick_source(50, ENDS, h, {"b": 2}, (), 0.0) == "b"  # 8 MB/s over 3 beats 2 over 1
     assert pick_source(50, ENDS, h, {"a": MAX_BUSY, "b": 4 * MAX_BUSY - 1}, (), 0.0) == "b"
     assert pick_source(50, ENDS, h, {"a": MAX_BUSY, "b": 4 * MAX_BUSY}, (), 0.0) is None
+
+
+def test_a_long_run_of_failures_backs_off_at_most_the_maximum() -> None:
+    east = SourceHealth("east", 0)
+    for i in range(5_000):  # a remote that failed every fetch for a long time
+        east.failed(float(i), "UnknownTopicOrPartitionError")
+    assert east.unhealthy_until == 4_999 + BACKOFF_MAX_S
+
+
+def test_no_tail_poll_while_every_remote_backs_off() -> None:
+    east = SourceHealth("east", 0)
+    east.failed(0.0, "down")
+    ends = {"east": RemoteEnds(0, 10)}
+    assert tail_source(ends, {"east": east}, (), 0.5) is None  # backing off: no tight loop
+    assert tail_source(ends, {"east": east}, (), 1.5) == "east"

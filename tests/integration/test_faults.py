@@ -1,0 +1,72 @@
+"""Faults against real brokers, each ending with the local copy checked offset by offset."""
+
+from __future__ import annotations
+
+import asyncio
+
+from aiokafka.admin import AIOKafkaAdminClient
+
+from syncer.copier import State
+from syncer.syncer import Syncer
+from tests.kafka_helpers import create_topic, make_config, produce, read_partition
+
+
+async def wait_until(check: object, timeout: float = 30.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not check():  # type: ignore[operator]
+        assert asyncio.get_running_loop().time() < deadline, "timed out"
+        await asyncio.sleep(0.1)
+
+
+async def test_a_remote_topic_deleted_and_recreated_halts_it_and_says_so(
+    local: str, east: str, topic: str
+) -> None:
+    other = topic + ".other"
+    for name in (topic, other):
+        await create_topic(east, name)
+        await produce(east, name, [(b"k", b"%d" % i) for i in range(20)])
+    before = await read_partition(east, topic)
+    config = make_config(local, {"east": east}, [topic + ".*"])
+    syncer = Syncer(config)
+    async with syncer:
+        running = asyncio.create_task(syncer.run())
+        await wait_until(lambda: [s.local_end for s in syncer.statuses()] == [20, 20])
+        admin = AIOKafkaAdminClient(bootstrap_servers=east)
+        await admin.start()
+        try:
+            await admin.delete_topics([topic])
+        finally:
+            await admin.close()
+        await asyncio.sleep(2)
+        await create_topic(east, topic)  # the same name, a new log: its end goes back to 5
+        await produce(east, topic, [(b"new", b"%d" % i) for i in range(5)])
+        await produce(east, other, [(b"k", b"%d" % i) for i in range(20, 30)])
+        by_topic = {s.tp.topic: s for s in syncer.statuses()}
+        await wait_until(lambda: by_topic[topic].state is State.HALTED, 60)
+        await wait_until(lambda: by_topic[other].local_end == 30)
+        syncer.request_stop()
+        await asyncio.wait_for(running, 30)
+    halted = by_topic[topic]
+    assert halted.error is not None
+    assert "offset 20 is out of range at remote east" in halted.error
+    assert "deleted and recreated" in halted.error
+    assert await read_partition(local, topic) == before  # nothing lost, nothing written over
+    assert await read_partition(local, other) == await read_partition(east, other)
+
+
+async def test_a_record_larger_than_the_local_topic_allows_halts_with_a_clear_error(
+    local: str, east: str, topic: str
+) -> None:
+    await create_topic(east, topic)
+    await create_topic(local, topic, **{"max.message.bytes": "2000"})
+    await produce(east, topic, [(b"small", b"x" * 100)] * 3)
+    await produce(east, topic, [(b"large", b"y" * 10_000)])
+    syncer = Syncer(make_config(local, {"east": east}, [topic]))
+    async with syncer:
+        await syncer.catch_up()
+    (status,) = syncer.statuses()
+    assert status.state is State.HALTED and status.local_end == 3
+    assert status.error is not None
+    assert "batch at offset 3" in status.error
+    assert "larger than the local topic's max.message.bytes allows" in status.error
+    assert await read_partition(local, topic) == (await read_partition(east, topic))[:3]
