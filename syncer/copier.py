@@ -178,11 +178,6 @@ class PartitionCopier:
                 self._count(type(exc).__name__)
                 self._halt(exc)
                 return self.status
-            except Exception as exc:  # a bug: halt visibly rather than die unseen
-                log.exception("%s[%d]: internal error", self.tp.topic, self.tp.partition)
-                self._count("internal")
-                self._halt(PartitionHalted(f"internal error: {type(exc).__name__}: {exc}"))
-                return self.status
             except (TransientClusterError, _Resync) as exc:
                 if isinstance(exc, _Resync) and exc.refused_at is not None:
                     if exc.refused_at == self._refused_at:
@@ -201,6 +196,11 @@ class PartitionCopier:
                     backoff = self.config.retry_backoff_ms / 1000  # it was moving: start over
                 else:
                     backoff = min(backoff * 2, self.config.retry_backoff_max_ms / 1000)
+            except Exception as exc:  # a bug: halt visibly rather than die unseen
+                log.exception("%s[%d]: internal error", self.tp.topic, self.tp.partition)
+                self._count("internal")
+                self._halt(PartitionHalted(f"internal error: {type(exc).__name__}: {exc}"))
+                return self.status
         self.status.state = State.STOPPED if self._stopping else State.CAUGHT_UP
         return self.status
 
