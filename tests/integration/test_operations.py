@@ -172,3 +172,26 @@ async def test_a_remote_broker_restart_is_retried_counted_and_exact(
         assert await batch_digests(local, topic, partition) == await batch_digests(
             remote.bootstrap, topic, partition
         )
+
+
+async def test_the_local_cluster_down_for_a_minute_then_the_copy_completes_exactly(
+    blink: Testbed, east: str, topic: str, tmp_path: object, daemons: list[Daemon], testbed: Testbed
+) -> None:
+    local = blink.clusters["blink_local"]
+    await backlog(testbed, east, topic)
+    daemon = daemon_for(tmp_path, local.bootstrap, east, topic)
+    daemons.append(daemon)
+    await daemon.wait_for("a tenth copied", lambda doc: copied(doc) > RECORDS // 10)
+    await asyncio.to_thread(local.stop)
+    try:
+        await asyncio.sleep(60)
+        assert daemon.proc.poll() is None  # still running, retrying with back-off
+        assert (await asyncio.to_thread(get, f"{daemon.url}/healthz"))[0] == 200
+    finally:
+        await asyncio.to_thread(local.start, blink.jars)
+        await asyncio.to_thread(local.wait_ready)
+    await daemon.wait_for("all copied", lambda doc: copied(doc) == RECORDS)
+    for partition in range(PARTITIONS):
+        assert await batch_digests(local.bootstrap, topic, partition) == await batch_digests(
+            east, topic, partition
+        )
