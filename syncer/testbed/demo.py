@@ -17,6 +17,7 @@ from aiokafka import AIOKafkaProducer
 
 from syncer.clusters import Cluster
 from syncer.config import ClusterConfig, Config
+from syncer.errors import SyncerError
 from syncer.http import StatusServer, status_document
 from syncer.report import gather_rows, merge_live, print_report, remote_rows
 from syncer.syncer import Syncer
@@ -125,14 +126,22 @@ async def _sync(config: Config, bed: Testbed, seconds: float | None) -> int:
                 server = await stack.enter_async_context(StatusServer(syncer, address))
                 print(f"metrics and status: {server.url}/metrics {server.url}/status", flush=True)
             await stack.enter_async_context(syncer)
-            summary = await syncer.run()
+            try:
+                summary = await syncer.run()
+            finally:
+                await _cancel(trickle, reporter)  # before the syncer closes its clusters
     finally:
-        for task in (trickle, reporter):
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await _cancel(trickle, reporter)
     print(summary.line(), file=sys.stderr)
     return 5 if summary.halted else 0
+
+
+async def _cancel(*tasks: asyncio.Task[None]) -> None:
+    """Stop the demo's helpers; what they were doing when stopped does not matter."""
+    for task in tasks:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, SyncerError):
+            await task
 
 
 async def _report_every(syncer: Syncer, period: float) -> None:
