@@ -3,6 +3,7 @@ admin. aiokafka's errors are translated into ours here, at the boundary."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import socket
@@ -81,6 +82,8 @@ def error_for(code: int, context: str) -> ClusterError:
     return ClusterError(text)
 
 
+BOOTSTRAP_ATTEMPTS = 3  # at start-up, 1 s and 2 s apart
+
 # NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS: ask again
 COORDINATOR_ERRORS = {14, 15, 16}
 
@@ -152,20 +155,19 @@ class Cluster:
     async def start(self) -> None:
         if self._started:
             return
-        try:
-            await self._client.bootstrap()
-        except (kafka_errors.KafkaError, OSError) as exc:
-            await self._client.close()
-            refused = await self._refused()
-            if refused is not None:
-                raise AuthenticationError(
-                    f"{self.role} cluster {self.name!r} at {self.config.bootstrap_servers}:"
-                    f" {refused}"
-                ) from exc
-            raise UnreachableError(
-                f"{self.role} cluster {self.name!r} at {self.config.bootstrap_servers}"
-                f" is unreachable: {exc}"
-            ) from exc
+        for attempt in range(1, BOOTSTRAP_ATTEMPTS + 1):
+            try:
+                await self._client.bootstrap()
+                break
+            except (kafka_errors.KafkaError, OSError) as exc:
+                refused = await self._refused()  # credentials: no point in trying again
+                if refused is not None or attempt == BOOTSTRAP_ATTEMPTS:
+                    await self._client.close()
+                    where = f"{self.role} cluster {self.name!r} at {self.config.bootstrap_servers}"
+                    if refused is not None:
+                        raise AuthenticationError(f"{where}: {refused}") from exc
+                    raise UnreachableError(f"{where} is unreachable: {exc}") from exc
+                await asyncio.sleep(attempt)  # a blip at start-up (a busy broker) is not fatal
         self._started = True
 
     async def _refused(self) -> str | None:
