@@ -89,7 +89,7 @@ COORDINATOR_ERRORS = {14, 15, 16}
 
 
 @contextlib.contextmanager
-def _group_errors(what: str) -> Iterator[None]:
+def _admin_errors(what: str) -> Iterator[None]:
     try:
         yield
     except (kafka_errors.KafkaError, OSError) as exc:
@@ -430,18 +430,18 @@ class Cluster:
         )
 
     async def _consumer_groups(self) -> list[str]:
-        with _group_errors(f"{self.name}: listing groups"):
+        with _admin_errors(f"{self.name}: listing groups"):
             admin = await self._admin_client()
             return sorted(str(g[0]) for g in await admin.list_consumer_groups())
 
     async def _committed(self, group: str) -> dict[TP, int]:
-        with _group_errors(f"{self.name}: offsets of {group}"):
+        with _admin_errors(f"{self.name}: offsets of {group}"):
             admin = await self._admin_client()
             offsets = await admin.list_consumer_group_offsets(group)
         return {TP(tp.topic, tp.partition): m.offset for tp, m in offsets.items() if m.offset >= 0}
 
     async def _group_state(self, group: str) -> str:
-        with _group_errors(f"{self.name}: describing {group}"):
+        with _admin_errors(f"{self.name}: describing {group}"):
             admin = await self._admin_client()
             (response,) = await admin.describe_consumer_groups([group])
         (described,) = response.groups
@@ -453,7 +453,7 @@ class Cluster:
         topics: dict[str, list[tuple[int, int, str]]] = defaultdict(list)
         for tp, offset in offsets.items():
             topics[tp.topic].append((tp.partition, offset, ""))
-        with _group_errors(f"{self.name}: committing for {group}"):
+        with _admin_errors(f"{self.name}: committing for {group}"):
             admin = await self._admin_client()
             node = await admin.find_coordinator(group)
             request = OffsetCommitRequest(group, -1, "", -1, list(topics.items()))
@@ -471,7 +471,7 @@ class Cluster:
         """Delete ``tp``'s records below ``before``; the partition's new start."""
 
         async def delete() -> int:
-            with _group_errors(f"{self.name}: deleting records of {tp}"):
+            with _admin_errors(f"{self.name}: deleting records of {tp}"):
                 admin = await self._admin_client()
                 starts = await admin.delete_records({tp: RecordsToDelete(before)})
             return int(starts[tp])

@@ -87,13 +87,11 @@ class TopicsConfig:
     def selects(self, topic: str) -> bool:
         if topic.startswith("__"):
             return False  # Kafka's internal topics are never mirrored
-        if not any(re.fullmatch(p, topic) for p in self.include):
-            return False
-        return not any(re.fullmatch(p, topic) for p in self.exclude)
+        return _selected(topic, self.include, self.exclude)
 
     def fills(self, topic: str) -> bool:
         """Are ``topic``'s holes filled (else its partitions halt at one)?"""
-        return self.on_hole == "fill" or any(re.fullmatch(p, topic) for p in self.fill)
+        return self.on_hole == "fill" or _matches(topic, self.fill)
 
 
 @dataclass(frozen=True)
@@ -159,9 +157,15 @@ class GroupsConfig:
     interval_s: float = 10.0
 
     def selects(self, group: str) -> bool:
-        if not any(re.fullmatch(p, group) for p in self.include):
-            return False
-        return not any(re.fullmatch(p, group) for p in self.exclude)
+        return _selected(group, self.include, self.exclude)
+
+
+def _matches(name: str, patterns: tuple[str, ...]) -> bool:
+    return any(re.fullmatch(p, name) for p in patterns)
+
+
+def _selected(name: str, include: tuple[str, ...], exclude: tuple[str, ...]) -> bool:
+    return _matches(name, include) and not _matches(name, exclude)
 
 
 @dataclass(frozen=True)
@@ -254,14 +258,20 @@ def _check(config: Config) -> list[str]:
     ]
 
 
-def _check_groups(groups: GroupsConfig) -> list[str]:
+def _check_patterns(section: object, where: str, keys: tuple[str, ...]) -> list[str]:
+    """Every regex of ``section``'s pattern lists compiles."""
     problems = []
-    for key in ("include", "exclude"):
-        for i, pattern in enumerate(getattr(groups, key)):
+    for key in keys:
+        for i, pattern in enumerate(getattr(section, key)):
             try:
                 re.compile(pattern)
             except re.error as exc:
-                problems.append(f"groups.{key}[{i}]: invalid regex {pattern!r}: {exc}")
+                problems.append(f"{where}.{key}[{i}]: invalid regex {pattern!r}: {exc}")
+    return problems
+
+
+def _check_groups(groups: GroupsConfig) -> list[str]:
+    problems = _check_patterns(groups, "groups", ("include", "exclude"))
     if groups.interval_s <= 0:
         problems.append("groups.interval_s: must be positive")
     return problems
@@ -361,12 +371,7 @@ def _check_topics(topics: TopicsConfig) -> list[str]:
     problems = []
     if not topics.include:
         problems.append("topics.include: at least one pattern is required")
-    for key in ("include", "exclude", "fill"):
-        for i, pattern in enumerate(getattr(topics, key)):
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                problems.append(f"topics.{key}[{i}]: invalid regex {pattern!r}: {exc}")
+    problems += _check_patterns(topics, "topics", ("include", "exclude", "fill"))
     if topics.on_hole not in ("halt", "fill"):
         problems.append(f"topics.on_hole: must be 'halt' or 'fill', got {topics.on_hole!r}")
     return problems
