@@ -22,6 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from syncer.batches import HEADER_SIZE, Batch, split_batches
 from syncer.clusters import Cluster
 from syncer.config import ClusterConfig, Config
+from syncer.syncer import Syncer
 from syncer.testbed.bed import free_port
 
 CODECS = (None, "gzip", "snappy", "lz4", "zstd")
@@ -122,6 +123,27 @@ async def produce_every_kind(bootstrap: str, topic: str, partition: int = 0) -> 
     await produce(bootstrap, topic, large, partition=partition)
     count += 1
     return count
+
+
+async def catch_up(config: Config) -> Syncer:
+    """One catch-up with ``config``; the syncer afterwards (stopped), for its statuses."""
+    syncer = Syncer(config)
+    async with syncer:
+        await syncer.catch_up()
+    return syncer
+
+
+async def delete_records(bootstrap: str, topic: str, before: int, partition: int = 0) -> None:
+    """DeleteRecords: the partition's start moves up to ``before``."""
+    from aiokafka.admin import AIOKafkaAdminClient
+    from aiokafka.admin.records_to_delete import RecordsToDelete
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.delete_records({TopicPartition(topic, partition): RecordsToDelete(before)})
+    finally:
+        await admin.close()
 
 
 async def read_partition(bootstrap: str, topic: str, partition: int = 0) -> list[Rec]:

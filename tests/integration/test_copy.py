@@ -12,18 +12,19 @@ from syncer.syncer import Syncer
 from tests.kafka_helpers import (
     batch_layout,
     create_topic,
+    delete_records,
     make_config,
     produce,
     produce_every_kind,
     read_partition,
 )
+from tests.kafka_helpers import (
+    catch_up as caught_up,
+)
 
 
 async def catch_up(local: str, remotes: dict[str, str], include: list[str]) -> Syncer:
-    syncer = Syncer(make_config(local, remotes, include))
-    async with syncer:
-        await syncer.catch_up()
-    return syncer
+    return await caught_up(make_config(local, remotes, include))
 
 
 async def test_every_record_kind_lands_at_its_remote_offset(
@@ -174,17 +175,9 @@ async def test_a_foreign_write_into_the_local_partition_halts_it(
 async def test_a_remote_start_beyond_the_local_end_is_data_loss(
     local: str, east: str, topic: str
 ) -> None:
-    from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
-    from aiokafka.structs import TopicPartition
-
     await create_topic(east, topic)
     await produce(east, topic, [(b"k", b"%d" % i) for i in range(10)])
-    admin = AIOKafkaAdminClient(bootstrap_servers=east)
-    await admin.start()
-    try:
-        await admin.delete_records({TopicPartition(topic, 0): RecordsToDelete(before_offset=6)})
-    finally:
-        await admin.close()
+    await delete_records(east, topic, 6)
     syncer = await catch_up(local, {"east": east}, [topic])
     (status,) = syncer.statuses()
     assert status.state is State.HALTED and status.local_end == 0

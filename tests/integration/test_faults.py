@@ -8,7 +8,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 
 from syncer.copier import State
 from syncer.syncer import Syncer
-from tests.kafka_helpers import create_topic, make_config, produce, read_partition
+from tests.kafka_helpers import catch_up, create_topic, make_config, produce, read_partition
 
 
 async def wait_until(check: object, timeout: float = 30.0) -> None:
@@ -61,9 +61,7 @@ async def test_a_record_larger_than_the_local_topic_allows_halts_with_a_clear_er
     await create_topic(local, topic, **{"max.message.bytes": "2000"})
     await produce(east, topic, [(b"small", b"x" * 100)] * 3)
     await produce(east, topic, [(b"large", b"y" * 10_000)])
-    syncer = Syncer(make_config(local, {"east": east}, [topic]))
-    async with syncer:
-        await syncer.catch_up()
+    syncer = await catch_up(make_config(local, {"east": east}, [topic]))
     (status,) = syncer.statuses()
     assert status.state is State.HALTED and status.local_end == 3
     assert status.error is not None

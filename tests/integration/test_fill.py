@@ -9,7 +9,6 @@ import asyncio
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
-from aiokafka.admin.records_to_delete import RecordsToDelete
 from aiokafka.structs import TopicPartition
 
 from syncer.batches import FILLER_HEADER, is_filler
@@ -17,17 +16,20 @@ from syncer.copier import State
 from syncer.http import status_document
 from syncer.metrics import SyncerCollector
 from syncer.syncer import Syncer
-from tests.kafka_helpers import Rec, create_topic, make_config, produce, read_partition
+from tests.kafka_helpers import (
+    Rec,
+    catch_up,
+    create_topic,
+    delete_records,
+    make_config,
+    produce,
+    read_partition,
+)
 
 
 async def catch_up_filling(local: str, east: str, topic: str) -> Syncer:
-    config = make_config(
-        local, {"east": east}, [topic], topics={"include": [topic], "fill": [topic]}
-    )
-    syncer = Syncer(config)
-    async with syncer:
-        await syncer.catch_up()
-    return syncer
+    topics = {"include": [topic], "fill": [topic]}
+    return await catch_up(make_config(local, {"east": east}, [topic], topics=topics))
 
 
 async def read_committed(bootstrap: str, topic: str) -> list[Rec]:
@@ -158,12 +160,7 @@ async def test_align_start_makes_an_empty_local_partition_start_where_the_remote
 ) -> None:
     await create_topic(east, topic)
     await produce(east, topic, [(b"k", b"%d" % i) for i in range(100)])
-    admin = AIOKafkaAdminClient(bootstrap_servers=east)
-    await admin.start()
-    try:
-        await admin.delete_records({TopicPartition(topic, 0): RecordsToDelete(40)})
-    finally:
-        await admin.close()
+    await delete_records(east, topic, 40)
     config = make_config(
         local, {"east": east}, [topic], topics={"include": [topic], "align_start": True}
     )

@@ -8,6 +8,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from syncer.http import status_document
 from syncer.syncer import Syncer
+from tests.kafka_helpers import catch_up as caught_up
 from tests.kafka_helpers import create_topic, make_config, produce
 
 
@@ -46,10 +47,7 @@ async def committed(bootstrap: str, topic: str, group: str) -> int | None:
 
 
 async def catch_up(local: str, east: str, topic: str, groups: list[str]) -> Syncer:
-    syncer = Syncer(make_config(local, {"east": east}, [topic], groups={"include": groups}))
-    async with syncer:
-        await syncer.catch_up()
-    return syncer
+    return await caught_up(make_config(local, {"east": east}, [topic], groups={"include": groups}))
 
 
 async def test_a_consumer_moving_to_local_resumes_at_the_next_record(

@@ -66,6 +66,24 @@ def daemon_for(tmp_path: object, local: str, remote: str, topic: str, **copier: 
     )
 
 
+async def copying(
+    tmp_path: object, daemons: list[Daemon], bed: Testbed, local: str, remote: str, topic: str
+) -> Daemon:
+    """A daemon a tenth of the way through copying a fresh backlog of ``remote``."""
+    await backlog(bed, remote, topic)
+    daemon = daemon_for(tmp_path, local, remote, topic)
+    daemons.append(daemon)
+    await daemon.wait_for("a tenth copied", lambda doc: copied(doc) > RECORDS // 10)
+    return daemon
+
+
+async def assert_identical(local: str, remote: str, topic: str) -> None:
+    for partition in range(PARTITIONS):
+        assert await batch_digests(local, topic, partition) == await batch_digests(
+            remote, topic, partition
+        )
+
+
 def copied(doc: dict[str, list[dict[str, int]]]) -> int:
     return sum(max(0, p["local_end"]) for p in doc["partitions"])
 
@@ -101,10 +119,7 @@ async def test_metrics_during_a_copy_match_the_clusters(
     assert found[("syncer_produce_duration_seconds_count", frozenset())] > 0
     assert found[("syncer_remote_lanes", east_label)] == 1
     assert found[("syncer_remote_connections", east_label)] >= 1
-    for partition in range(PARTITIONS):
-        assert await batch_digests(local, topic, partition) == await batch_digests(
-            far.direct, topic, partition
-        )
+    await assert_identical(local, far.direct, topic)
 
 
 async def readyz(daemon: Daemon) -> int:
@@ -124,10 +139,7 @@ async def test_readyz_follows_the_local_cluster_and_the_copy_completes(
     blink: Testbed, east: str, topic: str, tmp_path: object, daemons: list[Daemon], testbed: Testbed
 ) -> None:
     local = blink.clusters["blink_local"]
-    await backlog(testbed, east, topic)
-    daemon = daemon_for(tmp_path, local.bootstrap, east, topic)
-    daemons.append(daemon)
-    await daemon.wait_for("a tenth copied", lambda doc: copied(doc) > RECORDS // 10)
+    daemon = await copying(tmp_path, daemons, testbed, local.bootstrap, east, topic)
     assert await readyz(daemon) == 200
     await asyncio.to_thread(local.stop)
     try:
@@ -140,10 +152,7 @@ async def test_readyz_follows_the_local_cluster_and_the_copy_completes(
         await asyncio.to_thread(local.wait_ready)
     await within(30, "/readyz recovers", lambda: _is(readyz(daemon), 200))
     await daemon.wait_for("all copied", lambda doc: copied(doc) == RECORDS)
-    for partition in range(PARTITIONS):
-        assert await batch_digests(local.bootstrap, topic, partition) == await batch_digests(
-            east, topic, partition
-        )
+    await assert_identical(local.bootstrap, east, topic)
 
 
 async def _is(value: object, expected: int) -> bool:
@@ -154,10 +163,7 @@ async def test_a_remote_broker_restart_is_retried_counted_and_exact(
     blink: Testbed, local: str, topic: str, tmp_path: object, daemons: list[Daemon]
 ) -> None:
     remote = blink.clusters["blink_remote"]
-    await backlog(blink, remote.bootstrap, topic)
-    daemon = daemon_for(tmp_path, local, remote.bootstrap, topic)
-    daemons.append(daemon)
-    await daemon.wait_for("a tenth copied", lambda doc: copied(doc) > RECORDS // 10)
+    daemon = await copying(tmp_path, daemons, blink, local, remote.bootstrap, topic)
     await asyncio.to_thread(blink.restart, "blink_remote")
     await daemon.wait_for("all copied", lambda doc: copied(doc) == RECORDS)
     found = samples((await asyncio.to_thread(get, f"{daemon.url}/metrics"))[1])
@@ -168,20 +174,14 @@ async def test_a_remote_broker_restart_is_retried_counted_and_exact(
     }
     retried = sum(v for (name, _l), v in found.items() if name == "syncer_partition_retries_total")
     assert errors.get("fetch", 0) + retried > 0, errors  # the restart was seen and counted
-    for partition in range(PARTITIONS):
-        assert await batch_digests(local, topic, partition) == await batch_digests(
-            remote.bootstrap, topic, partition
-        )
+    await assert_identical(local, remote.bootstrap, topic)
 
 
 async def test_the_local_cluster_down_for_a_minute_then_the_copy_completes_exactly(
     blink: Testbed, east: str, topic: str, tmp_path: object, daemons: list[Daemon], testbed: Testbed
 ) -> None:
     local = blink.clusters["blink_local"]
-    await backlog(testbed, east, topic)
-    daemon = daemon_for(tmp_path, local.bootstrap, east, topic)
-    daemons.append(daemon)
-    await daemon.wait_for("a tenth copied", lambda doc: copied(doc) > RECORDS // 10)
+    daemon = await copying(tmp_path, daemons, testbed, local.bootstrap, east, topic)
     await asyncio.to_thread(local.stop)
     try:
         await asyncio.sleep(60)
@@ -191,7 +191,4 @@ async def test_the_local_cluster_down_for_a_minute_then_the_copy_completes_exact
         await asyncio.to_thread(local.start, blink.jars)
         await asyncio.to_thread(local.wait_ready)
     await daemon.wait_for("all copied", lambda doc: copied(doc) == RECORDS)
-    for partition in range(PARTITIONS):
-        assert await batch_digests(local.bootstrap, topic, partition) == await batch_digests(
-            east, topic, partition
-        )
+    await assert_identical(local.bootstrap, east, topic)
