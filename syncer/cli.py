@@ -235,10 +235,10 @@ def _verify(args: argparse.Namespace) -> int:
         finally:
             for cluster in (local, *remotes.values()):
                 await cluster.stop()
-        print_verdicts(verdicts, as_json=args.json)
         if not verdicts:
             print("syncer: verify: no partition to compare", file=sys.stderr)
             return ExitCode.USAGE
+        print_verdicts(verdicts, as_json=args.json)
         return ExitCode.DIVERGED if any(v.divergence for v in verdicts) else ExitCode.OK
 
     return _run_async(main())
