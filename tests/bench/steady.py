@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
@@ -60,7 +61,7 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="syncer-bench-steady-"))
     bed = Testbed(work / "bed")
     console = Console(width=120)
-    results: dict[str, list[float]] = {}
+    results: dict[str, Latencies] = {}
     cpu: dict[str, float] = {}  # copier → CPU while measured, fraction of a core
     try:
         bed.up([ClusterSpec("local"), ClusterSpec("east")])
@@ -140,16 +141,52 @@ async def wait_for_topic(local: str, topic: str, timeout: float = 120.0) -> None
     raise RuntimeError(f"copier never created {topic} on local")
 
 
-async def measure(
-    bed: Testbed, east: str, local: str, topic: str, target: str, seconds: float
-) -> list[float]:
-    """Latencies in ms of every record produced after the warm-up."""
+@dataclass
+class Latencies:
+    """Per record counted, in ms: ``end_to_end`` (CreateTime to arrival from local),
+    ``source`` (CreateTime to arrival from the remote, read directly: what no copier can beat)
+    and ``hop`` (arrival from local minus arrival from the remote, matched by partition and
+    offset: what the copier itself adds)."""
+
+    end_to_end: list[float] = field(default_factory=list)
+    source: list[float] = field(default_factory=list)
+    hop: list[float] = field(default_factory=list)
+    unmatched: int = 0  # local records whose offset held another record at the remote
+
+
+async def arrivals(
+    bootstrap: str, topic: str, expected: int, seconds: float
+) -> dict[tuple[int, int], tuple[float, int]]:
+    """(partition, offset) → (arrival in ms, CreateTime) of ``expected`` new records."""
     consumer = AIOKafkaConsumer(
-        target, bootstrap_servers=local, auto_offset_reset="latest", fetch_max_wait_ms=20
+        topic, bootstrap_servers=bootstrap, auto_offset_reset="latest", fetch_max_wait_ms=20
     )
     await consumer.start()
-    await consumer.getmany(timeout_ms=1000)  # positions at the end before producing
+    seen: dict[tuple[int, int], tuple[float, int]] = {}
+    try:
+        await consumer.getmany(timeout_ms=1000)  # positions at the end before producing
+        deadline = time.monotonic() + seconds + 60
+        while len(seen) < expected and time.monotonic() < deadline:
+            batches = await consumer.getmany(timeout_ms=200)
+            now_ms = time.time() * 1000
+            for tp, messages in batches.items():
+                for message in messages:
+                    seen[(tp.partition, message.offset)] = (now_ms, message.timestamp)
+    finally:
+        await consumer.stop()
+    return seen
+
+
+async def measure(
+    bed: Testbed, east: str, local: str, topic: str, target: str, seconds: float
+) -> Latencies:
+    """Latencies of every record produced after the warm-up, read from both clusters."""
     records = int(RATE_BYTES / RECORD_SIZE * seconds)
+    readers = [
+        asyncio.create_task(arrivals(local, target, records, seconds)),
+        asyncio.create_task(arrivals(east, topic, records, seconds)),
+    ]
+    await asyncio.sleep(3)  # both readers at the end of their topic
     producer = await asyncio.create_subprocess_exec(
         *perf_produce_command(
             east,
@@ -163,25 +200,25 @@ async def measure(
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.DEVNULL,
     )
-    started_ms = time.time() * 1000
-    latencies: list[float] = []
-    seen = 0
+    counted_from = time.time() * 1000 + WARMUP_S * 1000
     try:
-        deadline = time.monotonic() + seconds + 60
-        while seen < records and time.monotonic() < deadline:
-            batches = await consumer.getmany(timeout_ms=200)
-            now_ms = time.time() * 1000
-            for messages in batches.values():
-                for message in messages:
-                    seen += 1
-                    if message.timestamp >= started_ms + WARMUP_S * 1000:
-                        latencies.append(now_ms - message.timestamp)
+        at_local, at_remote = await asyncio.gather(*readers)
     finally:
-        await consumer.stop()
         await producer.wait()
-    if seen < records:
-        raise RuntimeError(f"only {seen} of {records} records reached local")
-    return latencies
+    if len(at_local) < records:
+        raise RuntimeError(f"only {len(at_local)} of {records} records reached local")
+    result = Latencies()
+    for key, (arrived, created) in at_local.items():
+        if created < counted_from:
+            continue
+        result.end_to_end.append(arrived - created)
+        remote = at_remote.get(key)
+        if remote is None or remote[1] != created:
+            result.unmatched += 1
+            continue
+        result.source.append(remote[0] - created)
+        result.hop.append(arrived - remote[0])
+    return result
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -192,7 +229,7 @@ def percentile(values: list[float], q: float) -> float:
 def report(
     console: Console,
     args: argparse.Namespace,
-    results: dict[str, list[float]],
+    results: dict[str, Latencies],
     cpu: dict[str, float],
 ) -> None:
     when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
@@ -200,32 +237,50 @@ def report(
         title=f"steady state: {RATE_BYTES / 1e6:.0f} MB/s of {RECORD_SIZE} B records,"
         f" {PARTITIONS} partitions, {args.seconds:.0f} s, loopback · {when}"
     )
-    for column in ("copier", "records", "p50 ms", "p99 ms", "max ms", "CPU % of a core"):
+    columns = (
+        "copier",
+        "records",
+        "end-to-end p50 / p99 / max ms",
+        "source read p50 / p99",
+        "hop p50 / p99 ms",
+        "CPU % of a core",
+    )
+    for column in columns:
         table.add_column(column, justify="left" if column == "copier" else "right")
     rows = {}
-    for copier, values in results.items():
+    for copier, latencies in results.items():
+        e2e, source, hop = latencies.end_to_end, latencies.source, latencies.hop
         rows[copier] = {
-            "records": len(values),
-            "p50_ms": percentile(values, 0.50),
-            "p99_ms": percentile(values, 0.99),
-            "max_ms": max(values),
+            "records": len(e2e),
+            "p50_ms": percentile(e2e, 0.50),
+            "p99_ms": percentile(e2e, 0.99),
+            "max_ms": max(e2e),
+            "source_p50_ms": percentile(source, 0.50),
+            "source_p99_ms": percentile(source, 0.99),
+            "hop_p50_ms": percentile(hop, 0.50),
+            "hop_p99_ms": percentile(hop, 0.99),
+            "hop_max_ms": max(hop),
+            "unmatched": latencies.unmatched,
             "cpu_fraction_of_a_core": cpu[copier],
         }
         r = rows[copier]
         table.add_row(
             copier,
-            str(r["records"]),
-            f"{r['p50_ms']:.0f}",
-            f"{r['p99_ms']:.0f}",
-            f"{r['max_ms']:.0f}",
+            f"{r['records']:,}",
+            f"{r['p50_ms']:.1f} / {r['p99_ms']:.1f} / {r['max_ms']:.0f}",
+            f"{r['source_p50_ms']:.1f} / {r['source_p99_ms']:.1f}",
+            f"{r['hop_p50_ms']:.1f} / {r['hop_p99_ms']:.1f}",
             f"{100 * r['cpu_fraction_of_a_core']:.0f}",
         )
     console.print(table)
     ratios = {}
     if "syncer" in rows and "mm2" in rows:
+        s, m = rows["syncer"], rows["mm2"]
         ratios = {
-            "p50 (syncer / MM2)": rows["syncer"]["p50_ms"] / rows["mm2"]["p50_ms"],
-            "p99 (syncer / MM2)": rows["syncer"]["p99_ms"] / rows["mm2"]["p99_ms"],
+            "p50 (syncer / MM2)": s["p50_ms"] / m["p50_ms"],
+            "p99 (syncer / MM2)": s["p99_ms"] / m["p99_ms"],
+            "hop p50 (syncer / MM2)": s["hop_p50_ms"] / m["hop_p50_ms"],
+            "hop p99 (syncer / MM2)": s["hop_p99_ms"] / m["hop_p99_ms"],
         }
         for name, value in ratios.items():
             console.print(f"{name}: {value:.2f}x")
@@ -243,18 +298,28 @@ def report(
     console.print(f"wrote {args.out / 'bench-steady.json'} and {args.out / 'bench-steady.png'}")
 
 
-def plot(results: dict[str, list[float]], path: Path, when: str) -> None:
+def plot(results: dict[str, Latencies], path: Path, when: str) -> None:
     fig, ax = axes()
-    for copier, values in results.items():
-        ordered = sorted(values)
-        ys = [i / len(ordered) for i in range(len(ordered))]
-        ax.plot(ordered, ys, label="MirrorMaker 2" if copier == "mm2" else copier)
+    for (copier, latencies), color in zip(
+        results.items(), ("tab:blue", "tab:orange"), strict=False
+    ):
+        name = "MirrorMaker 2" if copier == "mm2" else copier
+        for values, label, style in (
+            (latencies.end_to_end, f"{name}, end to end", "-"),
+            (latencies.hop, f"{name}, hop (remote to local)", ":"),
+        ):
+            ordered = sorted(values)
+            ys = [i / len(ordered) for i in range(len(ordered))]
+            ax.plot(ordered, ys, style, color=color, label=label)
+    floor = sorted(v for latencies in results.values() for v in latencies.source)
+    ys = [i / len(floor) for i in range(len(floor))]
+    ax.plot(floor, ys, "--", color="grey", label="source read directly (no copier)")
     ax.set_xscale("log")
-    ax.set_xlabel("end-to-end latency, ms (log)")
+    ax.set_xlabel("latency, ms (log)")
     ax.set_ylabel("fraction of records")
     ax.set_title(f"steady state, {RATE_BYTES / 1e6:.0f} MB/s · {when}", fontsize=9)
     ax.grid(True, alpha=0.3)
-    ax.legend()
+    ax.legend(fontsize=8)
     save(fig, path)
 
 
