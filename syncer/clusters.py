@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 import socket
 import ssl
 import weakref
@@ -208,7 +209,31 @@ class Cluster:
     # metadata ---------------------------------------------------------------------------
 
     async def refresh_metadata(self) -> None:
-        await self._client.force_metadata_update()
+        """The metadata of every topic, asked now of the first broker that answers and
+        applied to the client's view; each request ends within the request timeout. Not
+        by waiting for aiokafka's background update: after the local broker stopped and came
+        back, that update's future was seen never to resolve (a daemon hung in its topic
+        refresh and could not stop; aio-libs/aiokafka#712)."""
+        brokers = [b.nodeId for b in self._client.cluster.brokers()]
+        random.shuffle(brokers)
+        failures = []
+        for node in brokers:
+            try:
+                response = await self._client.send(node, MetadataRequest(None, False))
+            except (kafka_errors.KafkaError, OSError, TimeoutError) as exc:
+                failures.append(f"node {node}: {type(exc).__name__}")
+                continue
+            if response.brokers:  # a broker still starting may know of none
+                self._client.cluster.update_metadata(response)
+                return
+            failures.append(f"node {node}: no brokers in its answer")
+        if not brokers:  # none known yet: aiokafka asks its bootstrap servers
+            timeout = self.config.request_timeout_ms / 1000
+            with contextlib.suppress(TimeoutError):
+                if await asyncio.wait_for(self._client.force_metadata_update(), timeout):
+                    return
+            failures.append("the bootstrap servers")
+        raise TransientClusterError(f"{self.name}: metadata: no answer from {', '.join(failures)}")
 
     async def reachable(self) -> bool:
         """Does some broker of the cluster answer a metadata request now? One for no topics,
@@ -220,7 +245,11 @@ class Cluster:
                 return True
             except (kafka_errors.KafkaError, OSError, TimeoutError):
                 continue
-        return bool(await self._client.force_metadata_update())  # none known: the bootstrap
+        try:  # none known: the bootstrap servers
+            await self.refresh_metadata()
+        except TransientClusterError:
+            return False
+        return True
 
     async def partition_counts(self) -> dict[str, int]:
         """Topic name → partition count, for every topic the cluster has."""

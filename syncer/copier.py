@@ -449,10 +449,10 @@ class PartitionCopier:
                 " the local topic's max.message.bytes allows"
             )
         if code:
-            error = error_for(code, f"{where}: write at offset {sent.base_offset}")
+            error = error_for(code, f"write at offset {sent.base_offset}")
             if isinstance(error, TransientClusterError):
-                raise error
-            raise PartitionHalted(str(error))
+                raise error  # logged with the partition's name as it is retried
+            raise PartitionHalted(f"{where}: {error}")
         if result.base_offset != sent.base_offset:
             raise MisalignedWrite(
                 f"{where}: record from remote offset {sent.base_offset} landed at local offset"

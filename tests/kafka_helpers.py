@@ -6,8 +6,10 @@ import asyncio
 import hashlib
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from collections.abc import AsyncIterator
@@ -314,4 +316,13 @@ class Daemon:
     def stop(self) -> None:
         if self.proc.poll() is None:
             self.proc.terminate()
-            self.proc.wait(30)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.send_signal(signal.SIGUSR1)  # it logs what each task awaits
+                time.sleep(2)
+                self.proc.kill()
+                self.proc.wait()
+                raise AssertionError(
+                    f"daemon did not stop within 30 s of SIGTERM: {self.log.read_text()[-8000:]}"
+                ) from None
