@@ -1,7 +1,10 @@
 """A randomized fault run: several ``syncer run`` processes in one group copy a partitioned
-topic that a producer keeps writing, while rounds of kill -9, pause (SIGSTOP for up to a few
-seconds, past the write lease) and restart hit them at random moments. At the end every
-local partition must equal the remote's offset by offset: nothing lost, nothing duplicated.
+topic that a producer keeps writing, while rounds of faults hit them at random moments: kill
+-9 and restart, pause (SIGSTOP for up to a few seconds, past the write lease), a cut of every
+connection to the local or the remote cluster (produce requests in flight lose their answers),
+and an outage of either link for a few seconds (connections refused). Both clusters sit behind
+a proxy for this, on a bed of their own. At the end every local partition must equal the
+remote's offset by offset: nothing lost, nothing duplicated.
 
 CI runs a few rounds (``SYNCER_CHAOS_ROUNDS``, default 6); ``make chaos`` runs 60. The seed
 is printed so that a failing run can be replayed (``SYNCER_CHAOS_SEED``)."""
@@ -13,14 +16,45 @@ import os
 import random
 import signal
 import time
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import pytest
 from aiokafka import AIOKafkaProducer
 
+from syncer.testbed import ClusterSpec, Testbed
+from syncer.testbed.bed import free_port
+from syncer.testbed.proxy import LinkProxy
 from tests.kafka_helpers import Daemon, create_topic, read_partition
 
 PARTITIONS = 6
 DAEMONS = 3
+SIDES = ("local", "remote")
+
+
+@pytest.fixture(scope="module")
+def proxied(tmp_path_factory: pytest.TempPathFactory, testbed: Testbed) -> Iterator[Testbed]:
+    """A local and a remote cluster that advertise a proxy's address (the daemons' links)."""
+    bed = Testbed(tmp_path_factory.mktemp("chaos"), testbed.jars)
+    bed.up([ClusterSpec(f"chaos_{side}", advertised=f"127.0.0.1:{free_port()}") for side in SIDES])
+    try:
+        yield bed
+    finally:
+        bed.down()
+
+
+@pytest.fixture
+async def links(proxied: Testbed) -> AsyncIterator[dict[str, LinkProxy]]:
+    proxies = {}
+    for side in SIDES:
+        cluster = proxied.clusters[f"chaos_{side}"]
+        proxies[side] = LinkProxy(int(cluster.bootstrap.rpartition(":")[2]), cluster.listen)
+        await proxies[side].start()
+    try:
+        yield proxies
+    finally:
+        for proxy in proxies.values():
+            await proxy.stop()
 
 
 async def keep_producing(bootstrap: str, topic: str, stop: asyncio.Event) -> int:
@@ -49,18 +83,22 @@ def start(tmp_path: Path, index: int, raw: dict[str, object]) -> Daemon:
     return Daemon(directory, raw)
 
 
-async def test_random_kills_and_pauses_lose_and_duplicate_nothing(
-    local: str, east: str, topic: str, tmp_path: Path
+async def test_random_kills_pauses_and_cut_links_lose_and_duplicate_nothing(
+    proxied: Testbed, links: dict[str, LinkProxy], topic: str, tmp_path: Path
 ) -> None:
+    local = proxied.clusters["chaos_local"]
+    east = proxied.clusters["chaos_remote"]
     rounds = int(os.environ.get("SYNCER_CHAOS_ROUNDS", "6"))
     seed = int(os.environ.get("SYNCER_CHAOS_SEED", str(random.randrange(1 << 30))))
     print(f"chaos: {rounds} rounds, seed {seed}")
     rng = random.Random(seed)
-    await create_topic(east, topic, PARTITIONS)
+    await create_topic(east.direct, topic, PARTITIONS)
     raw: dict[str, object] = {
         "name": f"chaos-{topic}",
-        "local": {"bootstrap_servers": local},
-        "remotes": [{"name": "east", "bootstrap_servers": east}],
+        "local": {"bootstrap_servers": local.bootstrap, "request_timeout_ms": 5000},
+        "remotes": [
+            {"name": "east", "bootstrap_servers": east.bootstrap, "request_timeout_ms": 5000}
+        ],
         "topics": {"include": [topic], "refresh_interval_s": 1},
         "coordination": {
             "group": f"chaos-{topic}",
@@ -72,16 +110,28 @@ async def test_random_kills_and_pauses_lose_and_duplicate_nothing(
     }
     members = [start(tmp_path, i, raw) for i in range(DAEMONS)]
     stop = asyncio.Event()
-    producing = asyncio.create_task(keep_producing(east, topic, stop))
+    producing = asyncio.create_task(keep_producing(east.direct, topic, stop))
     actions: list[str] = []
     try:
         for _ in range(rounds):
             await asyncio.sleep(rng.uniform(0.5, 3.0))
             i = rng.randrange(DAEMONS)
             victim = members[i]
-            if rng.random() < 0.5:
+            fault = rng.random()
+            if fault < 0.3:
+                side = rng.choice(SIDES)
+                if fault < 0.15:
+                    await links[side].cut()  # requests in flight lose their answers
+                    actions.append(f"cut {side}")
+                else:
+                    outage = rng.uniform(0.5, 4.0)
+                    await links[side].stop()  # and connections are refused for a while
+                    await asyncio.sleep(outage)
+                    await links[side].start()
+                    actions.append(f"outage {side} {outage:.1f}s")
+            elif fault < 0.65:
                 victim.proc.send_signal(signal.SIGKILL)  # a crash mid-write
-                victim.proc.wait(10)
+                await asyncio.to_thread(victim.proc.wait, 10)
                 await asyncio.sleep(rng.uniform(0.0, 2.0))
                 members[i] = start(tmp_path, i, raw)
                 actions.append(f"kill {i}")
@@ -94,15 +144,15 @@ async def test_random_kills_and_pauses_lose_and_duplicate_nothing(
         stop.set()
         sent = await producing
         print(f"chaos: {sent} records written during {', '.join(actions)}")
-        remote = [await read_partition(east, topic, p) for p in range(PARTITIONS)]
+        remote = [await read_partition(east.direct, topic, p) for p in range(PARTITIONS)]
         deadline = time.monotonic() + 120
         while True:
-            ends = [len(await read_partition(local, topic, p)) for p in range(PARTITIONS)]
+            ends = [len(await read_partition(local.direct, topic, p)) for p in range(PARTITIONS)]
             if ends == [len(r) for r in remote] or time.monotonic() > deadline:
                 break
             await asyncio.sleep(1)
         for p in range(PARTITIONS):
-            copied = await read_partition(local, topic, p)
+            copied = await read_partition(local.direct, topic, p)
             assert len(copied) == len(remote[p]), f"partition {p}, seed {seed}, {actions}"
             assert copied == remote[p], f"partition {p} differs, seed {seed}, {actions}"
         assert sum(len(r) for r in remote) == sent
@@ -111,5 +161,6 @@ async def test_random_kills_and_pauses_lose_and_duplicate_nothing(
         for member in members:
             if member.proc.poll() is None:
                 member.proc.send_signal(signal.SIGCONT)
-            member.stop()
+        # in threads: the proxies run on this loop, and a stopping daemon drains through them
+        await asyncio.gather(*(asyncio.to_thread(member.stop) for member in members))
         await asyncio.gather(producing, return_exceptions=True)

@@ -1,14 +1,24 @@
 """Properties of the pure parts over random inputs (hypothesis): planning over random ends,
-chunk sizes over random gaps, batch rewriting and trimming over random batches."""
+chunk sizes over random gaps, chunking and reassembly over random batch layouts with holes
+(two remotes answering in random order, one of them failing now and then), batch rewriting
+and trimming over random batches."""
 
 from __future__ import annotations
 
-from hypothesis import given
+import asyncio
+import random
+from dataclasses import dataclass
+
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from syncer.batches import decode, rewrite_for_local, split_batches, trim_for_local
-from syncer.chunks import chunk_size
-from syncer.planner import RemoteEnds, choose_remote
+from syncer.batches import Batch, decode, rewrite_for_local, split_batches, trim_for_local
+from syncer.chunks import ChunkScheduler, chunk_size
+from syncer.clusters import TP, FetchedPartition
+from syncer.config import CopierConfig
+from syncer.errors import TransientClusterError
+from syncer.planner import Filler, RemoteEnds, choose_remote, scan
+from syncer.sources import SourceHealth
 from tests.unit.test_batches import build
 
 ENDS = st.dictionaries(
@@ -90,3 +100,97 @@ def test_trimming_keeps_exactly_the_records_from_the_cut(
     (trimmed,) = split_batches(stamped)
     assert trimmed.crc_ok() and trimmed.base_offset == first
     assert decode(trimmed) == [r for r in decode(batch) if r.offset >= first]
+
+
+# a partition's log: batches of 1-12 records, each after a hole of 0-4 offsets (compaction
+# removed whole batches there)
+LAYOUTS = st.lists(st.tuples(st.integers(0, 4), st.integers(1, 12)), min_size=1, max_size=40)
+SMALL = CopierConfig(partition_fetch_max_bytes=600, max_chunks=4, retry_backoff_ms=1)
+
+
+@dataclass
+class Log:
+    """What a broker holds, and how it answers a fetch: whole batches from the one holding
+    the offset (or the first after it), at least one, about ``max_bytes`` of them or fewer."""
+
+    batches: list[bytes]
+    end: int
+    rng: random.Random
+    fails: float  # the share of fetches that fail
+
+    @classmethod
+    def of(cls, layout: list[tuple[int, int]], rng: random.Random, fails: float) -> Log:
+        batches, offset = [], 0
+        for hole, records in layout:
+            offset += hole
+            batches.append(build(offset, [(b"k", b"v%d" % (offset + i)) for i in range(records)]))
+            offset += records
+        return cls(batches, offset, rng, fails)
+
+    config = SMALL
+
+    async def fetch(
+        self, tp: TP, offset: int, max_bytes: int | None = None, **_: object
+    ) -> FetchedPartition:
+        for _ in range(self.rng.randrange(6)):
+            await asyncio.sleep(0)  # answers come back in any order
+        if self.rng.random() < self.fails:
+            raise TransientClusterError("link cut")
+        # a broker may answer short of what was asked (its response limit across partitions)
+        limit = 1 if self.rng.random() < 0.3 else (max_bytes or SMALL.partition_fetch_max_bytes)
+        out = b""
+        for raw in self.batches:
+            (batch,) = split_batches(raw)
+            if batch.last_offset >= offset and (not out or len(out) < limit):
+                out += raw
+        return FetchedPartition(0, self.end, self.end, 0, (), out)
+
+
+async def reassemble(remotes: dict[str, Log]) -> list[tuple[str, int, int, bytes]]:
+    """Copy the partition the way the copier does (the scheduler, then ``scan`` with the
+    fill policy from the frontier on); what would be written, in order."""
+    end = next(iter(remotes.values())).end
+    health = {name: SourceHealth(name, rank) for rank, name in enumerate(remotes)}
+    ends = {name: RemoteEnds(0, end) for name in remotes}
+    scheduler = ChunkScheduler(TP("t", 0), remotes, health, ends, {}, SMALL)  # type: ignore[arg-type]
+    written: list[tuple[str, int, int, bytes]] = []
+    frontier = 0
+    try:
+        while frontier < end:
+            scheduler.launch(frontier, end)
+            got = await scheduler.next_ready(frontier)
+            if got is None:  # every remote backing off after a failure
+                for source in health.values():
+                    source.unhealthy_until = 0.0
+                continue
+            found = scan(got.batches, frontier, limit=got.fetched.stable_end, fill=True)
+            assert found.hole is None and found.trim_first is None
+            for item in found.writable:
+                if isinstance(item, Filler):
+                    written.append(("filler", item.base_offset, item.next_offset, b""))
+                else:
+                    assert isinstance(item, Batch)
+                    written.append(("batch", item.base_offset, item.next_offset, bytes(item.raw)))
+            frontier = found.next_offset
+            scheduler.written(got)
+    finally:
+        await scheduler.close()
+    return written
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(layout=LAYOUTS, seed=st.integers(0, 2**32), fails=st.sampled_from([0.0, 0.2]))
+def test_chunks_from_two_remotes_reassemble_into_the_log_with_fillers_at_its_holes(
+    layout: list[tuple[int, int]], seed: int, fails: float
+) -> None:
+    rng = random.Random(seed)
+    remotes = {"steady": Log.of(layout, rng, 0.0), "flaky": Log.of(layout, rng, fails)}
+    written = asyncio.run(asyncio.wait_for(reassemble(remotes), 20))  # a stall fails
+    expected, offset = [], 0
+    for raw in remotes["steady"].batches:
+        (batch,) = split_batches(raw)
+        if batch.base_offset > offset:
+            expected.append(("filler", offset, batch.base_offset, b""))
+        expected.append(("batch", batch.base_offset, batch.next_offset, raw))
+        offset = batch.next_offset
+    assert written == expected  # every offset once, in order, each batch as the remote has it
