@@ -14,10 +14,13 @@ import asyncio
 import hashlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from functools import partial
 
-from syncer.batches import Record, decode, is_filler, record_digest, split_batches
-from syncer.clusters import TP, Cluster
+from syncer.batches import Batch, Record, decode, is_filler, record_digest, split_batches
+from syncer.clusters import TP, Cluster, error_for
+from syncer.errors import TransientClusterError
 from syncer.planner import aborted_batches
+from syncer.retry import retried
 
 FANOUT = 16
 LEAF_RECORDS = 64  # a range this short is compared record by record
@@ -56,21 +59,10 @@ class RangeReader:
         """Every record a reader sees in ``[low, high)``, in offset order."""
         offset = low
         while offset < high:
-            node = await self.cluster.leader_for(self.tp)
-            fetched = (
-                await self.cluster.fetch(
-                    node,
-                    {self.tp: offset},
-                    max_wait_ms=0,
-                    max_bytes=FETCH_BYTES,
-                    partition_max_bytes=FETCH_BYTES,
-                )
-            )[self.tp]
-            self.fetches += 1
-            batches = [b for b in split_batches(fetched.records) if b.next_offset > offset]
+            where = f"{self.cluster.name}: reading {self.tp.topic}[{self.tp.partition}]"
+            batches, aborted = await retried(partial(self._batches, offset), what=where)
             if not batches:
                 return  # the partition ends before ``high``
-            aborted = aborted_batches(batches, fetched.aborted)
             for batch in batches:
                 if batch.base_offset >= high:
                     return
@@ -79,6 +71,30 @@ class RangeReader:
                         if offset <= r.offset < high and not is_filler(r.key, r.headers):
                             yield r
                 offset = batch.next_offset
+
+    async def _batches(self, offset: int) -> tuple[list[Batch], set[int]]:
+        """The batches of one fetch from ``offset`` on (none: the partition ends there) and
+        the base offsets of those with aborted data. An error, or an answer with no batch
+        below the partition's end, is retriable: never taken for the end (read as the end,
+        it made a false divergence, or would hide one)."""
+        node = await self.cluster.leader_for(self.tp)
+        fetched = (
+            await self.cluster.fetch(
+                node,
+                {self.tp: offset},
+                max_wait_ms=0,
+                max_bytes=FETCH_BYTES,
+                partition_max_bytes=FETCH_BYTES,
+            )
+        )[self.tp]
+        self.fetches += 1
+        where = f"{self.cluster.name}: fetch of {self.tp.topic}[{self.tp.partition}] at {offset}"
+        if fetched.error_code:
+            raise error_for(fetched.error_code, where)  # retried if Kafka says it may pass
+        batches = [b for b in split_batches(fetched.records) if b.next_offset > offset]
+        if not batches and offset < fetched.stable_end:
+            raise TransientClusterError(f"{where}: no records below its end {fetched.stable_end}")
+        return batches, aborted_batches(batches, fetched.aborted)
 
     async def digests(self, low: int, high: int, width: int) -> list[bytes]:
         """One digest per sub-range ``[low + i*width, low + (i+1)*width)`` of ``[low, high)``."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import os
@@ -12,7 +13,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,7 +26,9 @@ from syncer.batches import HEADER_SIZE, Batch, split_batches
 from syncer.clusters import Cluster
 from syncer.config import ClusterConfig, Config
 from syncer.syncer import Syncer
+from syncer.testbed import ClusterSpec, Testbed
 from syncer.testbed.bed import free_port
+from syncer.testbed.jars import KafkaJars
 
 CODECS = (None, "gzip", "snappy", "lz4", "zstd")
 
@@ -326,3 +329,15 @@ class Daemon:
                 raise AssertionError(
                     f"daemon did not stop within 30 s of SIGTERM: {self.log.read_text()[-8000:]}"
                 ) from None
+
+
+@contextlib.contextmanager
+def own_bed(root: Path, jars: KafkaJars, specs: Iterable[ClusterSpec]) -> Iterator[Testbed]:
+    """Clusters of a test module's own (tests that stop brokers, secure them or put a proxy
+    in front), started in ``root`` and stopped after."""
+    bed = Testbed(root, jars)
+    bed.up(specs)
+    try:
+        yield bed
+    finally:
+        bed.down()

@@ -15,6 +15,10 @@ import logging
 import signal
 import time
 from collections import deque
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from syncer.testbed.bed import RunningCluster
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +57,15 @@ class LinkProxy:
         self._links: set[asyncio.Task[None]] = set()
         self.bytes = 0
         self.accepted = 0  # connections accepted so far
+
+    @classmethod
+    def in_front_of(
+        cls, cluster: RunningCluster, *, latency_ms: float = 0.0, rate: float | None = None
+    ) -> LinkProxy:
+        """The proxy a bed cluster that advertises another address expects: listening on
+        that address, forwarding to the broker's own listener."""
+        port = int(cluster.advertised.rpartition(":")[2])
+        return cls(port, cluster.listen, latency_ms=latency_ms, rate=rate)
 
     def __repr__(self) -> str:
         return (

@@ -25,7 +25,7 @@ from aiokafka import AIOKafkaProducer
 from syncer.testbed import ClusterSpec, Testbed
 from syncer.testbed.bed import free_port
 from syncer.testbed.proxy import LinkProxy
-from tests.kafka_helpers import Daemon, create_topic, read_partition
+from tests.kafka_helpers import Daemon, create_topic, own_bed, read_partition
 
 PARTITIONS = 6
 DAEMONS = 3
@@ -35,21 +35,16 @@ SIDES = ("local", "remote")
 @pytest.fixture(scope="module")
 def proxied(tmp_path_factory: pytest.TempPathFactory, testbed: Testbed) -> Iterator[Testbed]:
     """A local and a remote cluster that advertise a proxy's address (the daemons' links)."""
-    bed = Testbed(tmp_path_factory.mktemp("chaos"), testbed.jars)
-    bed.up([ClusterSpec(f"chaos_{side}", advertised=f"127.0.0.1:{free_port()}") for side in SIDES])
-    try:
+    specs = [ClusterSpec(f"chaos_{side}", advertised=f"127.0.0.1:{free_port()}") for side in SIDES]
+    with own_bed(tmp_path_factory.mktemp("chaos"), testbed.jars, specs) as bed:
         yield bed
-    finally:
-        bed.down()
 
 
 @pytest.fixture
 async def links(proxied: Testbed) -> AsyncIterator[dict[str, LinkProxy]]:
-    proxies = {}
-    for side in SIDES:
-        cluster = proxied.clusters[f"chaos_{side}"]
-        proxies[side] = LinkProxy(int(cluster.bootstrap.rpartition(":")[2]), cluster.listen)
-        await proxies[side].start()
+    proxies = {side: LinkProxy.in_front_of(proxied.clusters[f"chaos_{side}"]) for side in SIDES}
+    for proxy in proxies.values():
+        await proxy.start()
     try:
         yield proxies
     finally:

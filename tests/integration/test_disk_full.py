@@ -16,7 +16,7 @@ import pytest
 
 from syncer.testbed import ClusterSpec, Testbed
 from tests.integration.test_operations import RECORDS, assert_identical, backlog, copied, daemon_for
-from tests.kafka_helpers import Daemon, get, samples
+from tests.kafka_helpers import Daemon, get, own_bed, samples
 
 FULL_MIB = 24  # the backlog is 40 MB: the disk fills a little past half-way
 FREED_MIB = 256
@@ -40,12 +40,10 @@ def small_disk(tmp_path_factory: pytest.TempPathFactory, testbed: Testbed) -> It
     mounted = mount_tmpfs(data, FULL_MIB)
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount a {FULL_MIB} MiB tmpfs: {mounted.stderr.strip()}")
-    bed = Testbed(root, testbed.jars)
     try:
-        bed.up([ClusterSpec("full_local")])
-        yield bed
+        with own_bed(root, testbed.jars, [ClusterSpec("full_local")]) as bed:
+            yield bed
     finally:
-        bed.down()
         subprocess.run(["umount", "-l", str(data)], check=False)
 
 

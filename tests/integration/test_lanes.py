@@ -15,7 +15,7 @@ from syncer.testbed import ClusterSpec, KafkaJars, RunningCluster, Testbed
 from syncer.testbed.bed import free_port
 from syncer.testbed.proxy import LinkProxy
 from syncer.testbed.tools import perf_produce
-from tests.kafka_helpers import batch_digests, create_topic, make_config
+from tests.kafka_helpers import batch_digests, create_topic, make_config, own_bed
 
 PARTITIONS = 2
 RECORDS = 4_000  # 1 KiB each, per topic
@@ -25,19 +25,15 @@ LATENCY_MS = 20
 
 @pytest.fixture(scope="module")
 def far_bed(tmp_path_factory: pytest.TempPathFactory, testbed: Testbed) -> Iterator[Testbed]:
-    bed = Testbed(tmp_path_factory.mktemp("far"), testbed.jars)
-    bed.up([ClusterSpec("far", advertised=f"127.0.0.1:{free_port()}")])
-    try:
+    specs = [ClusterSpec("far", advertised=f"127.0.0.1:{free_port()}")]
+    with own_bed(tmp_path_factory.mktemp("far"), testbed.jars, specs) as bed:
         yield bed
-    finally:
-        bed.down()
 
 
 @pytest.fixture
 async def far(far_bed: Testbed) -> AsyncIterator[tuple[RunningCluster, LinkProxy]]:
     cluster = far_bed.clusters["far"]
-    port = int(cluster.bootstrap.rpartition(":")[2])
-    async with LinkProxy(port, cluster.listen, latency_ms=LATENCY_MS, rate=RATE) as proxy:
+    async with LinkProxy.in_front_of(cluster, latency_ms=LATENCY_MS, rate=RATE) as proxy:
         yield cluster, proxy
 
 

@@ -17,7 +17,7 @@ from syncer.testbed import ClusterSpec, Testbed
 from syncer.testbed.bed import free_port
 from syncer.testbed.proxy import LinkProxy
 from syncer.testbed.tools import perf_produce
-from tests.kafka_helpers import Daemon, batch_digests, create_topic, get, samples
+from tests.kafka_helpers import Daemon, batch_digests, create_topic, get, own_bed, samples
 
 PARTITIONS = 4
 RECORDS = 40_000  # 1 KiB each
@@ -27,18 +27,13 @@ SLOW_COPIER = {"partition_fetch_max_bytes": 16384, "fetch_max_bytes": 65536, "ma
 
 @pytest.fixture(scope="module")
 def blink(tmp_path_factory: pytest.TempPathFactory, testbed: Testbed) -> Iterator[Testbed]:
-    bed = Testbed(tmp_path_factory.mktemp("blink"), testbed.jars)
-    bed.up(
-        [
-            ClusterSpec("blink_local"),
-            ClusterSpec("blink_remote"),
-            ClusterSpec("blink_far", advertised=f"127.0.0.1:{free_port()}"),  # behind a proxy
-        ]
-    )
-    try:
+    specs = [
+        ClusterSpec("blink_local"),
+        ClusterSpec("blink_remote"),
+        ClusterSpec("blink_far", advertised=f"127.0.0.1:{free_port()}"),  # behind a proxy
+    ]
+    with own_bed(tmp_path_factory.mktemp("blink"), testbed.jars, specs) as bed:
         yield bed
-    finally:
-        bed.down()
 
 
 async def ends(bootstrap: str, topic: str) -> dict[int, int]:
@@ -94,9 +89,8 @@ async def test_metrics_during_a_copy_match_the_clusters(
     far = blink.clusters["blink_far"]
     await backlog(blink, far.direct, topic)
     remote_ends = await ends(far.direct, topic)
-    port = int(far.bootstrap.rpartition(":")[2])
     # 4 MB/s per connection: the 40 MB copy lasts long enough to be watched in the middle
-    async with LinkProxy(port, far.listen, rate=4_000_000):
+    async with LinkProxy.in_front_of(far, rate=4_000_000):
         daemon = daemon_for(tmp_path, local, far.bootstrap, topic)
         daemons.append(daemon)
         await daemon.wait_for("a tenth copied", lambda doc: copied(doc) > RECORDS // 10)

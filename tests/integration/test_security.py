@@ -18,7 +18,7 @@ from syncer.errors import ExitCode
 from syncer.syncer import Syncer
 from syncer.testbed import ClusterSpec, RunningCluster, Testbed
 from syncer.testbed.tools import add_acl
-from tests.kafka_helpers import create_topic, produce, read_partition, run_cli
+from tests.kafka_helpers import create_topic, own_bed, produce, read_partition, run_cli
 
 PASSWORD = "correct-horse-battery-staple-7"
 WRONG = "wrong-password-do-not-print-42"
@@ -26,17 +26,12 @@ WRONG = "wrong-password-do-not-print-42"
 
 @pytest.fixture(scope="module")
 def secure_bed(tmp_path_factory: pytest.TempPathFactory, testbed: Testbed) -> Iterator[Testbed]:
-    bed = Testbed(tmp_path_factory.mktemp("secure"), testbed.jars)
-    bed.up(
-        [
-            ClusterSpec("tls-local", security="SSL", authorizer=True),
-            ClusterSpec("sasl-remote", security="SASL_SSL", scram_users={"syncer": PASSWORD}),
-        ]
-    )
-    try:
+    specs = [
+        ClusterSpec("tls-local", security="SSL", authorizer=True),
+        ClusterSpec("sasl-remote", security="SASL_SSL", scram_users={"syncer": PASSWORD}),
+    ]
+    with own_bed(tmp_path_factory.mktemp("secure"), testbed.jars, specs) as bed:
         yield bed
-    finally:
-        bed.down()
 
 
 def settings(

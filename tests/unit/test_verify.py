@@ -8,8 +8,9 @@ import random
 from collections.abc import AsyncIterator
 
 from syncer.batches import Record
-from syncer.clusters import TP
+from syncer.clusters import TP, FetchedPartition
 from syncer.verify import FANOUT, LEAF_RECORDS, RangeReader, compare
+from tests.unit.test_batches import build
 
 
 class Listed(RangeReader):
@@ -63,3 +64,44 @@ async def test_a_record_one_side_lacks_is_a_divergence() -> None:
     divergence, _rounds = await compare(Listed(copy), Listed(source), 0, 1_000)
     assert divergence is not None and divergence.offset == gone
     assert divergence.local == "no record"
+
+
+class Blinking:
+    """A cluster whose partition holds ``n`` records in batches of 10 and whose fetches
+    answer ``blinks`` times with an error, then ``blinks`` times with nothing, then right."""
+
+    name = "east"
+
+    def __init__(self, n: int, blinks: int) -> None:
+        self.batches = [
+            build(o, [(b"k", b"v%d" % i) for i in range(o, o + 10)]) for o in range(0, n, 10)
+        ]
+        self.end = n
+        self.answers = ["error"] * blinks + ["empty"] * blinks
+
+    async def leader_for(self, tp: TP) -> int:
+        return 1
+
+    async def fetch(
+        self, node: int, wants: dict[TP, int], **_: object
+    ) -> dict[TP, FetchedPartition]:
+        ((tp, offset),) = wants.items()
+        answer = self.answers.pop(0) if self.answers else "records"
+        if answer == "error":  # NOT_LEADER_OR_FOLLOWER: retriable
+            return {tp: FetchedPartition(6, -1, -1, -1, (), b"")}
+        records = b"" if answer == "empty" else b"".join(self.batches[offset // 10 :][:3])
+        return {tp: FetchedPartition(0, self.end, self.end, 0, (), records)}
+
+
+async def test_an_error_or_an_empty_answer_below_the_end_is_read_again_not_taken_for_the_end() -> (
+    None
+):
+    reader = RangeReader(Blinking(100, blinks=2), TP("t", 0))  # type: ignore[arg-type]
+    seen = [r.offset async for r in reader.records(0, 100)]
+    assert seen == list(range(100))
+    assert reader.fetches == 4 + 100 // 30 + 1
+
+
+async def test_the_end_of_the_partition_ends_the_read() -> None:
+    reader = RangeReader(Blinking(40, blinks=0), TP("t", 0))  # type: ignore[arg-type]
+    assert [r.offset async for r in reader.records(30, 100)] == list(range(30, 40))
