@@ -3,7 +3,8 @@ sample of them is compared, record by record, with the same offsets elsewhere: a
 that holds them, or the local log just below the local end. Between two remotes that
 disagree, the one listed later in the configuration is dropped for that partition and
 reported; a remote that disagrees with the local log halts the partition (which side is
-wrong cannot be told). Sampling goes on every ``SAMPLE_EVERY`` chunks."""
+wrong cannot be told). Sampling goes on every ``SAMPLE_EVERY`` chunks, and again at once after a
+remote failed fetches (it may be back with other data)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from syncer.batches import record_digests, split_batches
+from syncer.batches import Batch, decode, is_filler, record_digests, split_batches
 from syncer.chunks import Fetched
 from syncer.clusters import TP, Cluster
 from syncer.errors import PartitionHalted, TransientClusterError
@@ -69,12 +70,20 @@ class Agreement:
         self.checked: set[str] = set()
         self._previous: _Tail | None = None
         self._chunks: dict[str, int] = {}
+        self._failures: dict[str, int] = {}  # each remote's failed fetches when last checked
 
     async def check(self, got: Fetched, frontier: int) -> None:
         """Raise ``SourceDropped`` if ``got``'s remote must not be written from."""
         remote = got.remote
         seen = self._chunks.get(remote, 0)
         self._chunks[remote] = seen + 1
+        failures = self.health[remote].errors
+        if self._failures.setdefault(remote, failures) != failures:
+            # it failed fetches since it was checked: it may be back with other data (a
+            # topic deleted and recreated, a cluster restored), so compare before writing
+            # from it again rather than splice another log onto what was copied
+            self._failures[remote] = failures
+            self.checked.discard(remote)
         if remote in self.checked and seen % SAMPLE_EVERY:
             return
         if self._against_previous(got, frontier):
@@ -168,12 +177,16 @@ class Agreement:
         local = await self.local.fetch(
             node, {self.tp: offset}, max_wait_ms=0, max_bytes=1 << 20, partition_max_bytes=1 << 20
         )
-        ours = record_digests(split_batches(local[self.tp].records), offset, offset + 1)
+        batches = split_batches(local[self.tp].records)
+        if _filler_at(batches, offset):
+            return  # syncer wrote it in a hole of the source: nothing there to compare
+        ours = record_digests(batches, offset, offset + 1)
         if offset in theirs and offset in ours and theirs[offset] != ours[offset]:
             raise PartitionHalted(
                 f"{self.tp.topic}[{self.tp.partition}]: the local record at offset {offset}"
                 f" differs from remote {remote}'s: a foreign producer wrote into the local"
-                " partition, or the remote holds other data than what was copied before"
+                " partition, or the remote holds other data than what was copied before (its"
+                " topic deleted and recreated, or the cluster restored from elsewhere?)"
             )
 
     def _drop(self, remote: str, reason: str) -> None:
@@ -185,3 +198,10 @@ class Agreement:
             remote,
             reason,
         )
+
+
+def _filler_at(batches: list[Batch], offset: int) -> bool:
+    for batch in batches:
+        if batch.base_offset <= offset <= batch.last_offset and not batch.is_control:
+            return any(r.offset == offset and is_filler(r.key, r.headers) for r in decode(batch))
+    return False

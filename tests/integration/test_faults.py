@@ -11,6 +11,15 @@ from syncer.syncer import Syncer
 from tests.kafka_helpers import catch_up, create_topic, make_config, produce, read_partition
 
 
+async def delete_topic(bootstrap: str, topic: str) -> None:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.delete_topics([topic])
+    finally:
+        await admin.close()
+
+
 async def wait_until(check: object, timeout: float = 30.0) -> None:
     deadline = asyncio.get_running_loop().time() + timeout
     while not check():  # type: ignore[operator]
@@ -31,12 +40,7 @@ async def test_a_remote_topic_deleted_and_recreated_halts_it_and_says_so(
     async with syncer:
         running = asyncio.create_task(syncer.run())
         await wait_until(lambda: [s.local_end for s in syncer.statuses()] == [20, 20])
-        admin = AIOKafkaAdminClient(bootstrap_servers=east)
-        await admin.start()
-        try:
-            await admin.delete_topics([topic])
-        finally:
-            await admin.close()
+        await delete_topic(east, topic)
         await asyncio.sleep(2)
         await create_topic(east, topic)  # the same name, a new log: its end goes back to 5
         await produce(east, topic, [(b"new", b"%d" % i) for i in range(5)])
@@ -52,6 +56,29 @@ async def test_a_remote_topic_deleted_and_recreated_halts_it_and_says_so(
     assert "deleted and recreated" in halted.error
     assert await read_partition(local, topic) == before  # nothing lost, nothing written over
     assert await read_partition(local, other) == await read_partition(east, other)
+
+
+async def test_a_remote_topic_recreated_with_more_records_halts_and_nothing_is_spliced(
+    local: str, east: str, topic: str
+) -> None:
+    await create_topic(east, topic)
+    await produce(east, topic, [(b"old", b"%d" % i) for i in range(20)])
+    before = await read_partition(east, topic)
+    syncer = Syncer(make_config(local, {"east": east}, [topic]))
+    async with syncer:
+        running = asyncio.create_task(syncer.run())
+        await wait_until(lambda: [s.local_end for s in syncer.statuses()] == [20])
+        await delete_topic(east, topic)
+        await asyncio.sleep(2)
+        await create_topic(east, topic)  # a new log, longer than what was copied of the old
+        await produce(east, topic, [(b"new", b"%d" % i) for i in range(30)])
+        (status,) = syncer.statuses()
+        await wait_until(lambda: status.state is State.HALTED, 60)
+        syncer.request_stop()
+        await asyncio.wait_for(running, 30)
+    assert status.error is not None
+    assert "the local record at offset 19 differs from remote east's" in status.error
+    assert await read_partition(local, topic) == before  # the old log only, nothing appended
 
 
 async def test_a_record_larger_than_the_local_topic_allows_halts_with_a_clear_error(
