@@ -93,6 +93,27 @@ async def produce(
         await producer.stop()
 
 
+async def produce_transactions(
+    bootstrap: str,
+    topic: str,
+    transactions: list[tuple[bool, list[tuple[bytes | None, bytes | None]]]],
+    *,
+    partition: int = 0,
+) -> None:
+    """Each ``(commit, records)`` in turn as one transaction of one transactional producer,
+    committed or aborted: its records, then its marker."""
+    txn = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id=f"{topic}-txn")
+    await txn.start()
+    try:
+        for commit, records in transactions:
+            await txn.begin_transaction()
+            for key, value in records:
+                await txn.send_and_wait(topic, value, key=key, partition=partition)
+            await (txn.commit_transaction() if commit else txn.abort_transaction())
+    finally:
+        await txn.stop()
+
+
 async def produce_every_kind(bootstrap: str, topic: str, partition: int = 0) -> int:
     """Keys, null keys and values, headers, explicit timestamps, each codec, a large record.
     Returns the number of records written."""

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from syncer.errors import ExitCode
 from syncer.testbed.bed import free_port
-from tests.kafka_helpers import create_topic, produce, run_cli
+from tests.kafka_helpers import create_topic, produce, produce_transactions, run_cli
 
 
 def one_line(result: subprocess.CompletedProcess[str]) -> str:
@@ -91,17 +91,9 @@ async def test_partition_mismatch_and_halted_exit_codes(
 async def test_catch_up_exits_halted_on_a_hole(
     config_file: Path, local: str, east: str, topic: str
 ) -> None:
-    from aiokafka import AIOKafkaProducer
-
     await create_topic(east, topic)
     await produce(east, topic, [(b"k", b"v")] * 3)
-    txn = AIOKafkaProducer(bootstrap_servers=east, transactional_id=topic)
-    await txn.start()
-    try:
-        async with txn.transaction():
-            await txn.send_and_wait(topic, b"x", partition=0)
-    finally:
-        await txn.stop()
+    await produce_transactions(east, topic, [(True, [(None, b"x")])])
     config_file.write_text(
         f"local: {{bootstrap_servers: '{local}'}}\n"
         f"remotes: [{{name: east, bootstrap_servers: '{east}'}}]\n"

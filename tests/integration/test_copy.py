@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import asyncio
 
-from aiokafka import AIOKafkaProducer
-
 from syncer.copier import State
 from syncer.syncer import Syncer
 from tests.kafka_helpers import (
@@ -16,6 +14,7 @@ from tests.kafka_helpers import (
     make_config,
     produce,
     produce_every_kind,
+    produce_transactions,
     read_partition,
 )
 from tests.kafka_helpers import (
@@ -89,14 +88,7 @@ async def test_transaction_marker_halts_that_partition_only(
     await create_topic(east, topic, 2)
     await produce(east, topic, [(b"plain", b"%d" % i) for i in range(10)], partition=1)
     await produce(east, topic, [(b"before", b"%d" % i) for i in range(5)], partition=0)
-    txn = AIOKafkaProducer(bootstrap_servers=east, transactional_id=f"{topic}-txn")
-    await txn.start()
-    try:
-        async with txn.transaction():
-            for i in range(3):
-                await txn.send_and_wait(topic, b"in txn %d" % i, key=b"t", partition=0)
-    finally:
-        await txn.stop()
+    await produce_transactions(east, topic, [(True, [(b"t", b"in txn %d" % i) for i in range(3)])])
     syncer = await catch_up(local, {"east": east}, [topic])
     halted, finished = syncer.statuses()
     assert halted.state is State.HALTED

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.structs import TopicPartition
@@ -23,6 +23,7 @@ from tests.kafka_helpers import (
     delete_records,
     make_config,
     produce,
+    produce_transactions,
     read_partition,
 )
 
@@ -69,20 +70,15 @@ async def test_transactional_source_reads_the_same_at_the_same_offsets(
 ) -> None:
     await create_topic(east, topic)
     await produce(east, topic, [(b"plain", b"%d" % i) for i in range(5)])
-    txn = AIOKafkaProducer(bootstrap_servers=east, transactional_id=f"{topic}-txn")
-    await txn.start()
-    try:
-        async with txn.transaction():
-            for i in range(3):
-                await txn.send_and_wait(topic, b"committed %d" % i, key=b"t", partition=0)
-        await txn.begin_transaction()
-        for i in range(4):
-            await txn.send_and_wait(topic, b"aborted %d" % i, key=b"t", partition=0)
-        await txn.abort_transaction()
-        async with txn.transaction():
-            await txn.send_and_wait(topic, b"committed again", key=b"t", partition=0)
-    finally:
-        await txn.stop()
+    await produce_transactions(
+        east,
+        topic,
+        [
+            (True, [(b"t", b"committed %d" % i) for i in range(3)]),
+            (False, [(b"t", b"aborted %d" % i) for i in range(4)]),
+            (True, [(b"t", b"committed again")]),
+        ],
+    )
     await produce(east, topic, [(b"plain", b"after")])
 
     syncer = await catch_up_filling(local, east, topic)
