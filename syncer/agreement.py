@@ -14,7 +14,15 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from syncer.batches import Batch, decode, is_filler, record_digests, split_batches
+from syncer.batches import (
+    Batch,
+    Record,
+    decode,
+    is_filler,
+    record_digest,
+    record_digests,
+    split_batches,
+)
 from syncer.chunks import Fetched
 from syncer.clusters import TP, Cluster
 from syncer.errors import PartitionHalted, TransientClusterError
@@ -177,11 +185,10 @@ class Agreement:
         local = await self.local.fetch(
             node, {self.tp: offset}, max_wait_ms=0, max_bytes=1 << 20, partition_max_bytes=1 << 20
         )
-        batches = split_batches(local[self.tp].records)
-        if _filler_at(batches, offset):
-            return  # syncer wrote it in a hole of the source: nothing there to compare
-        ours = record_digests(batches, offset, offset + 1)
-        if offset in theirs and offset in ours and theirs[offset] != ours[offset]:
+        ours = _record_at(split_batches(local[self.tp].records), offset)
+        if ours is None or is_filler(ours.key, ours.headers):
+            return  # a filler: syncer wrote it in a hole of the source, nothing to compare
+        if offset in theirs and theirs[offset] != record_digest(ours):
             raise PartitionHalted(
                 f"{self.tp.topic}[{self.tp.partition}]: the local record at offset {offset}"
                 f" differs from remote {remote}'s: a foreign producer wrote into the local"
@@ -200,8 +207,8 @@ class Agreement:
         )
 
 
-def _filler_at(batches: list[Batch], offset: int) -> bool:
+def _record_at(batches: list[Batch], offset: int) -> Record | None:
     for batch in batches:
         if batch.base_offset <= offset <= batch.last_offset and not batch.is_control:
-            return any(r.offset == offset and is_filler(r.key, r.headers) for r in decode(batch))
-    return False
+            return next((r for r in decode(batch) if r.offset == offset), None)
+    return None
