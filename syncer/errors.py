@@ -48,9 +48,11 @@ class ClusterError(SyncerError):
 
 
 class TransientClusterError(ClusterError):
-    """Leader moved, timeout, disconnect: worth another try after a pause."""
+    """Leader moved, timeout, disconnect: worth another try after a pause. One still there
+    when a command ends (retries spent) means a cluster stopped answering: not a bug."""
 
     retriable = True
+    exit_code = ExitCode.UNREACHABLE
 
 
 class UnreachableError(ClusterError):

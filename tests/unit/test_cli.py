@@ -1,0 +1,20 @@
+"""What the command line does with errors that end a command: one line, the documented code."""
+
+from __future__ import annotations
+
+import pytest
+
+from syncer import cli
+from syncer.errors import ExitCode, TransientClusterError
+
+
+def test_a_cluster_that_stopped_answering_is_unreachable_not_a_bug(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def verify(args: object) -> int:  # its retries spent against a cluster that went away
+        raise TransientClusterError("east: metadata: no answer from node 1: NodeNotReadyError")
+
+    monkeypatch.setattr(cli, "_verify", verify)
+    assert cli.main(["verify", "-c", "unused.yaml"]) == ExitCode.UNREACHABLE
+    err = capsys.readouterr().err
+    assert err == "syncer: east: metadata: no answer from node 1: NodeNotReadyError\n"
