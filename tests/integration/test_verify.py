@@ -10,8 +10,10 @@ from pathlib import Path
 
 import yaml
 
+from syncer.clusters import TP, Cluster
+from syncer.config import ClusterConfig
 from syncer.errors import ExitCode
-from tests.kafka_helpers import create_topic, produce, run_cli
+from tests.kafka_helpers import create_topic, produce, produce_transactions, run_cli
 
 RECORDS = 60_000
 
@@ -50,9 +52,12 @@ async def test_a_planted_divergence_is_found_and_named(
         produce(east, topic, values(), linger_ms=20, timestamp_ms=stamp),
         produce(local, topic, values(planted), linger_ms=20, timestamp_ms=stamp),
     )
+    for bootstrap in (east, local):  # both sides whole before comparing
+        async with Cluster(ClusterConfig(bootstrap, name="test"), role="test") as cluster:
+            assert await cluster.ends([TP(topic, 0)]) == {TP(topic, 0): (0, RECORDS)}
     write_config(config_file, local, east, topic)
     result = run_cli("verify", "-c", str(config_file), "--json")
-    assert result.returncode == ExitCode.DIVERGED, result.stderr
+    assert result.returncode == ExitCode.DIVERGED, result.stderr + result.stdout
     (verdict,) = json.loads(result.stdout)
     assert verdict["identical"] is False and verdict["divergent_offset"] == planted
     assert (verdict["from"], verdict["to"]) == (0, RECORDS)
@@ -69,18 +74,9 @@ async def test_a_planted_divergence_is_found_and_named(
 async def test_identical_after_a_copy_with_filled_holes(
     local: str, east: str, topic: str, config_file: Path
 ) -> None:
-    from aiokafka import AIOKafkaProducer
-
     await create_topic(east, topic)
     await produce(east, topic, [(b"a", b"1"), (b"b", b"2")])
-    txn = AIOKafkaProducer(bootstrap_servers=east, transactional_id=f"{topic}-txn")
-    await txn.start()
-    try:
-        await txn.begin_transaction()
-        await txn.send_and_wait(topic, b"aborted", partition=0)
-        await txn.abort_transaction()
-    finally:
-        await txn.stop()
+    await produce_transactions(east, topic, [(False, [(None, b"aborted")])])
     await produce(east, topic, [(b"c", b"3")])
     config_file.write_text(
         yaml.safe_dump(
