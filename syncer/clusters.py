@@ -74,11 +74,18 @@ class ProduceResult:
     message: str | None = None
 
 
+def is_retriable(code: int) -> bool:
+    """Does Kafka say an error with this code may pass (a moved leader, a timeout)?"""
+    kafka_error = kafka_errors.for_code(code)
+    return bool(
+        getattr(kafka_error, "retriable", False) or getattr(kafka_error, "invalid_metadata", False)
+    )
+
+
 def error_for(code: int, context: str) -> ClusterError:
     """Our error for a Kafka error code; transient ones are retriable."""
-    kafka_error = kafka_errors.for_code(code)
-    text = f"{context}: {kafka_error.__name__} (error {code})"
-    if getattr(kafka_error, "retriable", False) or getattr(kafka_error, "invalid_metadata", False):
+    text = f"{context}: {kafka_errors.for_code(code).__name__} (error {code})"
+    if is_retriable(code):
         return TransientClusterError(text)
     return ClusterError(text)
 
@@ -428,7 +435,12 @@ class Cluster:
                 request_timeout_ms=self.config.request_timeout_ms,
                 **client_options(self.config),
             )
-            await admin.start()
+            try:
+                with _admin_errors(f"{self.name}: connecting the admin client"):
+                    await admin.start()
+            except TransientClusterError:
+                await admin.close()
+                raise
             self._admin = admin
         return self._admin
 
@@ -545,6 +557,22 @@ class Cluster:
             raise ClusterError(
                 f"{self.name}: growing {topic!r} to {total} partitions: {exc}"
             ) from exc
+
+    async def broker_settings(self, name: str) -> dict[int, str]:
+        """Node id → the value of broker setting ``name`` on each broker of the cluster
+        (whatever its source: default, static or dynamic)."""
+        with _admin_errors(f"{self.name}: describing broker setting {name}"):
+            admin = await self._admin_client()
+            nodes = [b.nodeId for b in self._client.cluster.brokers()]
+            resources = [ConfigResource(ConfigResourceType.BROKER, str(n)) for n in nodes]
+            result = await admin.describe_configs(resources)
+        out: dict[int, str] = {}
+        for response in result:
+            for res in response.resources:
+                for entry in res[4]:
+                    if entry[0] == name and entry[1] is not None:
+                        out[int(res[3])] = str(entry[1])
+        return out
 
     async def _default_replication_factor(self) -> int:
         admin = await self._admin_client()

@@ -13,13 +13,12 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import partial
 
-from aiokafka import errors as kafka_errors
-
 from syncer.agreement import Agreement, CheckFailed, SourceDropped
+from syncer.alignment import Outcome, StateClock, Verdict, judge
 from syncer.batches import Batch, fill_around, filler_batches, rewrite_for_local, trim_for_local
 from syncer.budget import ByteBudget
 from syncer.chunks import ChunkScheduler, Fetched
-from syncer.clusters import TP, Cluster, ProduceResult, error_for
+from syncer.clusters import TP, Cluster, ProduceResult, error_for, is_retriable
 from syncer.config import CopierConfig
 from syncer.errors import (
     ForeignWrite,
@@ -31,18 +30,22 @@ from syncer.errors import (
 )
 from syncer.fetcher import Lanes
 from syncer.identity import WriterIdentity
+from syncer.landed import check_landed
 from syncer.planner import Filler, HoleKind, RemoteEnds, choose_remote, scan
 from syncer.sources import SourceHealth
 from syncer.writer import Writer
 
 log = logging.getLogger(__name__)
 
-OUT_OF_ORDER_SEQUENCE = kafka_errors.OutOfOrderSequenceNumber.errno
-DUPLICATE_SEQUENCE = kafka_errors.DuplicateSequenceNumber.errno
-TOO_LARGE = {
-    kafka_errors.MessageSizeTooLargeError.errno,
-    kafka_errors.RecordListTooLargeError.errno,
-}
+# a refusal at the same local end twice is a foreign producer only once the end has stood
+# still this long: after a write that timed out, the high watermark (what we read as the
+# end) trails the log end until the followers fetch it, and a follower may lag up to
+# replica.lag.time.max.ms (30 s by default) before the leader drops it from the ISR
+SETTLE_S = 35.0
+SETTLE_POLL_S = 0.5
+# reading the local end again before a shrunken log is believed (a new leader's first
+# answers may trail)
+SHRINK_READS = 3
 
 # the value of a filler's header: why the offset holds no record of the source
 FILLER_REASONS = {
@@ -132,8 +135,11 @@ class PartitionCopier:
         *,
         fill_holes: bool = False,
         align_start: bool = False,
+        state_clock: StateClock | None = None,
     ) -> None:
         self.tp = tp
+        # when the broker may have dropped our producer state (0: never rely on it)
+        self.state_clock = state_clock or StateClock(0)
         self.fill_holes = fill_holes
         self.align_start = align_start
         self.local = local
@@ -153,6 +159,13 @@ class PartitionCopier:
         self._stopping = False
         self._pending: deque[tuple[_Sent, asyncio.Future[ProduceResult]]] = deque()
         self._refused_at: int | None = None
+        # the local end up to which every offset is known to hold the source's record: the
+        # end found at start, moved by writes that landed where they should and by checks
+        # of what landed without a clean answer (None until the local end is first read)
+        self._confirmed: int | None = None
+        # the max timestamp of the last write answered as landed since the last resync:
+        # proof that the broker holds our producer state (None: not proven)
+        self._proven_at: int | None = None
 
     def __repr__(self) -> str:
         s = self.status
@@ -168,6 +181,16 @@ class PartitionCopier:
 
     async def run(self, until: int | None = None) -> PartitionStatus:
         """Copy until stopped, or until the local end reaches ``until`` (catch-up)."""
+        try:
+            await self._run(until)
+        except asyncio.CancelledError:
+            # cancelled at a shutdown or revocation timeout: what is still queued must not
+            # go out after the partition has moved to another process
+            self.writer.forget(self.tp)
+            raise
+        return self.status
+
+    async def _run(self, until: int | None) -> None:
         backoff = self.config.retry_backoff_ms / 1000
         while not self._stopping:
             copied = self.status.records_copied
@@ -175,14 +198,13 @@ class PartitionCopier:
                 await self._copy(until)
                 break
             except PartitionHalted as exc:
-                self._count(type(exc).__name__)
-                self._halt(exc)
-                return self.status
+                await self._halt(exc)
+                return
             except (TransientClusterError, _Resync) as exc:
                 if isinstance(exc, _Resync) and exc.refused_at is not None:
-                    if exc.refused_at == self._refused_at:
-                        self._halt(ForeignWrite(self._foreign_write_message(exc.refused_at)))
-                        return self.status
+                    if exc.refused_at == self._refused_at and await self._settled(exc.refused_at):
+                        await self._halt(ForeignWrite(self._foreign_write_message(exc.refused_at)))
+                        return
                     self._refused_at = exc.refused_at
                 self.status.retries += 1
                 self._count("resync" if isinstance(exc, _Resync) else "transient")
@@ -190,7 +212,11 @@ class PartitionCopier:
                 log.info(
                     "%s[%d]: %s; resuming from the local end", self.tp.topic, self.tp.partition, exc
                 )
-                self._abandon_pending()
+                try:
+                    await self._settle_pending()
+                except PartitionHalted as halted:
+                    await self._halt(halted)
+                    return
                 await asyncio.sleep(backoff)
                 if self.status.records_copied > copied:
                     backoff = self.config.retry_backoff_ms / 1000  # it was moving: start over
@@ -198,11 +224,20 @@ class PartitionCopier:
                     backoff = min(backoff * 2, self.config.retry_backoff_max_ms / 1000)
             except Exception as exc:  # a bug: halt visibly rather than die unseen
                 log.exception("%s[%d]: internal error", self.tp.topic, self.tp.partition)
-                self._count("internal")
-                self._halt(PartitionHalted(f"internal error: {type(exc).__name__}: {exc}"))
-                return self.status
+                error = PartitionHalted(f"internal error: {type(exc).__name__}: {exc}")
+                await self._halt(error, "internal")
+                return
         self.status.state = State.STOPPED if self._stopping else State.CAUGHT_UP
-        return self.status
+
+    async def _settled(self, offset: int) -> bool:
+        """Does the local end stand still at ``offset`` for ``SETTLE_S``? (False: it moved,
+        so the refusal was a write of ours the end had not shown yet, not a foreign one.)"""
+        deadline = time.monotonic() + SETTLE_S
+        while time.monotonic() < deadline and not self._stopping:
+            if (await self.local.latest([self.tp]))[self.tp] != offset:
+                return False
+            await asyncio.sleep(SETTLE_POLL_S)
+        return True
 
     def _count(self, kind: str) -> None:
         self.status.errors[kind] = self.status.errors.get(kind, 0) + 1
@@ -214,23 +249,40 @@ class PartitionCopier:
             " (a foreign producer writes into this partition)"
         )
 
-    def _abandon_pending(self) -> None:
-        """Forget the writes still queued or in flight; the local end read next tells what
-        landed. Their outcomes are consumed so that none goes unretrieved."""
-        self.writer.forget(self.tp)
-        for _sent, future in self._pending:
-            future.add_done_callback(_consume)
+    async def _settle_pending(self) -> None:
+        """After an error: nothing still queued goes out, and every write already sent is
+        answered and judged before the local end is read again. A write sent behind one
+        that failed may have landed where it should (the local end moves past it) or, had
+        the broker lost our producer state, at another offset: that halts here."""
+        self.writer.forget(self.tp)  # queued, never sent: cancelled
+        pending = list(self._pending)
         self._pending.clear()
+        futures = [future for _sent, future in pending]
+        if futures:
+            await asyncio.wait(futures)  # not cancelled with us: the writer answers each
+        for sent, future in pending:
+            if future.cancelled() or future.exception() is not None:
+                continue  # never sent, or unknown: the local end read next is checked
+            verdict = self._judge(sent, future.result())
+            if verdict.outcome is Outcome.MISPLACED:
+                raise self._misplaced(verdict)
+            if verdict.landed:
+                self._confirm(sent)
 
-    def _halt(self, exc: PartitionHalted) -> None:
-        self._abandon_pending()
+    async def _halt(self, exc: PartitionHalted, kind: str | None = None) -> None:
+        try:
+            await self._settle_pending()
+        except PartitionHalted as misplaced:
+            exc = misplaced  # a write that landed at another offset says more
+        self._count(kind or type(exc).__name__)
         self.status.state = State.HALTED
         self.status.error = str(exc)
         log.error("%s[%d] halted: %s", self.tp.topic, self.tp.partition, exc)
 
     async def _copy(self, until: int | None) -> None:
-        self.status.local_end = (await self.local.latest([self.tp]))[self.tp]
-        frontier = self.status.local_end
+        self._proven_at = None  # whatever happened before, the next write goes alone
+        frontier = await self._checked_local_end()
+        self.status.local_end = frontier
         await self.chunks.reset(frontier)
         try:
             while not self._stopping:
@@ -275,6 +327,50 @@ class PartitionCopier:
             await self.chunks.close()
         await self._drain(0)
 
+    async def _checked_local_end(self) -> int:
+        """The local end, once what lies between the confirmed end and it is known to be the
+        source's records: writes whose answers were lost (a timeout, a cut connection) or
+        refused may have landed, and anything that landed wrong halts before more is
+        written behind it."""
+        end = (await self.local.latest([self.tp]))[self.tp]
+        confirmed = self._confirmed
+        if confirmed is None:
+            self._confirmed = end  # the end found at start (the agreement checks below it)
+            return end
+        for _ in range(SHRINK_READS):
+            if end >= confirmed:
+                break
+            await asyncio.sleep(self.config.retry_backoff_ms / 1000)
+            end = (await self.local.latest([self.tp]))[self.tp]
+        else:
+            raise PartitionHalted(
+                f"{self.tp.topic}[{self.tp.partition}]: the local end went back from"
+                f" {confirmed} to {end}: records written and acknowledged are gone locally"
+                " (an unclean leader election, or the local topic deleted and recreated)"
+            )
+        if end > confirmed:
+            await self._check_landed(confirmed, end)
+            self._confirmed = end
+        return end
+
+    async def _check_landed(self, low: int, high: int) -> None:
+        """Compare local ``[low, high)`` with a remote that holds it; halt on a difference."""
+        usable = [n for n in self.fetchers if n not in self.status.dropped] or list(self.fetchers)
+        name = max(usable, key=lambda n: self.status.remote_ends[n].end)
+        source = self.fetchers[name].lanes[0].cluster
+        found = await check_landed(self.local, source, self.tp, low, high)
+        log.info(
+            "%s[%d]: checked local %d..%d against remote %s: %s",
+            self.tp.topic,
+            self.tp.partition,
+            low,
+            high - 1,
+            name,
+            "identical" if found is None else found.describe(),
+        )
+        if found is not None:
+            raise MisalignedWrite(f"{self.tp.topic}[{self.tp.partition}]: {found.describe()}")
+
     def _release_when_answered(self, size: int) -> None:
         """Keep ``size`` bytes in the process's budget until the last write sent for them is
         answered (one partition's writes are answered in order): the budget bounds what is
@@ -302,7 +398,7 @@ class PartitionCopier:
         pid, epoch = self.identity.producer_id, self.identity.producer_epoch
         now_ms = int(time.time() * 1000)
         for base, end, raw in filler_batches(0, start, now_ms, "below-start", pid, epoch):
-            await self._drain(self.config.max_in_flight - 1)
+            await self._room_for_write()
             self._submit(_Sent(base, end, end - base, len(raw), "", now_ms, end - base), raw)
         await self._drain(0)
         local_start = await self.local.delete_records(self.tp, start)
@@ -339,7 +435,7 @@ class PartitionCopier:
             fill=self.fill_holes,
         )
         for item in found.writable:
-            await self._drain(self.config.max_in_flight - 1)
+            await self._room_for_write()
             if isinstance(item, Filler):
                 await self._fill(item, got.remote)
                 continue
@@ -377,7 +473,7 @@ class PartitionCopier:
             )
         for i, (base, end, raw) in enumerate(pieces):
             if i:
-                await self._drain(self.config.max_in_flight - 1)
+                await self._room_for_write()
             filled = end - base if hole.around is None else fillers
             self._submit(
                 _Sent(base, end, end - base, len(raw), remote, hole.timestamp, filled), raw
@@ -433,29 +529,58 @@ class PartitionCopier:
             self._pending.popleft()
             self._verify(sent, result)
 
-    def _verify(self, sent: _Sent, result: ProduceResult) -> None:
-        where = f"{self.tp.topic}[{self.tp.partition}]"
+    async def _room_for_write(self) -> None:
+        """Wait until the next write may be sent: behind the ones in flight only while the
+        broker is known to hold our producer state and will still hold it should one of them
+        be refused (alignment.StateClock); otherwise once every earlier write is answered."""
+        now_ms = int(time.time() * 1000)
+        in_flight = [sent.max_timestamp for sent, _future in self._pending]
+        if self.state_clock.may_pipeline(self._proven_at, in_flight, now_ms):
+            await self._drain(self.config.max_in_flight - 1)
+        else:
+            await self._drain(0)
+
+    def _judge(self, sent: _Sent, result: ProduceResult) -> Verdict:
         code = result.error_code
-        if code == OUT_OF_ORDER_SEQUENCE:
+        return judge(sent.base_offset, code, result.base_offset, code != 0 and is_retriable(code))
+
+    def _confirm(self, sent: _Sent) -> None:
+        self._confirmed = max(self._confirmed or 0, sent.next_offset)
+        self._proven_at = sent.max_timestamp
+        self._refused_at = None  # a clean write: ``_landed`` counted it when it was answered
+
+    def _misplaced(self, verdict: Verdict) -> MisalignedWrite:
+        return MisalignedWrite(
+            f"{self.tp.topic}[{self.tp.partition}]: record from remote offset"
+            f" {verdict.expected} landed at local offset {verdict.landed_at}; another producer"
+            " writes into this partition, or the broker had lost our producer state"
+        )
+
+    def _verify(self, sent: _Sent, result: ProduceResult) -> None:
+        """Judge one answer, in order: a write that landed where it should moves the
+        confirmed end; anything else stops the writes behind it (invariants 1 and 3)."""
+        where = f"{self.tp.topic}[{self.tp.partition}]"
+        verdict = self._judge(sent, result)
+        outcome = verdict.outcome
+        if outcome is Outcome.LANDED:
+            self._confirm(sent)
+            return
+        if outcome is Outcome.MISPLACED:
+            raise self._misplaced(verdict)
+        if outcome is Outcome.REFUSED_SEQUENCE:
             raise _Resync(
                 f"sequence refused at offset {sent.base_offset}: the partition moved",
                 refused_at=sent.base_offset,
             )
-        if code == DUPLICATE_SEQUENCE:
+        if outcome is Outcome.DUPLICATE:
             raise _Resync(f"duplicate sequence at offset {sent.base_offset}")
-        if code in TOO_LARGE:
+        if outcome is Outcome.TOO_LARGE:
             raise PartitionHalted(
                 f"{where}: batch at offset {sent.base_offset} ({sent.size} bytes) is larger than"
                 " the local topic's max.message.bytes allows"
             )
-        if code:
-            error = error_for(code, f"write at offset {sent.base_offset}")
-            if isinstance(error, TransientClusterError):
-                raise error  # logged with the partition's name as it is retried
-            raise PartitionHalted(f"{where}: {error}")
-        if result.base_offset != sent.base_offset:
-            raise MisalignedWrite(
-                f"{where}: record from remote offset {sent.base_offset} landed at local offset"
-                f" {result.base_offset}; another producer writes into this partition"
-            )
-        self._refused_at = None  # a clean write: ``_landed`` counted it when it was answered
+        error = error_for(result.error_code, f"write at offset {sent.base_offset}")
+        if outcome in (Outcome.NOT_LANDED, Outcome.UNKNOWN):
+            # logged with the partition's name as it is retried; what landed is checked
+            raise TransientClusterError(str(error))
+        raise PartitionHalted(f"{where}: {error}")

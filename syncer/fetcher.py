@@ -105,6 +105,13 @@ class Fetcher(RequestLoop):
                 want.future.cancel()
         self._wants.clear()
 
+    def _fail_waiting(self, error: Exception) -> None:
+        for queue in self._wants.values():
+            for want in queue:
+                if not want.future.done():
+                    want.future.set_exception(error)
+        self._wants.clear()
+
     async def fetch(
         self,
         tp: TP,
@@ -118,6 +125,8 @@ class Fetcher(RequestLoop):
         batches, at least one). ``poll``: the partition is caught up, so wait for records to
         arrive, polling again while ``hold()`` says so, up to ``HOLD_S``; otherwise answer
         at once."""
+        if self.dead is not None:
+            raise self.dead
         loop = asyncio.get_running_loop()
         future: asyncio.Future[FetchedPartition] = loop.create_future()
         limit = min(

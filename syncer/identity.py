@@ -13,9 +13,11 @@ import logging
 from dataclasses import dataclass
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import errors as kafka_errors
 from aiokafka.structs import TopicPartition
 
 from syncer.clusters import Cluster, client_options
+from syncer.errors import TransientClusterError
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +30,15 @@ class WriterIdentity:
 
 async def load_identity(local: Cluster, state_topic: str, deployment: str) -> WriterIdentity:
     """The deployment's identity, allocating and recording it on first use. If two processes
-    race to allocate, both adopt the first record in the topic."""
+    race to allocate, both adopt the first record in the topic. A connection lost meanwhile
+    is transient (worth another try), not a crash at start-up."""
+    try:
+        return await _load_identity(local, state_topic, deployment)
+    except (kafka_errors.KafkaError, OSError) as exc:
+        raise TransientClusterError(f"{local.name}: loading the writer identity: {exc!r}") from exc
+
+
+async def _load_identity(local: Cluster, state_topic: str, deployment: str) -> WriterIdentity:
     await local.create_topic(
         # not compacted: compaction keeps the last record per key, and every process must
         # keep agreeing on the first one

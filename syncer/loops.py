@@ -1,13 +1,20 @@
 """The shape Fetcher and Writer share: one background task that gathers what copiers want
 into requests, and the request tasks it starts. ``start()`` is idempotent; ``stop()`` cancels
-them all and cancels what still waits."""
+them all and cancels what still waits. Should the background task die of a bug, everything
+waiting fails at once with the reason (and so does whatever is asked later): no caller
+awaits forever."""
 
 from __future__ import annotations
 
 import abc
 import asyncio
+import logging
 from collections.abc import Coroutine
 from typing import Any
+
+from syncer.errors import TransientClusterError
+
+log = logging.getLogger(__name__)
 
 
 class RequestLoop(abc.ABC):
@@ -16,10 +23,21 @@ class RequestLoop(abc.ABC):
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._requests: set[asyncio.Task[None]] = set()
+        self.dead: TransientClusterError | None = None  # why the background task died
 
     def start(self) -> None:
         if self._task is None:
             self._task = asyncio.create_task(self._run(), name=self.name)
+            self._task.add_done_callback(self._died)
+
+    def _died(self, task: asyncio.Task[None]) -> None:
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if exc is not None:
+            log.error("%s stopped: %r", self.name, exc, exc_info=exc)
+            self.dead = TransientClusterError(f"{self.name} stopped: {exc!r}")
+            self._fail_waiting(self.dead)
 
     async def stop(self) -> None:
         tasks = [t for t in (self._task, *self._requests) if t is not None]
@@ -41,3 +59,7 @@ class RequestLoop(abc.ABC):
     @abc.abstractmethod
     def _cancel_waiting(self) -> None:
         """Cancel the futures of everything not sent yet."""
+
+    @abc.abstractmethod
+    def _fail_waiting(self, error: Exception) -> None:
+        """Fail the futures of everything not sent yet with ``error``."""

@@ -18,12 +18,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import partial
 
+from syncer.alignment import StateClock
 from syncer.budget import ByteBudget
 from syncer.clusters import READ_COMMITTED, TP, Cluster
 from syncer.config import ClusterConfig, Config, CopierConfig
 from syncer.coordination import GroupMember
 from syncer.copier import PartitionCopier, PartitionStatus, State
-from syncer.errors import SyncerError
+from syncer.errors import ClusterError, SyncerError
 from syncer.fetcher import Fetcher, Lanes
 from syncer.identity import WriterIdentity, load_identity
 from syncer.metrics import Instruments
@@ -74,6 +75,7 @@ class Syncer:
         self._fetchers: dict[str, Lanes] = {}
         self._writer: Writer | None = None
         self._identity: WriterIdentity | None = None
+        self.state_clock = StateClock(0)  # read from the local brokers at start
         self._started_at = time.monotonic()
         self._stop = asyncio.Event()
         self._started = False
@@ -128,7 +130,11 @@ class Syncer:
         except SyncerError:
             await self._close_clusters()
             raise
-        self._identity = await load_identity(self.local, self.config.state_topic, self.config.name)
+        self._identity = await retried(
+            partial(load_identity, self.local, self.config.state_topic, self.config.name),
+            what="loading the writer identity",
+        )
+        self.state_clock = await read_state_clock(self.local)
         self._writer = Writer(
             self.local,
             max_in_flight=self.config.copier.max_in_flight,
@@ -379,6 +385,7 @@ class Syncer:
             self.memory,
             fill_holes=self.config.topics.fills(tp.topic),
             align_start=self.config.topics.align_start,
+            state_clock=self.state_clock,
         )
 
     # reporting --------------------------------------------------------------------------
@@ -396,6 +403,28 @@ class Syncer:
             refused=len(self.refused),
             seconds=time.monotonic() - self._started_at,
         )
+
+
+async def read_state_clock(local: Cluster) -> StateClock:
+    """The local brokers' ``producer.id.expiration.ms`` (the lowest): how long a broker keeps
+    our producer state after the newest timestamp we wrote. Unreadable (no DescribeConfigs
+    on the cluster), no write is pipelined behind another: the fence is never relied on."""
+    try:
+        values = await local.broker_settings("producer.id.expiration.ms")
+    except ClusterError as exc:
+        values, why = {}, str(exc)
+    else:
+        why = "no broker answered"
+    if not values:
+        log.warning(
+            "cannot read producer.id.expiration.ms of the local brokers (%s): every partition"
+            " writes one batch at a time",
+            why,
+        )
+        return StateClock(0)
+    clock = StateClock(min(int(v) for v in values.values()))
+    log.info("local brokers keep producer state for %d ms", clock.expiration_ms)
+    return clock
 
 
 class _Check:

@@ -50,8 +50,18 @@ class Writer(RequestLoop):
                 future.cancel()
         self._queues.clear()
 
+    def _fail_waiting(self, error: Exception) -> None:
+        for queue in self._queues.values():
+            for _batch, future in queue:
+                if not future.done():
+                    future.set_exception(error)
+        self._queues.clear()
+
     def submit(self, tp: TP, batch: bytes) -> asyncio.Future[ProduceResult]:
         future: asyncio.Future[ProduceResult] = asyncio.get_running_loop().create_future()
+        if self.dead is not None:
+            future.set_exception(self.dead)
+            return future
         self._queues.setdefault(tp, deque()).append((batch, future))
         self._wakeup.set()
         return future
@@ -117,5 +127,9 @@ class Writer(RequestLoop):
                 if not future.done():
                     future.set_exception(exc)
         finally:
+            # stopped mid-request: the copier must not wait for an answer that never comes
+            # (nor hold its bytes in the budget); whether it landed, the local end tells
+            for _batch, future in entries.values():
+                future.cancel()
             self._in_flight[node] -= 1
             self._wakeup.set()

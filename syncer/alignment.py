@@ -1,0 +1,171 @@
+"""Invariants 1 (alignment) and 3 (one copy of each offset), as pure decisions.
+
+A write sent for source offset ``o`` is *judged* from the broker's answer: it landed at
+``o``, it landed elsewhere (halt at once, naming both offsets), it did not land, or nobody
+can tell (a timeout, a cut connection: the copier then compares what the local log holds
+with the source before it writes again).
+
+The broker fences duplicates only while it holds our producer state for the partition
+(``ProducerStateManager``): for a producer id it holds no state for, any sequence is
+accepted (KIP-360), and it drops the state once ``now - lastTimestamp >=
+producer.id.expiration.ms``, where ``lastTimestamp`` is the appended batch's max timestamp —
+the source's CreateTime, which syncer keeps. So a write may be sent while others of the
+same partition are unanswered only while an accepted write proves the state is there and
+none of the timestamps involved lets it expire before the next batch arrives; otherwise a
+refused batch would let its successors land at its offsets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from enum import Enum
+
+# error codes (Kafka's protocol); kept here so the copier sees outcomes, not numbers
+UNKNOWN_TOPIC_OR_PARTITION = 3
+LEADER_NOT_AVAILABLE = 5
+NOT_LEADER_OR_FOLLOWER = 6
+REQUEST_TIMED_OUT = 7
+MESSAGE_TOO_LARGE = 10
+NETWORK_EXCEPTION = 13
+NOT_ENOUGH_REPLICAS = 19
+NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
+RECORD_LIST_TOO_LARGE = 18
+OUT_OF_ORDER_SEQUENCE = 45
+DUPLICATE_SEQUENCE = 46
+KAFKA_STORAGE_ERROR = 56
+FENCED_LEADER_EPOCH = 74
+UNKNOWN_LEADER_EPOCH = 75
+
+# refused before anything was appended: the write certainly did not land
+NOT_APPENDED = {
+    UNKNOWN_TOPIC_OR_PARTITION,
+    LEADER_NOT_AVAILABLE,
+    NOT_LEADER_OR_FOLLOWER,
+    NOT_ENOUGH_REPLICAS,
+    FENCED_LEADER_EPOCH,
+    UNKNOWN_LEADER_EPOCH,
+}
+TOO_LARGE = {MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE}
+# the broker may have appended it (to the leader's log) without being able to say so
+MAYBE_APPENDED = {REQUEST_TIMED_OUT, NETWORK_EXCEPTION, NOT_ENOUGH_REPLICAS_AFTER_APPEND}
+
+
+class Outcome(Enum):
+    LANDED = "landed at its source offset"
+    MISPLACED = "landed at another offset"
+    REFUSED_SEQUENCE = "refused: our sequence does not continue the partition's"
+    DUPLICATE = "refused as a duplicate of an earlier write"
+    TOO_LARGE = "refused: larger than the local topic allows"
+    NOT_LANDED = "refused before it was appended (worth another try)"
+    UNKNOWN = "no answer that says whether it landed"
+    REFUSED = "refused"
+
+    @property
+    def halts(self) -> bool:
+        return self in (Outcome.MISPLACED, Outcome.TOO_LARGE, Outcome.REFUSED)
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    outcome: Outcome
+    expected: int  # the source offset the write was sent for
+    landed_at: int | None = None  # where the broker says it put it
+    error_code: int = 0
+
+    @property
+    def landed(self) -> bool:
+        return self.outcome is Outcome.LANDED
+
+
+def judge(expected: int, error_code: int, base_offset: int, retriable: bool) -> Verdict:
+    """The verdict on one produce answer for a write sent for source offset ``expected``.
+    ``retriable``: what Kafka says of ``error_code`` (unused when it is 0)."""
+    if error_code == 0:
+        if base_offset == expected:
+            return Verdict(Outcome.LANDED, expected, base_offset)
+        return Verdict(Outcome.MISPLACED, expected, base_offset)
+    if error_code == OUT_OF_ORDER_SEQUENCE:
+        return Verdict(Outcome.REFUSED_SEQUENCE, expected, error_code=error_code)
+    if error_code == DUPLICATE_SEQUENCE:
+        return Verdict(Outcome.DUPLICATE, expected, error_code=error_code)
+    if error_code in TOO_LARGE:
+        return Verdict(Outcome.TOO_LARGE, expected, error_code=error_code)
+    if error_code in NOT_APPENDED:
+        return Verdict(Outcome.NOT_LANDED, expected, error_code=error_code)
+    if error_code in MAYBE_APPENDED or retriable:
+        return Verdict(Outcome.UNKNOWN, expected, error_code=error_code)
+    return Verdict(Outcome.REFUSED, expected, error_code=error_code)
+
+
+def unanswered(expected: int) -> Verdict:
+    """The verdict on a write whose request failed or timed out on our side: it may have
+    been appended all the same."""
+    return Verdict(Outcome.UNKNOWN, expected)
+
+
+@dataclass(frozen=True, slots=True)
+class StateClock:
+    """When the broker may have dropped our producer state: its
+    ``producer.id.expiration.ms`` (the lowest of the local brokers'; 0 when unknown: then
+    the state is never relied on), less a margin for the time a batch takes to reach it."""
+
+    expiration_ms: int
+
+    @property
+    def margin_ms(self) -> int:
+        # the broker drops state at its next check after the expiry (every 10 min by
+        # default); the margin covers a batch's time in our queue and on the wire
+        return min(self.expiration_ms // 2, 60_000)
+
+    def fresh(self, timestamp_ms: int, now_ms: int) -> bool:
+        """Will state last set by a batch of max timestamp ``timestamp_ms`` still be there
+        for the next batch?"""
+        return now_ms - timestamp_ms < self.expiration_ms - self.margin_ms
+
+    def may_pipeline(self, proven_at: int | None, in_flight: Iterable[int], now_ms: int) -> bool:
+        """May a write be sent while the writes with max timestamps ``in_flight`` are
+        unanswered? Only while the last answered write landed (``proven_at``: its max
+        timestamp; None when no write was answered since the copier last resynced) and every
+        timestamp the state could be left at is fresh: if one of the unanswered writes is
+        refused, the state must still be there to refuse its successors."""
+        if proven_at is None or self.expiration_ms <= 0:
+            return False
+        return all(self.fresh(t, now_ms) for t in (proven_at, *in_flight))
+
+
+@dataclass(frozen=True, slots=True)
+class Disagreement:
+    """The first local offset whose record is not what a reader of the source sees there."""
+
+    offset: int
+    local: bool  # does the local log hold a visible record there?
+    source_offset: int | None  # where the source holds the local record, if nearby
+
+    def describe(self) -> str:
+        if self.source_offset is not None:
+            return (
+                f"record from remote offset {self.source_offset} landed at local offset"
+                f" {self.offset}"
+            )
+        if not self.local:
+            return f"local offset {self.offset} holds no record where the source has one"
+        return f"local offset {self.offset} holds a record the source does not have there"
+
+
+def compare_landed(
+    local: Mapping[int, bytes], source: Mapping[int, bytes], low: int, high: int
+) -> Disagreement | None:
+    """Compare what landed locally in ``[low, high)`` with the source, as a reader sees
+    them: offset → record digest of each visible record (markers, aborted data and fillers
+    are not visible records, so a filler in a hole of the source equals the hole). ``source``
+    may reach wider than ``[low, high)``: it names where a misplaced record came from."""
+    for offset in range(low, high):
+        ours = local.get(offset)
+        if ours == source.get(offset):
+            continue
+        if ours is None:
+            return Disagreement(offset, False, None)
+        where = next((o for o, d in sorted(source.items()) if d == ours), None)
+        return Disagreement(offset, True, where)
+    return None

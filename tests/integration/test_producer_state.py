@@ -1,0 +1,212 @@
+"""Writes without the broker's fence: a partition syncer never wrote, and one whose producer
+state the broker dropped (``producer.id.expiration.ms``, driven by the copied records' own
+timestamps). Then the broker accepts our batches at any sequence, so a refused or lost write
+must never let the next one land at its offsets. The local broker here keeps producer state
+for 5 s (checked every second); the records copied are days old, as in any migration.
+
+What the local log holds is read back with kcat (an independent reader) and with aiokafka, and
+compared offset by offset with the remote."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from syncer.copier import State
+from syncer.testbed import ClusterSpec, Testbed
+from syncer.testbed.bed import free_port
+from syncer.testbed.proxy import LinkProxy
+from tests.kafka_helpers import (
+    Daemon,
+    Rec,
+    catch_up,
+    create_topic,
+    make_config,
+    own_bed,
+    produce,
+    read_partition,
+)
+
+DAY_MS = 86_400_000
+EXPIRY_MS = 5000
+SHORT_MEMORY = {
+    "producer.id.expiration.ms": str(EXPIRY_MS),
+    "producer.id.expiration.check.interval.ms": "1000",
+}
+# a local topic that refuses records older than two and a half days: the first batch below
+# (three days old) is refused, the ones after it (two days old) would be accepted
+REFUSES_OLDEST = {"message.timestamp.before.max.ms": str(int(2.5 * DAY_MS))}
+
+
+@pytest.fixture(scope="module")
+def forgetful(tmp_path_factory: pytest.TempPathFactory, testbed: Testbed) -> Iterator[Testbed]:
+    specs = [
+        ClusterSpec(
+            "forgetful_local", advertised=f"127.0.0.1:{free_port()}", properties=SHORT_MEMORY
+        ),
+        ClusterSpec("forgetful_remote"),
+    ]
+    with own_bed(tmp_path_factory.mktemp("forgetful"), testbed.jars, specs) as bed:
+        yield bed
+
+
+@pytest.fixture
+async def link(forgetful: Testbed) -> AsyncIterator[LinkProxy]:
+    """The proxy the local cluster advertises: syncer's only way to it, 40 ms away (so that
+    a copy written one batch at a time lasts long enough to be cut in the middle)."""
+    local = forgetful.clusters["forgetful_local"]
+    async with LinkProxy.in_front_of(local, latency_ms=40) as proxy:
+        yield proxy
+
+
+def days_ago(days: float) -> int:
+    return int(time.time() * 1000 - days * DAY_MS)
+
+
+async def old_batches(bootstrap: str, topic: str, start: int, count: int, size: int = 1) -> None:
+    """``count`` batches of ``size`` records, two days old, values numbered from ``start``."""
+    for b in range(count):
+        first = start + b * size
+        records = [(b"k", b"v%d" % (first + i)) for i in range(size)]
+        await produce(bootstrap, topic, records, timestamp_ms=days_ago(2))
+
+
+def kcat_offsets(bootstrap: str, topic: str) -> list[tuple[int, str]]:
+    """(offset, value) of every record of partition 0 as kcat reads it."""
+    kcat = shutil.which("kcat") or shutil.which("kafkacat")
+    assert kcat, "kcat is not installed (apt-get install kcat; .ci/run installs it)"
+    fmt = r"%o %s\n"  # kcat reads the backslash escape itself
+    out = subprocess.run(
+        [
+            kcat,
+            "-C",
+            "-b",
+            bootstrap,
+            "-t",
+            topic,
+            "-p",
+            "0",
+            "-o",
+            "beginning",
+            "-e",
+            "-q",
+            "-f",
+            fmt,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    return [(int(o), v) for o, _, v in (line.partition(" ") for line in out.splitlines())]
+
+
+async def assert_prefix_of_remote(local: str, remote: str, topic: str) -> list[Rec]:
+    """Every local record equals the remote's at the same offset (nothing misplaced)."""
+    copied = await read_partition(local, topic)
+    source = await read_partition(remote, topic)
+    assert copied == source[: len(copied)]
+    by_kcat = await asyncio.to_thread(kcat_offsets, local, topic)
+    assert by_kcat == [(r.offset, (r.value or b"").decode()) for r in copied]
+    return copied
+
+
+async def test_a_refused_first_write_to_an_empty_partition_misplaces_nothing(
+    forgetful: Testbed, link: LinkProxy, topic: str
+) -> None:
+    local, remote = forgetful.clusters["forgetful_local"], forgetful.clusters["forgetful_remote"]
+    await create_topic(remote.direct, topic)
+    await create_topic(local.direct, topic, **REFUSES_OLDEST)
+    await produce(remote.direct, topic, [(b"k", b"oldest")], timestamp_ms=days_ago(3))
+    await old_batches(remote.direct, topic, 1, 20)
+    syncer = await catch_up(make_config(local.bootstrap, {"east": remote.direct}, [topic]))
+    (status,) = syncer.statuses()
+    assert status.state is State.HALTED
+    assert status.error is not None and "write at offset 0" in status.error
+    assert "InvalidTimestamp" in status.error
+    # the partition had no producer state: without one write at a time, the 20 batches
+    # behind the refused one landed at offsets 0..19, each one offset early
+    assert await assert_prefix_of_remote(local.direct, remote.direct, topic) == []
+
+
+async def test_after_the_state_expired_a_refused_write_misplaces_nothing(
+    forgetful: Testbed, link: LinkProxy, topic: str
+) -> None:
+    local, remote = forgetful.clusters["forgetful_local"], forgetful.clusters["forgetful_remote"]
+    await create_topic(remote.direct, topic)
+    await create_topic(local.direct, topic, **REFUSES_OLDEST)
+    await old_batches(remote.direct, topic, 0, 20, size=100)
+    config = make_config(local.bootstrap, {"east": remote.direct}, [topic])
+    (status,) = (await catch_up(config)).statuses()
+    assert status.state is State.CAUGHT_UP and status.local_end == 2000
+    await asyncio.sleep(EXPIRY_MS / 1000 + 3)  # the broker forgets our producer (2 days old)
+    await produce(remote.direct, topic, [(b"k", b"oldest")], timestamp_ms=days_ago(3))
+    await old_batches(remote.direct, topic, 2001, 4, size=10)
+    (status,) = (await catch_up(config)).statuses()
+    assert status.state is State.HALTED
+    assert status.error is not None and "write at offset 2000" in status.error
+    copied = await assert_prefix_of_remote(local.direct, remote.direct, topic)
+    assert len(copied) == 2000  # seen before: 40 records at 2000..2039, each one early
+
+
+async def test_old_records_through_cut_links_and_kill_9_end_identical(
+    forgetful: Testbed, link: LinkProxy, topic: str, tmp_path: Path, daemons: list[Daemon]
+) -> None:
+    """Produce answers lost in cut connections and a daemon killed mid-write, while the
+    broker forgets our producer every few seconds: the copy still ends identical."""
+    local, remote = forgetful.clusters["forgetful_local"], forgetful.clusters["forgetful_remote"]
+    partitions = 3
+    await create_topic(remote.direct, topic, partitions)
+    for p in range(partitions):
+        for b in range(30):
+            records = [(b"k%d" % i, b"p%d-%d-%d" % (p, b, i) * 40) for i in range(50)]
+            await produce(remote.direct, topic, records, partition=p, timestamp_ms=days_ago(2))
+    raw = {
+        "name": f"forgetful-{topic}",
+        "local": {"bootstrap_servers": local.bootstrap, "request_timeout_ms": 3000},
+        "remotes": [{"name": "east", "bootstrap_servers": remote.direct}],
+        "topics": {"include": [topic], "refresh_interval_s": 1},
+        # small fetches: the copy lasts long enough to cut it many times
+        "copier": {"partition_fetch_max_bytes": 8192, "fetch_max_bytes": 32768},
+    }
+
+    def copied(doc: dict[str, object]) -> int:
+        return sum(int(p["records_copied"]) for p in doc["partitions"])  # type: ignore[index, attr-defined]
+
+    (tmp_path / "first").mkdir()
+    daemon = Daemon(tmp_path / "first", raw)
+    daemons.append(daemon)
+    await daemon.wait_for("some records copied", lambda doc: copied(doc) > 0)
+    for _ in range(6):
+        await link.cut()  # answers in flight are lost: outcome unknown
+        await asyncio.sleep(0.3)
+    daemon.proc.send_signal(signal.SIGKILL)  # mid-write
+    await asyncio.to_thread(daemon.proc.wait, 10)
+    await asyncio.sleep(EXPIRY_MS / 1000 + 2)  # the broker forgets us meanwhile
+    (tmp_path / "second").mkdir()
+    second = Daemon(tmp_path / "second", raw)
+    daemons.append(second)
+    await second.wait_for("copying again", lambda doc: copied(doc) > 0)
+    for _ in range(4):
+        await asyncio.sleep(0.5)
+        await link.cut()
+
+    def caught_up(doc: dict[str, object]) -> bool:
+        parts = doc["partitions"]
+        return all(p["local_end"] == 1500 for p in parts) and len(parts) == partitions  # type: ignore[index, union-attr, arg-type, attr-defined]
+
+    await second.wait_for("every partition copied", caught_up)
+    second.stop()
+    # the cuts did hit writes in flight (else this test would prove nothing)
+    assert "resuming from the local end" in daemon.log.read_text() + second.log.read_text()
+    for p in range(partitions):
+        assert await read_partition(local.direct, topic, p) == await read_partition(
+            remote.direct, topic, p
+        ), f"partition {p}"

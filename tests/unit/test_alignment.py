@@ -1,0 +1,116 @@
+"""Invariants 1 and 3 as pure decisions: every produce answer judged, when a write may be sent
+behind another, and what landed compared with the source."""
+
+from __future__ import annotations
+
+import pytest
+
+from syncer.alignment import (
+    DUPLICATE_SEQUENCE,
+    KAFKA_STORAGE_ERROR,
+    MESSAGE_TOO_LARGE,
+    NOT_ENOUGH_REPLICAS,
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+    NOT_LEADER_OR_FOLLOWER,
+    OUT_OF_ORDER_SEQUENCE,
+    RECORD_LIST_TOO_LARGE,
+    REQUEST_TIMED_OUT,
+    Outcome,
+    StateClock,
+    compare_landed,
+    judge,
+    unanswered,
+)
+
+INVALID_TIMESTAMP = 32
+INVALID_RECORD = 87
+DAY_MS = 86_400_000
+
+
+@pytest.mark.parametrize(
+    ("code", "base", "retriable", "outcome"),
+    [
+        (0, 100, False, Outcome.LANDED),
+        (0, 101, False, Outcome.MISPLACED),
+        (0, 0, False, Outcome.MISPLACED),
+        (OUT_OF_ORDER_SEQUENCE, -1, False, Outcome.REFUSED_SEQUENCE),
+        (DUPLICATE_SEQUENCE, -1, False, Outcome.DUPLICATE),
+        (MESSAGE_TOO_LARGE, -1, False, Outcome.TOO_LARGE),
+        (RECORD_LIST_TOO_LARGE, -1, False, Outcome.TOO_LARGE),
+        (NOT_LEADER_OR_FOLLOWER, -1, True, Outcome.NOT_LANDED),
+        (NOT_ENOUGH_REPLICAS, -1, True, Outcome.NOT_LANDED),
+        (REQUEST_TIMED_OUT, -1, True, Outcome.UNKNOWN),
+        (NOT_ENOUGH_REPLICAS_AFTER_APPEND, -1, True, Outcome.UNKNOWN),
+        (KAFKA_STORAGE_ERROR, -1, True, Outcome.UNKNOWN),
+        (INVALID_TIMESTAMP, -1, False, Outcome.REFUSED),
+        (INVALID_RECORD, -1, False, Outcome.REFUSED),
+    ],
+)
+def test_every_produce_answer_has_one_verdict(
+    code: int, base: int, retriable: bool, outcome: Outcome
+) -> None:
+    verdict = judge(100, code, base, retriable)
+    assert verdict.outcome is outcome
+    assert verdict.expected == 100
+    assert verdict.landed == (outcome is Outcome.LANDED)
+    halting = (Outcome.MISPLACED, Outcome.TOO_LARGE, Outcome.REFUSED)
+    assert verdict.outcome.halts == (outcome in halting)
+
+
+def test_a_misplaced_write_names_both_offsets() -> None:
+    verdict = judge(100, 0, 140, False)
+    assert (verdict.expected, verdict.landed_at) == (100, 140)
+
+
+def test_a_request_lost_on_our_side_may_have_landed() -> None:
+    assert unanswered(7).outcome is Outcome.UNKNOWN
+
+
+NOW = 1_700_000_000_000
+
+
+def test_no_write_is_pipelined_before_one_landed() -> None:
+    clock = StateClock(DAY_MS)
+    assert not clock.may_pipeline(None, [], NOW)
+    assert clock.may_pipeline(NOW - 1000, [NOW, NOW], NOW)
+
+
+def test_old_timestamps_let_the_state_expire_so_writes_go_one_at_a_time() -> None:
+    clock = StateClock(DAY_MS)
+    two_days = NOW - 2 * DAY_MS
+    assert not clock.may_pipeline(two_days, [], NOW)  # the landed one may expire the state
+    assert not clock.may_pipeline(NOW, [two_days], NOW)  # so may one in flight
+    assert not clock.may_pipeline(NOW, [NOW, two_days, NOW], NOW)
+
+
+def test_the_margin_keeps_writes_alone_close_to_the_expiry() -> None:
+    clock = StateClock(DAY_MS)  # margin: one minute
+    assert clock.may_pipeline(NOW - DAY_MS + 61_000, [], NOW)
+    assert not clock.may_pipeline(NOW - DAY_MS + 59_000, [], NOW)
+    short = StateClock(5000)  # a test broker's: half of it
+    assert short.may_pipeline(NOW - 2000, [], NOW)
+    assert not short.may_pipeline(NOW - 3000, [], NOW)
+
+
+def test_an_unknown_expiry_never_relies_on_the_state() -> None:
+    assert not StateClock(0).may_pipeline(NOW, [NOW], NOW)
+
+
+def test_what_landed_is_compared_with_the_source() -> None:
+    source = {o: b"r%d" % o for o in range(0, 20)}
+    assert compare_landed({o: b"r%d" % o for o in range(5, 10)}, source, 5, 10) is None
+    # every local record one offset early: the source's offset 6 at local offset 5
+    shifted = {o: b"r%d" % (o + 1) for o in range(5, 10)}
+    found = compare_landed(shifted, source, 5, 10)
+    assert found is not None and (found.offset, found.source_offset) == (5, 6)
+    assert "record from remote offset 6 landed at local offset 5" in found.describe()
+
+
+def test_a_filler_equals_a_hole_and_nothing_else() -> None:
+    source = {0: b"a", 2: b"c"}  # offset 1: a marker or aborted data at the source
+    assert compare_landed({0: b"a", 2: b"c"}, source, 0, 3) is None  # local 1: a filler
+    found = compare_landed({0: b"a"}, source, 0, 3)  # a filler where the source has c
+    assert found is not None and found.offset == 2 and not found.local
+    found = compare_landed({0: b"a", 1: b"x", 2: b"c"}, source, 0, 3)
+    assert found is not None and found.offset == 1 and found.source_offset is None
+    assert "holds a record the source does not have" in found.describe()
