@@ -155,7 +155,12 @@ def sequence_for(offset: int) -> int:
 
 def rewrite_for_local(batch: Batch, producer_id: int, producer_epoch: int) -> bytes:
     """Copy ``batch`` with our writer identity, sequence = its offset mod 2^31, the
-    transactional bit cleared (we never write inside a transaction) and a fresh CRC."""
+    transactional bit cleared (we never write inside a transaction) and a fresh CRC.
+
+    A LogAppendTime batch is rebuilt instead (see ``_rebuild``): a client may not send one
+    (the broker answers InvalidTimestamp), and its readers see the batch's max timestamp."""
+    if batch.attributes & TIMESTAMP_TYPE_BIT:
+        return _rebuild(batch, batch.base_offset, producer_id, producer_epoch)
     out = bytearray(batch.raw)
     # Producers send base offset 0 and the broker assigns the real one; for compressed
     # batches it insists that the inner offsets start at 0. Not covered by the CRC.
