@@ -3,17 +3,24 @@
 Kafka's v2 record batch starts with a 61-byte header (offsets below). The CRC-32C covers
 everything from ``attributes`` to the end, so rewriting producer id, epoch, base sequence or
 attributes means recomputing it; the records themselves (keys, values, headers, timestamps,
-compressed or not) are never decoded.
+compressed or not) are not decoded on the copy path.
+
+Where a batch must be rebuilt from its records (trimmed at the local end, a LogAppendTime
+batch, fillers) the new batch is decoded again and compared with the records it was asked to
+hold before it is returned: a produce answer names only the base offset, so a short batch
+could not be caught after it is written.
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import NamedTuple
 
 import crc32c
+
+from syncer.errors import PartitionHalted
 
 HEADER_SIZE = 61
 LOG_OVERHEAD = 12  # base offset (8) + batch length (4)
@@ -40,6 +47,11 @@ CODEC_GZIP = 1
 
 class BatchFormatError(ValueError):
     """The bytes are not a well-formed v2 record batch."""
+
+
+class RebuildFailed(PartitionHalted):
+    """A rebuilt batch does not hold exactly the records it was built from (names offsets;
+    the copier adds the partition)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,7 +155,12 @@ def sequence_for(offset: int) -> int:
 
 def rewrite_for_local(batch: Batch, producer_id: int, producer_epoch: int) -> bytes:
     """Copy ``batch`` with our writer identity, sequence = its offset mod 2^31, the
-    transactional bit cleared (we never write inside a transaction) and a fresh CRC."""
+    transactional bit cleared (we never write inside a transaction) and a fresh CRC.
+
+    A LogAppendTime batch is rebuilt instead (see ``_rebuild``): a client may not send one
+    (the broker answers InvalidTimestamp), and its readers see the batch's max timestamp."""
+    if batch.attributes & TIMESTAMP_TYPE_BIT:
+        return _rebuild(batch, batch.base_offset, producer_id, producer_epoch)
     out = bytearray(batch.raw)
     # Producers send base offset 0 and the broker assigns the real one; for compressed
     # batches it insists that the inner offsets start at 0. Not covered by the CRC.
@@ -169,12 +186,17 @@ class Record:
 def decode(batch: Batch) -> list[Record]:
     """The records of a batch (decompressed). Only for trimming and for comparing sources;
     the copy itself never decodes."""
+    return _decode_raw(bytes(batch.raw))
+
+
+def _decode_raw(raw: bytes) -> list[Record]:
+    # For a LogAppendTime batch aiokafka gives every record the batch's max timestamp (the
+    # append time), as Kafka's own readers do: what a reader sees, which is what we compare.
     from aiokafka.record.default_records import DefaultRecordBatch
 
-    decoded = DefaultRecordBatch(bytes(batch.raw))
     return [
         Record(r.offset, r.timestamp, r.key, r.value, tuple(tuple(h) for h in r.headers))
-        for r in decoded
+        for r in DefaultRecordBatch(raw)
     ]
 
 
@@ -207,46 +229,102 @@ def trim_for_local(batch: Batch, first: int, producer_id: int, producer_epoch: i
     """A new batch holding the records of ``batch`` from offset ``first`` on, same codec,
     timestamps, keys, values and headers, stamped for local offset ``first``. Used where a
     source batch straddles the local end (sources cut their batches differently)."""
+    return _rebuild(batch, first, producer_id, producer_epoch)
+
+
+def _rebuild(batch: Batch, first: int, producer_id: int, producer_epoch: int) -> bytes:
+    """The records of ``batch`` from ``first`` on as a new CreateTime batch: each record keeps
+    the timestamp its readers see (a LogAppendTime batch's append time), its key, value,
+    headers and offset; same codec."""
+    rows = [
+        _Row(r.offset - first, r.timestamp, r.key, r.value, r.headers)
+        for r in decode(batch)
+        if r.offset >= first
+    ]
+    return _build(batch.attributes & COMPRESSION_MASK, first, producer_id, producer_epoch, rows)
+
+
+class _Row(NamedTuple):
+    """A record to build, at offset ``delta`` from the new batch's base (a NamedTuple: fillers
+    come by the hundred thousand)."""
+
+    delta: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: Sequence[tuple[str, bytes]]
+
+
+def _build(
+    compression: int, first: int, producer_id: int, producer_epoch: int, rows: list[_Row]
+) -> bytes:
+    """One CreateTime batch of ``rows``, checked to hold exactly their offsets and timestamps
+    (the unit tests compare the rest; the check is what a short batch would fail)."""
     from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
+    if not rows:
+        raise RebuildFailed(f"rebuilding a batch at offset {first}: no records to hold")
     builder = DefaultRecordBatchBuilder(
-        magic=MAGIC_V2,
-        compression_type=batch.attributes & COMPRESSION_MASK,
-        is_transactional=False,
-        producer_id=producer_id,
-        producer_epoch=producer_epoch,
-        base_sequence=sequence_for(first),
-        batch_size=len(batch.raw) * 4 + 1024,
-    )
-    for r in decode(batch):
-        if r.offset >= first:
-            builder.append(
-                r.offset - first,
-                timestamp=r.timestamp,
-                key=r.key,
-                value=r.value,
-                headers=list(r.headers),
-            )
-    return bytes(builder.build())
-
-
-FILLER_KEY = b"syncer.filler"  # every filler has it: a compacted topic needs a key
-FILLER_HEADER = "syncer.filler"  # its value says why: missing, compacted, marker, aborted
-FILLER_BATCH_RECORDS = 50_000  # gzip keeps even this many fillers far below 1 MB
-
-
-def _filler_builder(compression: int, first: int, producer_id: int, producer_epoch: int) -> Any:
-    from aiokafka.record.default_records import DefaultRecordBatchBuilder
-
-    return DefaultRecordBatchBuilder(
         magic=MAGIC_V2,
         compression_type=compression,
         is_transactional=False,
         producer_id=producer_id,
         producer_epoch=producer_epoch,
         base_sequence=sequence_for(first),
+        # The limit counts uncompressed bytes and an append past it is refused (None): far
+        # above any batch a broker accepts. A refusal still raises below.
         batch_size=1 << 30,
     )
+    for row in rows:
+        appended = builder.append(
+            row.delta,
+            timestamp=row.timestamp,
+            key=row.key,
+            value=row.value,
+            headers=list(row.headers),
+        )
+        if appended is None:
+            raise RebuildFailed(
+                f"rebuilding a batch at offset {first}: the builder refused the record at"
+                f" offset {first + row.delta}"
+            )
+    raw = bytes(builder.build())
+    problem = _rebuilt_wrong(raw, first, rows)
+    if problem is not None:
+        raise RebuildFailed(
+            f"rebuilt batch for offsets {first}..{first + rows[-1].delta}: {problem}"
+        )
+    return raw
+
+
+def _rebuilt_wrong(raw: bytes, first: int, rows: list[_Row]) -> str | None:
+    """What is wrong with a rebuilt batch, or None if it holds exactly the offsets and
+    timestamps of ``rows``."""
+    from aiokafka.record.default_records import DefaultRecordBatch
+
+    batches = split_batches(raw)
+    if len(batches) != 1 or len(batches[0].raw) != len(raw):
+        return f"its {len(raw)} bytes are not one whole batch"
+    (rebuilt,) = batches
+    if rebuilt.record_count != len(rows) or rebuilt.last_offset_delta != rows[-1].delta:
+        return (
+            f"it holds {rebuilt.record_count} records up to offset"
+            f" {first + rebuilt.last_offset_delta}, not {len(rows)}"
+        )
+    held = [(r.offset, r.timestamp) for r in DefaultRecordBatch(raw)]
+    for row, (delta, timestamp) in zip(rows, held, strict=False):
+        if row.delta != delta:
+            return f"it holds offset {first + delta} where {first + row.delta} belongs"
+        if row.timestamp != timestamp:
+            return f"offset {first + delta} has timestamp {timestamp}, not {row.timestamp}"
+    if len(held) != len(rows):
+        return f"it decodes to {len(held)} records, not {len(rows)}"
+    return None
+
+
+FILLER_KEY = b"syncer.filler"  # every filler has it: a compacted topic needs a key
+FILLER_HEADER = "syncer.filler"  # its value says why: missing, compacted, marker, aborted
+FILLER_BATCH_RECORDS = 50_000  # gzip keeps even this many fillers far below 1 MB
 
 
 def filler_batches(
@@ -255,13 +333,11 @@ def filler_batches(
     """(base offset, next offset, bytes) of gzip batches of filler records for offsets
     ``[first, end)``: null value, key ``FILLER_KEY``, header ``FILLER_HEADER`` = ``why``."""
     out = []
-    header = [(FILLER_HEADER, why.encode())]
+    header = ((FILLER_HEADER, why.encode()),)
     for base in range(first, end, FILLER_BATCH_RECORDS):
         stop = min(end, base + FILLER_BATCH_RECORDS)
-        builder = _filler_builder(CODEC_GZIP, base, producer_id, producer_epoch)
-        for delta in range(stop - base):
-            builder.append(delta, timestamp=timestamp, key=FILLER_KEY, value=None, headers=header)
-        out.append((base, stop, bytes(builder.build())))
+        rows = [_Row(delta, timestamp, FILLER_KEY, None, header) for delta in range(stop - base)]
+        out.append((base, stop, _build(CODEC_GZIP, base, producer_id, producer_epoch, rows)))
     return out
 
 
@@ -271,28 +347,20 @@ def fill_around(
     """One batch for offsets ``[first, batch.next_offset)``: the records of ``batch`` at
     their own offsets, fillers (why: compacted) at the offsets compaction removed; same
     codec, timestamps, keys, values and headers. Its bytes and how many fillers it holds."""
-    builder = _filler_builder(
-        batch.attributes & COMPRESSION_MASK, first, producer_id, producer_epoch
-    )
-    records = {r.offset: r for r in decode(batch) if r.offset >= first}
-    header = [(FILLER_HEADER, b"compacted")]
+    found = {r.offset: r for r in decode(batch) if r.offset >= first}
+    header = ((FILLER_HEADER, b"compacted"),)
+    rows = []
     timestamp = batch.max_timestamp
     for offset in range(first, batch.next_offset):
-        r = records.get(offset)
+        r = found.get(offset)
         if r is None:
-            builder.append(
-                offset - first, timestamp=timestamp, key=FILLER_KEY, value=None, headers=header
-            )
+            rows.append(_Row(offset - first, timestamp, FILLER_KEY, None, header))
         else:
             timestamp = r.timestamp
-            builder.append(
-                offset - first,
-                timestamp=r.timestamp,
-                key=r.key,
-                value=r.value,
-                headers=list(r.headers),
-            )
-    return bytes(builder.build()), batch.next_offset - first - len(records)
+            rows.append(_Row(offset - first, r.timestamp, r.key, r.value, r.headers))
+    compression = batch.attributes & COMPRESSION_MASK
+    raw = _build(compression, first, producer_id, producer_epoch, rows)
+    return raw, batch.next_offset - first - len(found)
 
 
 def is_filler(key: bytes | None, headers: Iterable[tuple[str, bytes]]) -> bool:

@@ -11,7 +11,7 @@ import socket
 import ssl
 import weakref
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeAlias, cast
@@ -531,6 +531,36 @@ class Cluster:
                     name, value, _read_only, source = entry[0], entry[1], entry[2], entry[3]
                     if name in wanted and value is not None and source == 1:  # DYNAMIC_TOPIC_CONFIG
                         out[name] = value
+        return out
+
+    async def topic_settings(
+        self, topics: Collection[str], keys: Collection[str]
+    ) -> dict[str, dict[str, str]]:
+        """Each topic's effective values of ``keys``: set on the topic or inherited from the
+        broker (DescribeConfigs answers both). A topic that does not exist is absent."""
+        if not topics:
+            return {}
+        return await retried(
+            partial(self._topic_settings, sorted(topics), sorted(keys)),
+            what=f"{self.name}: settings of {len(topics)} topics",
+        )
+
+    async def _topic_settings(
+        self, topics: list[str], keys: list[str]
+    ) -> dict[str, dict[str, str]]:
+        wanted = {key: None for key in keys}  # the keys filter what the broker answers
+        resources = [ConfigResource(ConfigResourceType.TOPIC, t, wanted) for t in topics]
+        with _admin_errors(f"{self.name}: describing topic settings"):
+            admin = await self._admin_client()
+            responses = await admin.describe_configs(resources)
+        out: dict[str, dict[str, str]] = {}
+        for response in responses:
+            for code, _message, _type, topic, entries in response.resources:
+                if code == kafka_errors.UnknownTopicOrPartitionError.errno:
+                    continue
+                if code:
+                    raise error_for(code, f"{self.name}: settings of topic {topic}")
+                out[topic] = {e[0]: e[1] for e in entries if e[1] is not None}
         return out
 
     async def create_topic(

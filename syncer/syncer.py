@@ -32,7 +32,14 @@ from syncer.offsets import OffsetCopier
 from syncer.planner import RemoteEnds
 from syncer.retry import retried
 from syncer.sources import SourceHealth
-from syncer.topics import TopicPlan, create_local_topic, plan_topics
+from syncer.topics import (
+    FIDELITY_SETTINGS,
+    TopicPlan,
+    create_local_topic,
+    plan_topics,
+    refuse,
+    unfaithful_setting,
+)
 from syncer.writer import Writer
 
 log = logging.getLogger(__name__)
@@ -316,16 +323,33 @@ class Syncer:
         local_counts = await self.local.partition_counts()
         remote_counts = {n: await c.partition_counts() for n, c in self.remotes.items()}
         mirrored = set(self._mirrored) | {tp.topic for tp in self.copiers}
-        return plan_topics(self.config.topics, local_counts, remote_counts, mirrored)
+        plan = plan_topics(self.config.topics, local_counts, remote_counts, mirrored)
+        existing = [t for t in plan.mirror if t not in plan.create]
+        return refuse(plan, await self._unfaithful(existing, plan))
+
+    async def _unfaithful(self, topics: list[str], plan: TopicPlan) -> dict[str, str]:
+        """The local ``topics`` whose settings would make readers see something else than
+        the remotes' readers (topic → the one line saying which setting)."""
+        local = await self.local.topic_settings(topics, FIDELITY_SETTINGS)
+        remote = {
+            name: await cluster.topic_settings(
+                [t for t in topics if name in plan.sources[t]], FIDELITY_SETTINGS
+            )
+            for name, cluster in self.remotes.items()
+        }
+        out = {}
+        for topic in topics:
+            theirs = {name: remote[name][topic] for name in remote if topic in remote[name]}
+            reason = unfaithful_setting(local.get(topic, {}), theirs)
+            if reason is not None:
+                out[topic] = reason
+        return out
 
     async def refresh_topics(self) -> TopicPlan:
         """Find selected topics, create or grow local ones, and make a copier per new
-        partition with the remotes' current ends."""
+        partition with the remotes' current ends. A topic refused (shape or settings) gets
+        no copier; one refused while it is copied has its copiers stopped."""
         plan = await self.plan()
-        for topic, reason in plan.refused.items():
-            if self.refused.get(topic) != reason:
-                log.error("topic %s refused: %s", topic, reason)
-        self.refused = dict(plan.refused)
         for topic, count in plan.create.items():
             source = self.remotes[plan.sources[topic][0]]
             await create_local_topic(self.local, source, topic, count, self.config.topics)
@@ -334,6 +358,9 @@ class Syncer:
             await self.local.add_partitions(topic, count)
         if plan.create or plan.grow:
             await retried(self._await_local_topics(plan), what="waiting for new local topics")
+        if plan.create:  # broker defaults we did not set may still break fidelity
+            plan = refuse(plan, await self._unfaithful(list(plan.create), plan))
+        self._note_refused(plan)
         self._mirrored = dict(plan.mirror)
         self._sources = dict(plan.sources)
         if self._grouped:
@@ -349,6 +376,15 @@ class Syncer:
             for tp in new:
                 self.copiers[tp] = self._copier(tp, ends.get(tp, {}))
         return plan
+
+    def _note_refused(self, plan: TopicPlan) -> None:
+        for topic, reason in plan.refused.items():
+            if self.refused.get(topic) != reason:
+                log.error("topic %s refused: %s", topic, reason)
+            for tp, copier in self.copiers.items():
+                if tp.topic == topic:
+                    copier.request_stop()  # e.g. a local setting changed while we copied
+        self.refused = dict(plan.refused)
 
     def _await_local_topics(self, plan: TopicPlan) -> _Check:
         return _Check(self.local, {**plan.create, **plan.grow})

@@ -1,11 +1,11 @@
-"""Which topics are mirrored, and making the local side fit: pure selection and shape checks,
-plus the I/O that creates missing local topics and partitions."""
+"""Which topics are mirrored, and making the local side fit: pure selection, shape and
+settings checks, plus the I/O that creates missing local topics and partitions."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from syncer.clusters import Cluster
 from syncer.config import TopicsConfig
@@ -60,9 +60,112 @@ def plan_topics(
     return plan
 
 
+# The settings of a local topic that change what its readers see (invariant 7), read with
+# the broker's defaults filled in.
+FIDELITY_SETTINGS = (
+    "message.timestamp.type",
+    "cleanup.policy",
+    "max.message.bytes",
+    "compression.type",
+)
+
+
+def unfaithful_setting(
+    local: Mapping[str, str], remotes: Mapping[str, Mapping[str, str]]
+) -> str | None:
+    """Why a local topic with settings ``local`` cannot hold an identical copy of the remote
+    topic with settings ``remotes[name]`` (one line naming the setting and both values), or
+    None. A setting missing on either side is not judged."""
+    for name, remote in remotes.items():
+        for rule in (_timestamp_type, _compaction, _max_message_bytes, _compression):
+            reason = rule(local, remote)
+            if reason is not None:
+                setting, why = reason
+                return (
+                    f"local {setting} is {local[setting]}, remote {name}'s is {remote[setting]}:"
+                    f" {why}"
+                )
+    return None
+
+
+_Reason = tuple[str, str] | None  # (setting, what would go wrong)
+
+
+def _both(local: Mapping[str, str], remote: Mapping[str, str], setting: str) -> bool:
+    return setting in local and setting in remote
+
+
+def _timestamp_type(local: Mapping[str, str], remote: Mapping[str, str]) -> _Reason:
+    setting = "message.timestamp.type"
+    if _both(local, remote, setting) and local[setting] == "LogAppendTime":
+        return setting, "the local broker would replace every record's timestamp with its own clock"
+    return None
+
+
+def _compaction(local: Mapping[str, str], remote: Mapping[str, str]) -> _Reason:
+    setting = "cleanup.policy"
+    if (
+        _both(local, remote, setting)
+        and _compacts(local[setting])
+        and not _compacts(remote[setting])
+    ):
+        return setting, "local compaction would remove records the remote keeps"
+    return None
+
+
+def _compacts(policy: str) -> bool:
+    return "compact" in {p.strip() for p in policy.split(",")}
+
+
+def _max_message_bytes(local: Mapping[str, str], remote: Mapping[str, str]) -> _Reason:
+    setting = "max.message.bytes"
+    if _both(local, remote, setting) and int(local[setting]) < int(remote[setting]):
+        return setting, "the local topic would refuse batches the remote holds"
+    return None
+
+
+def _compression(local: Mapping[str, str], remote: Mapping[str, str]) -> _Reason:
+    # Kafka's LogValidator keeps a batch as it is sent when its codec equals the target
+    # codec, and recompresses it otherwise; the target is the batch's own codec when the
+    # topic's compression.type is `producer` (BrokerCompressionType.targetCompression), else
+    # the topic's. A remote topic whose type is not `producer` holds only batches of that
+    # codec (its broker recompressed them on append), so the same type locally recompresses
+    # nothing we copy; any other type would recompress every batch of another codec.
+    setting = "compression.type"
+    if _both(local, remote, setting) and local[setting] not in ("producer", remote[setting]):
+        return setting, "the local broker would recompress batches of another codec"
+    return None
+
+
+def refuse(plan: TopicPlan, refusals: Mapping[str, str]) -> TopicPlan:
+    """``plan`` with the topics of ``refusals`` refused (name → reason) and nothing else
+    planned for them."""
+    if not refusals:
+        return plan
+
+    def kept(d: Mapping[str, int]) -> dict[str, int]:
+        return {t: n for t, n in d.items() if t not in refusals}
+
+    return replace(
+        plan,
+        mirror=kept(plan.mirror),
+        create=kept(plan.create),
+        grow=kept(plan.grow),
+        refused={**plan.refused, **refusals},
+        sources={t: s for t, s in plan.sources.items() if t not in refusals},
+    )
+
+
+def creation_configs(copied: Mapping[str, str]) -> dict[str, str]:
+    """The settings of a local topic created from a remote's ``copied`` ones: always
+    CreateTime, since the local broker must keep the timestamps we send (a LogAppendTime
+    remote's batches are rewritten with their append time, see ``batches``)."""
+    return {**copied, "message.timestamp.type": "CreateTime"}
+
+
 async def create_local_topic(
     local: Cluster, source: Cluster, topic: str, partitions: int, selection: TopicsConfig
 ) -> None:
-    configs = await source.topic_configs(topic, selection.copy_configs)
+    configs = creation_configs(await source.topic_configs(topic, selection.copy_configs))
     log.info("creating local topic %s with %d partitions and %s", topic, partitions, configs)
     await local.create_topic(topic, partitions, configs, selection.replication_factor)

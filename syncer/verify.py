@@ -4,7 +4,9 @@ sub-range whose digests differ is read again and split the same way (Merkle-styl
 few records are left to compare one by one. Reading stops there: the data read is about
 16/15 of the range, in a number of rounds logarithmic in its length.
 
-What is compared is what a reader sees: timestamp, key, value and headers at each offset.
+What is compared is what a reader sees: timestamp, key, value and headers at each offset
+(every record of a LogAppendTime batch has the batch's append time, as ``batches.decode`` and
+Kafka's readers give it, so a remote LogAppendTime topic equals its CreateTime copy).
 Transaction markers, aborted transactional data and syncer's filler records are not records
 a reader sees, so a filled hole equals the hole it fills."""
 

@@ -35,13 +35,14 @@ def build(
         producer_id=producer_id,
         producer_epoch=3,
         base_sequence=11,
-        batch_size=1 << 20,
+        batch_size=1 << 30,  # never full: a full builder refuses appends (returns None)
     )
     for i, (key, value) in enumerate(records):
         n = base_offset + i  # timestamps and headers follow the offset, whatever the layout
-        builder.append(
+        appended = builder.append(
             i, timestamp=1_600_000_000_000 + n, key=key, value=value, headers=[("h", b"%d" % n)]
         )
+        assert appended is not None
     raw = bytearray(builder.build())
     raw[0:8] = base_offset.to_bytes(8, "big")  # as the broker stamps it in the log
     return bytes(raw)

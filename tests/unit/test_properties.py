@@ -20,6 +20,7 @@ from syncer.errors import TransientClusterError
 from syncer.planner import Filler, RemoteEnds, choose_remote, scan
 from syncer.sources import SourceHealth
 from tests.unit.test_batches import build
+from tests.unit.test_rebuild import log_append_time
 
 ENDS = st.dictionaries(
     st.sampled_from(["a", "b", "c", "d"]),
@@ -194,3 +195,32 @@ def test_chunks_from_two_remotes_reassemble_into_the_log_with_fillers_at_its_hol
         expected.append(("batch", batch.base_offset, batch.next_offset, raw))
         offset = batch.next_offset
     assert written == expected  # every offset once, in order, each batch as the remote has it
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    count=st.integers(1, 600),
+    size=st.integers(0, 3_000),
+    fill=st.binary(min_size=1, max_size=8),
+    cut=st.integers(0, 599),
+    codec=st.sampled_from([0, 1, 2, 3, 4]),
+    append_time=st.booleans(),
+)
+def test_trimming_large_compressible_records_keeps_every_one_in_every_codec(
+    count: int, size: int, fill: bytes, cut: int, codec: int, append_time: bool
+) -> None:
+    # values that compress to almost nothing: the shape that made the old builder refuse
+    records = [(b"k%d" % i, (fill * (size // len(fill) + 1))[:size]) for i in range(count)]
+    base = 1_000
+    raw = build(base, records, codec=codec)
+    (batch,) = split_batches(log_append_time(raw) if append_time else raw)
+    first = base + min(cut, count - 1)
+    out = trim_for_local(batch, first, 5, 1)
+    (trimmed,) = split_batches(first.to_bytes(8, "big") + out[8:])
+    assert trimmed.crc_ok() and trimmed.attributes & 0x0F == codec  # CreateTime, same codec
+    assert trimmed.record_count == base + count - first
+    assert decode(trimmed) == [r for r in decode(batch) if r.offset >= first]
+    if first == base:  # the whole batch: what the copy path sends
+        copied = rewrite_for_local(batch, 5, 1)
+        (whole,) = split_batches(first.to_bytes(8, "big") + copied[8:])
+        assert decode(whole) == decode(trimmed)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from syncer.config import TopicsConfig
-from syncer.topics import plan_topics
+from syncer.topics import creation_configs, plan_topics, refuse, unfaithful_setting
 
 SELECT = TopicsConfig(include=("orders\\..*", "audit"), exclude=(".*\\.tmp",))
 
@@ -35,3 +35,89 @@ def test_missing_topics_are_refused_when_creation_is_off() -> None:
     selection = TopicsConfig(include=(".*",), create_missing=False)
     plan = plan_topics(selection, {}, {"east": {"a": 1, "__consumer_offsets": 50}})
     assert plan.refused == {"a": "missing locally and topics.create_missing is false"}
+
+
+DEFAULTS = {
+    "message.timestamp.type": "CreateTime",
+    "cleanup.policy": "delete",
+    "max.message.bytes": "1048588",
+    "compression.type": "producer",
+}
+
+
+def judged(local: dict[str, str], remote: dict[str, str] | None = None) -> str | None:
+    return unfaithful_setting({**DEFAULTS, **local}, {"east": {**DEFAULTS, **(remote or {})}})
+
+
+def test_a_local_topic_with_the_defaults_is_faithful() -> None:
+    assert judged({}) is None
+
+
+def test_a_log_append_time_local_topic_is_refused_naming_both_values() -> None:
+    assert judged({"message.timestamp.type": "LogAppendTime"}) == (
+        "local message.timestamp.type is LogAppendTime, remote east's is CreateTime: the local"
+        " broker would replace every record's timestamp with its own clock"
+    )
+    # a LogAppendTime remote is mirrored (its batches are rewritten with their append time)
+    assert judged({}, {"message.timestamp.type": "LogAppendTime"}) is None
+
+
+def test_local_compaction_of_a_non_compacted_remote_is_refused() -> None:
+    reason = judged({"cleanup.policy": "delete,compact"})
+    assert reason is not None and reason.startswith(
+        "local cleanup.policy is delete,compact, remote east's is delete:"
+    )
+    assert judged({"cleanup.policy": "compact"}, {"cleanup.policy": "compact,delete"}) is None
+    assert judged({"cleanup.policy": "delete"}, {"cleanup.policy": "compact"}) is None
+
+
+def test_a_lower_local_max_message_bytes_is_refused() -> None:
+    reason = judged({"max.message.bytes": "100000"})
+    assert reason is not None and reason.startswith(
+        "local max.message.bytes is 100000, remote east's is 1048588:"
+    )
+    assert judged({"max.message.bytes": "2000000"}) is None
+    assert judged({"max.message.bytes": "1048588"}) is None
+
+
+def test_a_local_compression_type_that_recompresses_is_refused() -> None:
+    reason = judged({"compression.type": "gzip"})
+    assert reason is not None and reason.startswith(
+        "local compression.type is gzip, remote east's is producer: the local broker would"
+        " recompress"
+    )
+    assert judged({"compression.type": "lz4"}, {"compression.type": "zstd"}) is not None
+    assert judged({"compression.type": "uncompressed"}) is not None
+    # the remote's log holds only batches of its type: the same type recompresses nothing
+    assert judged({"compression.type": "zstd"}, {"compression.type": "zstd"}) is None
+    assert judged({}, {"compression.type": "gzip"}) is None
+
+
+def test_every_remote_of_a_topic_is_judged_and_missing_settings_are_not() -> None:
+    local = {**DEFAULTS, "max.message.bytes": "2000000"}
+    remotes = {"east": DEFAULTS, "west": {**DEFAULTS, "max.message.bytes": "3000000"}}
+    reason = unfaithful_setting(local, remotes)
+    assert reason is not None and "remote west's is 3000000" in reason
+    assert unfaithful_setting({"max.message.bytes": "1"}, {"east": {}}) is None
+
+
+def test_refused_topics_leave_every_other_part_of_the_plan() -> None:
+    plan = plan_topics(
+        SELECT,
+        local_counts={"orders.eu": 3, "audit": 1},
+        remote_counts={"east": {"orders.eu": 3, "orders.new": 2, "audit": 1}},
+    )
+    out = refuse(plan, {"orders.eu": "local max.message.bytes is 1, remote east's is 2: no"})
+    assert out.mirror == {"orders.new": 2, "audit": 1} and out.create == {"orders.new": 2}
+    assert set(out.sources) == {"orders.new", "audit"}
+    assert out.refused == {"orders.eu": "local max.message.bytes is 1, remote east's is 2: no"}
+    assert refuse(plan, {}) is plan
+
+
+def test_a_created_local_topic_is_always_create_time() -> None:
+    copied = {"cleanup.policy": "compact", "message.timestamp.type": "LogAppendTime"}
+    assert creation_configs(copied) == {
+        "cleanup.policy": "compact",
+        "message.timestamp.type": "CreateTime",
+    }
+    assert creation_configs({})["message.timestamp.type"] == "CreateTime"

@@ -1,0 +1,113 @@
+"""What a reader sees is equal (invariant 7) against real brokers: a LogAppendTime remote topic
+is mirrored with the append times its readers see, and a local topic whose settings would
+change what readers see is refused with one line, nothing written to it."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import yaml
+
+from syncer.clusters import TP
+from syncer.copier import State
+from syncer.errors import ExitCode
+from tests.kafka_helpers import (
+    CODECS,
+    Rec,
+    catch_up,
+    create_topic,
+    make_config,
+    produce,
+    read_partition,
+    run_cli,
+)
+
+TWO_DAYS_AGO = int(time.time() * 1000) - 2 * 86_400_000
+
+
+def seen(records: list[Rec]) -> list[tuple[int, bytes | None, bytes | None, object, int]]:
+    """What a reader sees at each offset (the timestamp type aside: it says whose clock)."""
+    return [(r.offset, r.key, r.value, r.headers, r.timestamp) for r in records]
+
+
+def write_config(path: Path, local: str, east: str, topic: str) -> None:
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "local": {"bootstrap_servers": local},
+                "remotes": [{"name": "east", "bootstrap_servers": east}],
+                "topics": {"include": [topic]},
+            }
+        )
+    )
+
+
+async def test_a_log_append_time_remote_is_mirrored_with_the_times_its_readers_see(
+    local: str, east: str, topic: str, config_file: Path
+) -> None:
+    await create_topic(east, topic, **{"message.timestamp.type": "LogAppendTime"})
+    for i, codec in enumerate(CODECS):  # a batch or more per codec, old CreateTime sent
+        records = [(b"k%d" % j if j % 4 else None, b"v%d " % j + b"x" * 400) for j in range(60)]
+        await produce(
+            east,
+            topic,
+            records,
+            codec=codec,
+            headers=[("n", b"%d" % i)],
+            timestamp_ms=TWO_DAYS_AGO,
+            linger_ms=20,
+        )
+    remote = await read_partition(east, topic)
+    assert len(remote) == 300 and {r.timestamp_type for r in remote} == {1}  # LogAppendTime
+    assert all(r.timestamp > TWO_DAYS_AGO for r in remote)  # the broker's clock, not ours
+
+    syncer = await catch_up(make_config(local, {"east": east}, [topic]))
+    (status,) = syncer.statuses()
+    assert status.state is State.CAUGHT_UP and status.local_end == 300, status.error
+    copied = await read_partition(local, topic)
+    assert {r.timestamp_type for r in copied} == {0}  # CreateTime, at the remote's append time
+    assert seen(copied) == seen(remote)
+    async with syncer.local:
+        settings = await syncer.local.topic_settings([topic], ["message.timestamp.type"])
+    assert settings == {topic: {"message.timestamp.type": "CreateTime"}}
+
+    write_config(config_file, local, east, topic)
+    result = run_cli("verify", "-c", str(config_file), "--json")
+    assert result.returncode == ExitCode.OK, result.stdout + result.stderr
+    (verdict,) = json.loads(result.stdout)
+    assert verdict["identical"] and (verdict["from"], verdict["to"]) == (0, 300)
+
+
+async def test_a_local_log_append_time_topic_is_refused_and_nothing_written(
+    local: str, east: str, topic: str, config_file: Path
+) -> None:
+    await create_topic(east, topic)
+    await produce(east, topic, [(b"k", b"v%d" % i) for i in range(10)])
+    await create_topic(local, topic, **{"message.timestamp.type": "LogAppendTime"})
+    write_config(config_file, local, east, topic)
+    result = run_cli("catch-up", "-c", str(config_file), "--no-progress")
+    assert result.returncode == ExitCode.HALTED, result.stderr
+    line = (
+        f"syncer: topic {topic} refused: local message.timestamp.type is LogAppendTime, remote"
+        " east's is CreateTime: the local broker would replace every record's timestamp with"
+        " its own clock"
+    )
+    assert line in result.stderr.splitlines(), result.stderr
+    assert await read_partition(local, topic) == []
+
+
+async def test_a_local_topic_with_a_lower_max_message_bytes_is_refused(
+    local: str, east: str, topic: str
+) -> None:
+    await create_topic(east, topic, **{"max.message.bytes": "2000000"})
+    await produce(east, topic, [(b"k", b"v" * 1_500_000)], max_request_size=2_000_000)
+    await create_topic(local, topic, **{"max.message.bytes": "1000000"})
+    syncer = await catch_up(make_config(local, {"east": east}, [topic]))
+    assert syncer.refused == {
+        topic: "local max.message.bytes is 1000000, remote east's is 2000000: the local topic"
+        " would refuse batches the remote holds"
+    }
+    assert syncer.statuses() == [] and TP(topic, 0) not in syncer.copiers
+    assert await read_partition(local, topic) == []
