@@ -459,3 +459,9 @@ class PartitionCopier:
                 f" {result.base_offset}; another producer writes into this partition"
             )
         self._refused_at = None  # a clean write: ``_landed`` counted it when it was answered
+
+    def halt(self, exc: PartitionHalted) -> None:
+        """Halt from outside (the topic was recreated): nothing more is queued or written."""
+        self._count(type(exc).__name__)
+        self.request_stop()
+        self._halt(exc)

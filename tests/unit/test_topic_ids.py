@@ -37,9 +37,7 @@ def test_a_remote_topic_gone_is_not_a_change_yet() -> None:
     # its fetches name the old id and fail; it halts when it comes back with another id
     known = {EAST: {"t": OLD}}
     assert id_changes(known, {EAST: {}}, {EAST: ["t"]}) == []
-    assert id_changes(known, {EAST: {"t": NEW}}, {EAST: ["t"]}) == [
-        IdChange("t", EAST, OLD, NEW)
-    ]
+    assert id_changes(known, {EAST: {"t": NEW}}, {EAST: ["t"]}) == [IdChange("t", EAST, OLD, NEW)]
 
 
 def test_topics_not_asked_about_and_clusters_without_ids_are_not_judged() -> None:
