@@ -9,6 +9,7 @@ import logging
 import random
 import socket
 import ssl
+import uuid
 import weakref
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Iterator, Mapping
@@ -39,6 +40,7 @@ from syncer.errors import (
     TransientClusterError,
     UnreachableError,
 )
+from syncer.protocol import NO_ID, TopicIdsRequest, topics_of
 from syncer.retry import retried
 
 log = logging.getLogger(__name__)
@@ -263,6 +265,31 @@ class Cluster:
         await self.refresh_metadata()
         cluster = self._client.cluster
         return {t: len(cluster.partitions_for_topic(t) or ()) for t in cluster.topics()}
+
+    async def topic_ids(self, topics: Collection[str]) -> dict[str, uuid.UUID] | None:
+        """Topic name → topic id, for those of ``topics`` the cluster holds now (Metadata
+        v10). None if its brokers do not report topic ids (Kafka before 2.8)."""
+        if not topics:
+            return {}
+        request = TopicIdsRequest(sorted(topics))
+        brokers = [b.nodeId for b in self._client.cluster.brokers()]
+        random.shuffle(brokers)
+        failures = []
+        for node in brokers:
+            try:
+                response = await self._client.send(node, request)
+            except NotImplementedError:
+                return None
+            except (kafka_errors.KafkaError, OSError, TimeoutError) as exc:
+                failures.append(f"node {node}: {type(exc).__name__}")
+                continue
+            return {
+                name: found.topic_id
+                for name, found in topics_of(response).items()
+                if found.error_code == 0 and found.topic_id != NO_ID
+            }
+        detail = ", ".join(failures) or "no broker known"
+        raise TransientClusterError(f"{self.name}: topic ids: no answer from {detail}")
 
     def leader(self, tp: TP) -> int:
         node = self._client.cluster.leader_for_partition(tp)

@@ -584,3 +584,13 @@ class PartitionCopier:
             # logged with the partition's name as it is retried; what landed is checked
             raise TransientClusterError(str(error))
         raise PartitionHalted(f"{where}: {error}")
+
+    def halt(self, exc: PartitionHalted) -> None:
+        """Halt from outside (the topic was recreated): nothing still queued goes out, and
+        the copier stops (its owner cancels its task)."""
+        self.request_stop()
+        self.writer.forget(self.tp)
+        self._count(type(exc).__name__)
+        self.status.state = State.HALTED
+        self.status.error = str(exc)
+        log.error("%s[%d] halted: %s", self.tp.topic, self.tp.partition, exc)

@@ -23,14 +23,16 @@ import heapq
 import itertools
 import logging
 import time
+import uuid
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from syncer.clusters import TP, Cluster, FetchedPartition
+from syncer.clusters import READ_COMMITTED, TP, Cluster, FetchedPartition
 from syncer.config import CopierConfig
 from syncer.errors import SyncerError, TransientClusterError
 from syncer.loops import RequestLoop
+from syncer.protocol import UNKNOWN_TOPIC_ID, FetchByIdRequest, fetched_by_id
 
 log = logging.getLogger(__name__)
 
@@ -73,9 +75,15 @@ class Fetcher(RequestLoop):
         cluster: Cluster,
         config: CopierConfig,
         observe: Callable[[float], None] = lambda seconds: None,
+        topic_ids: Mapping[str, uuid.UUID] | None = None,
     ) -> None:
         super().__init__(f"fetcher-{cluster.name}")
         self.cluster = cluster
+        # the ids remembered for this remote's topics (the owner adds to it): a topic with
+        # one is fetched by id, so a topic recreated under its name answers UNKNOWN_TOPIC_ID
+        # instead of the new log's records
+        self.topic_ids: Mapping[str, uuid.UUID] = topic_ids if topic_ids is not None else {}
+        self._by_id = topic_ids is not None
         self.observe = observe  # each fetch request's seconds, send to answer
         self.config = config
         # several chunks of one partition may wait; each request carries one per partition,
@@ -225,16 +233,9 @@ class Fetcher(RequestLoop):
             # the chunk timeout runs from here, when the request goes out, not from when a
             # chunk joined the queue: on a thin link a chunk may wait behind another
             sent = time.monotonic()
+            offsets = {tp: (want.offset, want.limit) for tp, want in wants.items()}
             result = await asyncio.wait_for(
-                self.cluster.fetch(
-                    node,
-                    {tp: (want.offset, want.limit) for tp, want in wants.items()},
-                    max_wait_ms=wait_ms,
-                    max_bytes=self.config.fetch_max_bytes,
-                    partition_max_bytes=self.config.partition_fetch_max_bytes,
-                    connection=connection,
-                ),
-                self.config.chunk_timeout_ms / 1000,
+                self._ask(node, connection, offsets, wait_ms), self.config.chunk_timeout_ms / 1000
             )
             self.fetches += 1
             self.observe(time.monotonic() - sent)
@@ -254,6 +255,8 @@ class Fetcher(RequestLoop):
                     continue
                 if got is None:
                     want.future.set_exception(TransientClusterError(f"{tp} missing from fetch"))
+                elif got.error_code == UNKNOWN_TOPIC_ID:
+                    want.future.set_exception(TransientClusterError(self._unknown_id(tp)))
                 elif self._holds(want, got, now):
                     want.empty = got
                     heapq.heappush(self._wants.setdefault(tp, []), want)
@@ -269,6 +272,37 @@ class Fetcher(RequestLoop):
             else:
                 self._data_busy[node] -= 1
             self._wakeup.set()
+
+    async def _ask(
+        self, node: int, connection: int, offsets: dict[TP, tuple[int, int]], wait_ms: int
+    ) -> dict[TP, FetchedPartition]:
+        """One fetch request: by topic id where the remote reports ids, else by name."""
+        sizes = {
+            "max_wait_ms": wait_ms,
+            "max_bytes": self.config.fetch_max_bytes,
+            "partition_max_bytes": self.config.partition_fetch_max_bytes,
+            "connection": connection,
+        }
+        if self._by_id and self.topic_ids:
+            try:
+                return await fetch_by_id(self.cluster, node, offsets, self.topic_ids, **sizes)
+            except NotImplementedError:  # the broker has no Fetch v13 (Kafka before 3.1)
+                log.warning(
+                    "remote %s cannot fetch by topic id (Kafka 3.1+ can): a topic recreated"
+                    " there is told only by the topic refresh and the record comparison",
+                    self.cluster.name,
+                )
+                self._by_id = False
+        return await self.cluster.fetch(node, offsets, **sizes)
+
+    def _unknown_id(self, tp: TP) -> str:
+        topic_id = self.topic_ids.get(tp.topic)
+        if topic_id is None:
+            return f"{tp.topic}[{tp.partition}]: remote {self.cluster.name}: topic id not known"
+        return (
+            f"{tp.topic}[{tp.partition}]: remote {self.cluster.name} no longer holds topic id"
+            f" {topic_id} (the topic was deleted, or recreated under its name)"
+        )
 
     def _holds(self, want: _Want, got: FetchedPartition, now: float) -> bool:
         """Keep an empty answer to a poll from its copier and poll again?"""
@@ -321,3 +355,45 @@ class Lanes:
     def release(self, tp: TP) -> None:
         for fetcher in self.lanes:
             fetcher.release(tp)
+
+
+async def fetch_by_id(
+    cluster: Cluster,
+    node: int,
+    offsets: Mapping[TP, tuple[int, int]],
+    topic_ids: Mapping[str, uuid.UUID],
+    *,
+    max_wait_ms: int,
+    max_bytes: int,
+    partition_max_bytes: int,
+    connection: int = 0,
+) -> dict[TP, FetchedPartition]:
+    """One read_committed Fetch v13 naming each topic by the id in ``topic_ids``; a topic
+    without one is not asked and answers UNKNOWN_TOPIC_ID (its records may not be read
+    until its id is known). Raises NotImplementedError if the broker has no Fetch v13."""
+    out: dict[TP, FetchedPartition] = {}
+    topics: dict[uuid.UUID, list[tuple[int, int, int]]] = defaultdict(list)
+    names: dict[uuid.UUID, str] = {}
+    for tp, (offset, limit) in offsets.items():
+        topic_id = topic_ids.get(tp.topic)
+        if topic_id is None:
+            out[tp] = FetchedPartition(UNKNOWN_TOPIC_ID, -1, -1, -1, (), b"")
+            continue
+        names[topic_id] = tp.topic
+        topics[topic_id].append((tp.partition, offset, min(limit, partition_max_bytes)))
+    if not topics:
+        return out
+    request = FetchByIdRequest(max_wait_ms, max_bytes, READ_COMMITTED, topics)
+    response = await cluster.send(node, request, connection=connection)
+    for p in fetched_by_id(response):
+        name = names.get(p.topic_id)
+        if name is not None:
+            out[TP(name, p.partition)] = FetchedPartition(
+                p.error_code,
+                p.high_watermark,
+                p.last_stable_offset,
+                p.log_start_offset,
+                p.aborted,
+                p.records,
+            )
+    return out

@@ -14,7 +14,8 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Iterable
+import uuid
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import partial
 
@@ -24,7 +25,7 @@ from syncer.clusters import READ_COMMITTED, TP, Cluster
 from syncer.config import ClusterConfig, Config, CopierConfig
 from syncer.coordination import GroupMember
 from syncer.copier import PartitionCopier, PartitionStatus, State
-from syncer.errors import ClusterError, SyncerError
+from syncer.errors import ClusterError, PartitionHalted, SyncerError
 from syncer.fetcher import Fetcher, Lanes
 from syncer.identity import WriterIdentity, load_identity
 from syncer.metrics import Instruments
@@ -32,6 +33,7 @@ from syncer.offsets import OffsetCopier
 from syncer.planner import RemoteEnds
 from syncer.retry import retried
 from syncer.sources import SourceHealth
+from syncer.topic_ids import LOCAL, id_changes, learned, remote_label
 from syncer.topics import (
     FIDELITY_SETTINGS,
     TopicPlan,
@@ -88,6 +90,12 @@ class Syncer:
         self._started = False
         self._mirrored: dict[str, int] = {}
         self._sources: dict[str, tuple[str, ...]] = {}
+        # each mirrored topic's id as first seen, per cluster ("local", "remote NAME"); the
+        # fetchers of a remote fetch by the ids in its dict, so these dicts are only added to
+        self._topic_ids: dict[str, dict[str, uuid.UUID]] = {LOCAL: {}}
+        self._topic_ids.update({remote_label(r.name): {} for r in config.remotes})
+        self._without_ids: set[str] = set()  # clusters whose brokers report no topic ids
+        self.halted_topics: dict[str, str] = {}  # topic → why (its id changed)
         self.member: GroupMember | None = None
         # one measured health per remote, shared by every partition of this process
         self.health = {
@@ -153,7 +161,8 @@ class Syncer:
             sizes = self._fetch_sizes(cluster.config)
             lanes = [cluster, *self._extra_lanes[name]]
             observe = self.instruments.fetch_seconds.labels(name).observe
-            self._fetchers[name] = Lanes([Fetcher(lane, sizes, observe) for lane in lanes])
+            ids = self._topic_ids[remote_label(name)]
+            self._fetchers[name] = Lanes([Fetcher(lane, sizes, observe, ids) for lane in lanes])
             self._fetchers[name].start()
         self._started = True
 
@@ -218,8 +227,15 @@ class Syncer:
         await self.refresh_topics()
         targets = {tp: c.status.remote_end for tp, c in self.copiers.items()}
         for tp, copier in self.copiers.items():
-            self._spawn(tp, copier.run(until=targets[tp]))
-        await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+            if tp.topic not in self.halted_topics:
+                self._spawn(tp, copier.run(until=targets[tp]))
+        # no topic refresh runs during a catch-up: the ids are still checked
+        watcher = asyncio.create_task(self._watch_topic_ids(), name="topic-ids")
+        try:
+            await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+        finally:
+            watcher.cancel()
+            await asyncio.gather(watcher, return_exceptions=True)
         if self.config.groups.include:
             try:
                 await self.offsets.copy_once()  # the local log now reaches the remote ends
@@ -255,7 +271,7 @@ class Syncer:
                 await self._share_through_group()
             else:
                 for tp, copier in self.copiers.items():
-                    if tp not in self._tasks:
+                    if tp not in self._tasks and tp.topic not in self.halted_topics:
                         self._spawn(tp, copier.run())
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), self.config.topics.refresh_interval_s)
@@ -299,6 +315,9 @@ class Syncer:
             if tp in self._tasks and not self._tasks[tp].done():
                 continue
             self.copiers[tp] = self._copier(tp, {})
+            if tp.topic in self.halted_topics:
+                self._halt_copier(tp, self.halted_topics[tp.topic])
+                continue
             self._spawn(tp, self.copiers[tp].run())
 
     async def _on_revoked(self, revoked: set[TP]) -> None:
@@ -350,24 +369,31 @@ class Syncer:
         partition with the remotes' current ends. A topic refused (shape or settings) gets
         no copier; one refused while it is copied has its copiers stopped."""
         plan = await self.plan()
-        for topic, count in plan.create.items():
+        # a topic copied before and gone locally is not created again: it halts below
+        create = {t: n for t, n in plan.create.items() if t not in self._topic_ids[LOCAL]}
+        grow = {t: n for t, n in plan.grow.items() if t not in self.halted_topics}
+        for topic, count in create.items():
             source = self.remotes[plan.sources[topic][0]]
             await create_local_topic(self.local, source, topic, count, self.config.topics)
-        for topic, count in plan.grow.items():
+        for topic, count in grow.items():
             log.info("growing local topic %s to %d partitions", topic, count)
             await self.local.add_partitions(topic, count)
-        if plan.create or plan.grow:
-            await retried(self._await_local_topics(plan), what="waiting for new local topics")
-        if plan.create:  # broker defaults we did not set may still break fidelity
-            plan = refuse(plan, await self._unfaithful(list(plan.create), plan))
+        if create or grow:
+            await retried(
+                _Check(self.local, {**create, **grow}), what="waiting for new local topics"
+            )
+        if create:  # broker defaults we did not set may still break fidelity
+            plan = refuse(plan, await self._unfaithful(list(create), plan))
         self._note_refused(plan)
-        self._mirrored = dict(plan.mirror)
+        # before any copier of a new topic fetches: it fetches by the id learned here
+        await self._check_topic_ids(plan.mirror, plan.sources)
+        self._mirrored = {t: n for t, n in plan.mirror.items() if t not in self.halted_topics}
         self._sources = dict(plan.sources)
         if self._grouped:
             return plan  # copiers come and go with the group's assignment
         new = [
             TP(t, p)
-            for t, n in plan.mirror.items()
+            for t, n in self._mirrored.items()
             for p in range(n)
             if TP(t, p) not in self.copiers
         ]
@@ -386,8 +412,58 @@ class Syncer:
                     copier.request_stop()  # e.g. a local setting changed while we copied
         self.refused = dict(plan.refused)
 
-    def _await_local_topics(self, plan: TopicPlan) -> _Check:
-        return _Check(self.local, {**plan.create, **plan.grow})
+    async def _check_topic_ids(
+        self, mirror: Mapping[str, int], sources: Mapping[str, tuple[str, ...]]
+    ) -> None:
+        """Ask every cluster the ids of the topics mirrored (and of those it held before);
+        halt each topic whose id changed, and remember the ids of topics seen first."""
+        asked: dict[str, set[str]] = {LOCAL: set(mirror)}
+        for name in self.remotes:
+            asked[remote_label(name)] = {t for t in mirror if name in sources.get(t, ())}
+        for where, known in self._topic_ids.items():
+            asked.setdefault(where, set()).update(known)
+            asked[where] -= self.halted_topics.keys()
+        clusters = {LOCAL: self.local} | {remote_label(n): c for n, c in self.remotes.items()}
+        seen = {where: await clusters[where].topic_ids(asked[where]) for where in asked}
+        for where, ids in seen.items():
+            if ids is None and where not in self._without_ids:
+                self._without_ids.add(where)
+                log.warning(
+                    "the %s cluster reports no topic ids (Kafka 2.8+ does): a topic deleted"
+                    " and recreated there is told only by comparing records",
+                    where,
+                )
+        for change in id_changes(self._topic_ids, seen, asked):
+            self._halt_topic(change.topic, change.describe())
+        for where, ids in learned(self._topic_ids, seen, self.halted_topics).items():
+            self._topic_ids.setdefault(where, {}).update(ids)  # in place: fetchers hold them
+
+    async def _watch_topic_ids(self) -> None:
+        """Check topic ids every ``topics.refresh_interval_s`` (catch-up, which does not
+        refresh topics)."""
+        while True:
+            await asyncio.sleep(self.config.topics.refresh_interval_s)
+            try:
+                await self._check_topic_ids(self._mirrored, self._sources)
+            except SyncerError as exc:
+                log.warning("checking topic ids failed, will try again: %s", exc)
+
+    def _halt_topic(self, topic: str, reason: str) -> None:
+        """Halt every partition of ``topic``, now and whenever one is made again."""
+        if topic in self.halted_topics:
+            return
+        self.halted_topics[topic] = reason
+        log.error("%s", reason)
+        for tp in [tp for tp in self.copiers if tp.topic == topic]:
+            self._halt_copier(tp, reason)
+
+    def _halt_copier(self, tp: TP, reason: str) -> None:
+        """Halt ``tp``'s copier and end its task at once: whatever it awaits, it writes
+        nothing more (its queued writes are dropped by the halt)."""
+        self.copiers[tp].halt(PartitionHalted(f"{tp.topic}[{tp.partition}]: {reason}"))
+        task = self._tasks.get(tp)
+        if task is not None and not task.done():
+            task.cancel(f"topic {tp.topic} halted")
 
     async def _remote_ends(
         self, tps: Iterable[TP], plan: TopicPlan
