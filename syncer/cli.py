@@ -31,10 +31,11 @@ from syncer.report import (
     merge_live,
     print_report,
     print_verdicts,
+    producer_state_note,
     remote_rows,
     render,
 )
-from syncer.syncer import Summary, Syncer
+from syncer.syncer import Summary, Syncer, read_state_clock
 from syncer.testbed import cli as testbed_cli
 from syncer.verify import Verdict, verify_partition
 
@@ -310,6 +311,9 @@ async def _snapshot(
     rows = await gather_rows(syncer, look_for_holes=holes)
     live: list[dict[str, Any]] = []
     notes = [f"remote {n} is unreachable: {why}" for n, why in down.items()]
+    if holes:  # plan: how the writes will go
+        clock = await read_state_clock(syncer.local)
+        notes.append(producer_state_note(clock, rows, int(time.time() * 1000)))
     if not holes and urls:
         live, problems = await asyncio.to_thread(fetch_live, urls)
         merge_live(rows, live)

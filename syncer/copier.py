@@ -83,6 +83,10 @@ class PartitionStatus:
     filled: int = 0  # offsets written as filler records (policy fill)
     newest_timestamp_ms: int = 0  # of the newest record written (the batch's max timestamp)
     dropped: dict[str, str] = field(default_factory=dict)  # remote → why it is not used
+    # writes go one at a time: the broker may hold no producer state for the partition
+    one_at_a_time: bool = True
+    # the newest record written is older than the local brokers' producer.id.expiration.ms
+    older_than_producer_expiry: bool = False
 
     @property
     def remote_end(self) -> int:
@@ -507,6 +511,10 @@ class PartitionCopier:
             return
         self.status.local_end = max(self.status.local_end, sent.next_offset)
         self.status.newest_timestamp_ms = max(self.status.newest_timestamp_ms, sent.max_timestamp)
+        now_ms = int(time.time() * 1000)
+        self.status.older_than_producer_expiry = not self.state_clock.fresh(
+            self.status.newest_timestamp_ms, now_ms
+        )
         self.status.records_copied += sent.records
         self.status.filled += sent.filled
         self.status.bytes_copied += sent.size
@@ -535,10 +543,9 @@ class PartitionCopier:
         be refused (alignment.StateClock); otherwise once every earlier write is answered."""
         now_ms = int(time.time() * 1000)
         in_flight = [sent.max_timestamp for sent, _future in self._pending]
-        if self.state_clock.may_pipeline(self._proven_at, in_flight, now_ms):
-            await self._drain(self.config.max_in_flight - 1)
-        else:
-            await self._drain(0)
+        pipelined = self.state_clock.may_pipeline(self._proven_at, in_flight, now_ms)
+        self.status.one_at_a_time = not pipelined
+        await self._drain(self.config.max_in_flight - 1 if pipelined else 0)
 
     def _judge(self, sent: _Sent, result: ProduceResult) -> Verdict:
         code = result.error_code

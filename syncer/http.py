@@ -172,6 +172,8 @@ def status_document(syncer: Syncer) -> dict[str, Any]:
             "filled": s.filled,
             "served": dict(s.served),
             "dropped": dict(s.dropped),
+            "one_at_a_time": s.one_at_a_time,
+            "older_than_producer_expiry": s.older_than_producer_expiry,
             "error": s.error,
         }
         for s in syncer.statuses()
@@ -196,6 +198,9 @@ def status_document(syncer: Syncer) -> dict[str, Any]:
     groups = {name: asdict(status) for name, status in sorted(syncer.offsets.groups.items())}
     return {
         "name": syncer.config.name,
+        # how long the local brokers keep our producer state (0: unknown); partitions whose
+        # data is older write one batch at a time
+        "producer_id_expiration_ms": syncer.state_clock.expiration_ms,
         "partitions": partitions,
         "remotes": remotes,
         "groups": groups,

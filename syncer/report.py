@@ -13,6 +13,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from syncer.alignment import StateClock
 from syncer.batches import split_batches
 from syncer.clusters import READ_COMMITTED, TP
 from syncer.coordination import group_owners
@@ -35,6 +36,7 @@ class PartitionRow:
     remote_starts: dict[str, int] = field(default_factory=dict)
     served: dict[str, int] = field(default_factory=dict)  # live: bytes written from each remote
     dropped: dict[str, str] = field(default_factory=dict)  # live: remotes no longer used, why
+    first_timestamp: int | None = None  # plan: max timestamp of the first batch to copy
 
 
 @dataclass
@@ -134,7 +136,9 @@ async def gather_rows(syncer: Syncer, *, look_for_holes: bool) -> list[Partition
             owner=owners.get(tp),
         )
         if look_for_holes and choice.remote is not None:
-            row.hole = await _first_hole(syncer, tp, choice.remote, local_end, choice.target)
+            row.hole, row.first_timestamp = await _first_look(
+                syncer, tp, choice.remote, local_end, choice.target
+            )
         rows.append(row)
     rows.extend(
         PartitionRow(topic, -1, -1, {}, 0, None, f"refused: {reason}")
@@ -149,8 +153,11 @@ def _state(gap: int, lost_below: int | None) -> str:
     return "behind" if gap else "in sync"
 
 
-async def _first_hole(syncer: Syncer, tp: TP, remote: str, start: int, target: int) -> str | None:
-    """Scan the first fetch of the gap for a hole (a full scan is what catch-up does)."""
+async def _first_look(
+    syncer: Syncer, tp: TP, remote: str, start: int, target: int
+) -> tuple[str | None, int | None]:
+    """Scan the first fetch of the gap for a hole (a full scan is what catch-up does); the
+    hole, and the max timestamp of the first batch to copy."""
     cluster = syncer.remotes[remote]
     fetched = (
         await cluster.fetch(
@@ -167,7 +174,31 @@ async def _first_hole(syncer: Syncer, tp: TP, remote: str, start: int, target: i
         limit=min(target, fetched.stable_end),
         aborted=fetched.aborted,
     )
-    return found.hole.describe() if found.hole else None
+    batches = split_batches(fetched.records)
+    first = next((b.max_timestamp for b in batches if b.next_offset > start), None)
+    return (found.hole.describe() if found.hole else None), first
+
+
+def producer_state_note(clock: StateClock, rows: list[PartitionRow], now_ms: int) -> str:
+    """What the local brokers' producer.id.expiration.ms means for this copy: data older
+    than it is written one batch at a time (the broker may hold no producer state)."""
+    if clock.expiration_ms <= 0:
+        return (
+            "producer.id.expiration.ms of the local brokers is unknown: every partition"
+            " writes one batch at a time"
+        )
+    old = [
+        r
+        for r in rows
+        if r.first_timestamp is not None and not clock.fresh(r.first_timestamp, now_ms)
+    ]
+    text = f"local brokers keep producer state for {clock.expiration_ms} ms"
+    if not old:
+        return text + " (producer.id.expiration.ms); no data to copy is older"
+    return (
+        text + f" (producer.id.expiration.ms): {len(old)} partitions start with records older"
+        " than that, written one batch at a time until newer ones"
+    )
 
 
 def print_report(

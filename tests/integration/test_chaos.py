@@ -6,6 +6,11 @@ and an outage of either link for a few seconds (connections refused). Both clust
 a proxy for this, on a bed of their own. At the end every local partition must equal the
 remote's offset by offset: nothing lost, nothing duplicated.
 
+The local broker forgets a producer 5 s after the newest timestamp it wrote
+(``producer.id.expiration.ms``), and the run is made twice: with records stamped now, and
+with records two days old, as a migration copies them — then the broker holds no producer
+state for us most of the time, and no duplicate fence with it.
+
 CI runs a few rounds (``SYNCER_CHAOS_ROUNDS``, default 6); ``make chaos`` runs 60. The seed
 is printed so that a failing run can be replayed (``SYNCER_CHAOS_SEED``)."""
 
@@ -30,12 +35,24 @@ from tests.kafka_helpers import Daemon, create_topic, own_bed, read_partition
 PARTITIONS = 6
 DAEMONS = 3
 SIDES = ("local", "remote")
+DAY_MS = 86_400_000
+SHORT_MEMORY = {
+    "producer.id.expiration.ms": "5000",
+    "producer.id.expiration.check.interval.ms": "1000",
+}
 
 
 @pytest.fixture(scope="module")
 def proxied(tmp_path_factory: pytest.TempPathFactory, testbed: Testbed) -> Iterator[Testbed]:
     """A local and a remote cluster that advertise a proxy's address (the daemons' links)."""
-    specs = [ClusterSpec(f"chaos_{side}", advertised=f"127.0.0.1:{free_port()}") for side in SIDES]
+    specs = [
+        ClusterSpec(
+            f"chaos_{side}",
+            advertised=f"127.0.0.1:{free_port()}",
+            properties=SHORT_MEMORY if side == "local" else {},
+        )
+        for side in SIDES
+    ]
     with own_bed(tmp_path_factory.mktemp("chaos"), testbed.jars, specs) as bed:
         yield bed
 
@@ -52,15 +69,23 @@ async def links(proxied: Testbed) -> AsyncIterator[dict[str, LinkProxy]]:
             await proxy.stop()
 
 
-async def keep_producing(bootstrap: str, topic: str, stop: asyncio.Event) -> int:
-    """Small batches into every partition until ``stop``; how many records were written."""
+async def keep_producing(bootstrap: str, topic: str, stop: asyncio.Event, age_ms: int) -> int:
+    """Small batches into every partition until ``stop``, stamped ``age_ms`` in the past;
+    how many records were written."""
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, acks="all")
     await producer.start()
     sent = 0
     try:
         while not stop.is_set():
+            stamp = int(time.time() * 1000) - age_ms
             futures = [
-                await producer.send(topic, b"%d-%d" % (p, sent + i), key=b"k%d" % i, partition=p)
+                await producer.send(
+                    topic,
+                    b"%d-%d" % (p, sent + i),
+                    key=b"k%d" % i,
+                    partition=p,
+                    timestamp_ms=stamp,
+                )
                 for i in range(20)
                 for p in range(PARTITIONS)
             ]
@@ -78,8 +103,9 @@ def start(tmp_path: Path, index: int, raw: dict[str, object]) -> Daemon:
     return Daemon(directory, raw)
 
 
+@pytest.mark.parametrize("age_ms", [0, 2 * DAY_MS], ids=["records-now", "records-2-days-old"])
 async def test_random_kills_pauses_and_cut_links_lose_and_duplicate_nothing(
-    proxied: Testbed, links: dict[str, LinkProxy], topic: str, tmp_path: Path
+    proxied: Testbed, links: dict[str, LinkProxy], topic: str, tmp_path: Path, age_ms: int
 ) -> None:
     local = proxied.clusters["chaos_local"]
     east = proxied.clusters["chaos_remote"]
@@ -105,7 +131,7 @@ async def test_random_kills_pauses_and_cut_links_lose_and_duplicate_nothing(
     }
     members = [start(tmp_path, i, raw) for i in range(DAEMONS)]
     stop = asyncio.Event()
-    producing = asyncio.create_task(keep_producing(east.direct, topic, stop))
+    producing = asyncio.create_task(keep_producing(east.direct, topic, stop, age_ms))
     actions: list[str] = []
     try:
         for _ in range(rounds):

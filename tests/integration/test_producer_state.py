@@ -146,6 +146,7 @@ async def test_after_the_state_expired_a_refused_write_misplaces_nothing(
     config = make_config(local.bootstrap, {"east": remote.direct}, [topic])
     (status,) = (await catch_up(config)).statuses()
     assert status.state is State.CAUGHT_UP and status.local_end == 2000
+    assert status.one_at_a_time and status.older_than_producer_expiry  # as /status shows
     await asyncio.sleep(EXPIRY_MS / 1000 + 3)  # the broker forgets our producer (2 days old)
     await produce(remote.direct, topic, [(b"k", b"oldest")], timestamp_ms=days_ago(3))
     await old_batches(remote.direct, topic, 2001, 4, size=10)

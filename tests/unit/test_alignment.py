@@ -114,3 +114,19 @@ def test_a_filler_equals_a_hole_and_nothing_else() -> None:
     found = compare_landed({0: b"a", 1: b"x", 2: b"c"}, source, 0, 3)
     assert found is not None and found.offset == 1 and found.source_offset is None
     assert "holds a record the source does not have" in found.describe()
+
+
+def test_plan_says_when_the_data_to_copy_is_older_than_the_producer_expiry() -> None:
+    from syncer.report import PartitionRow, producer_state_note
+
+    def row(partition: int, first: int | None) -> PartitionRow:
+        return PartitionRow(
+            "t", partition, 0, {"east": 10}, 10, "east", "behind", None, first_timestamp=first
+        )
+
+    rows = [row(0, NOW - 2 * DAY_MS), row(1, NOW), row(2, None)]
+    note = producer_state_note(StateClock(DAY_MS), rows, NOW)
+    assert "keep producer state for 86400000 ms" in note
+    assert "1 partitions start with records older than that" in note
+    assert "no data to copy is older" in producer_state_note(StateClock(DAY_MS), rows[1:], NOW)
+    assert "unknown" in producer_state_note(StateClock(0), rows, NOW)
