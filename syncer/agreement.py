@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 
 SAMPLE_RECORDS = 256
 SAMPLE_BYTES = 65536  # the comparison asks for this much (the broker sends whole batches)
+BELOW_BYTES = 1  # below the frontier, the batch holding the record compared is enough
 SAMPLE_EVERY = 32
 TAIL_BATCHES = 2  # of a written chunk, kept (as digests) to compare with the next chunk
 LOOKUP_TIMEOUT_S = 15.0
@@ -279,11 +280,13 @@ class Agreement:
             offset = fresh[-1].next_offset
         return [b for b in batches if b.next_offset > low]
 
-    async def _remote_digests(self, remote: str, low: int, high: int) -> dict[int, bytes]:
+    async def _remote_digests(
+        self, remote: str, low: int, high: int, max_bytes: int = BELOW_BYTES
+    ) -> dict[int, bytes]:
         low = max(low, self.ends[remote].start) if remote in self.ends else low
         try:
             answer = await asyncio.wait_for(
-                self.fetchers[remote].fetch(self.tp, low, SAMPLE_BYTES), LOOKUP_TIMEOUT_S
+                self.fetchers[remote].fetch(self.tp, low, max_bytes), LOOKUP_TIMEOUT_S
             )
             batches = _records_of(answer, f"{self.where}: comparing remote {remote} at {low}")
         except (TransientClusterError, TimeoutError, OSError) as exc:
@@ -298,7 +301,7 @@ class Agreement:
         reference = self._reference(got.remote, low)
         if reference is None or high <= low:
             return
-        theirs = await self._remote_digests(reference, low, high)
+        theirs = await self._remote_digests(reference, low, high, SAMPLE_BYTES)
         result = compare(record_digests(got.batches, low, high), theirs)
         if result.agrees:
             self.checked.add(reference)
