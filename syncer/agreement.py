@@ -1,10 +1,21 @@
-"""Sources agree (invariant 5): before a remote's records are written for a partition, a
-sample of them is compared, record by record, with the same offsets elsewhere: another remote
-that holds them, or the local log just below the local end. Between two remotes that
-disagree, the one listed later in the configuration is dropped for that partition and
-reported; a remote that disagrees with the local log halts the partition (which side is
-wrong cannot be told). Sampling goes on every ``SAMPLE_EVERY`` chunks, and again at once after a
-remote failed fetches (it may be back with other data)."""
+"""Sources agree (invariant 5). The local log is the reference: a remote's records are written
+only after its records just below the frontier are shown equal to what is there. Which
+comparison a chunk needs is decided by ``proof_needed``:
+
+- the remote that served the chunk written last, not failed since: its next records continue
+  the same log, nothing to compare (one remote copying alone costs nothing);
+- another remote: its records below the frontier are compared with the digests kept of the
+  chunk written last (the chunk usually overlaps it: a fetch starts at the batch holding its
+  offset), so two remotes that diverge never interleave;
+- otherwise (a start, a remote that failed fetches, a local end that moved): the nearest real
+  record of the local log below the frontier (a filler, such as a transaction marker's, is
+  not one), read back.
+
+A remote that disagrees is dropped for the partition and reported, and its fetched chunks are
+thrown away; only when every remote is dropped does the partition halt (which side is wrong
+cannot be told then). Where there is nothing to compare with (an empty local partition), and
+every ``SAMPLE_EVERY`` chunks of one remote, records above the frontier are compared with
+another remote's: the one listed later in the configuration is dropped."""
 
 from __future__ import annotations
 
@@ -12,19 +23,12 @@ import asyncio
 import logging
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from enum import StrEnum
 
-from syncer.batches import (
-    Batch,
-    Record,
-    decode,
-    is_filler,
-    record_digest,
-    record_digests,
-    split_batches,
-)
+from syncer.batches import Batch, decode, is_filler, record_digest, record_digests, split_batches
 from syncer.chunks import Fetched
-from syncer.clusters import TP, Cluster
+from syncer.clusters import TP, Cluster, FetchedPartition, error_for
 from syncer.errors import PartitionHalted, TransientClusterError
 from syncer.fetcher import Lanes
 from syncer.planner import RemoteEnds
@@ -34,19 +38,72 @@ log = logging.getLogger(__name__)
 
 SAMPLE_RECORDS = 256
 SAMPLE_BYTES = 65536  # the comparison asks for this much (the broker sends whole batches)
+BELOW_BYTES = 1  # below the frontier, the batch holding the record compared is enough
 SAMPLE_EVERY = 32
 TAIL_BATCHES = 2  # of a written chunk, kept (as digests) to compare with the next chunk
 LOOKUP_TIMEOUT_S = 15.0
+# how far below the frontier the nearest real local record is looked for: past fillers
+# (transaction markers, aborted data, compaction's holes)
+LOCAL_WINDOWS = (1, 16, 256, 4096)
+LOCAL_READ_BYTES = 1 << 20
+
+
+class Proof(StrEnum):
+    """What a chunk's records are compared with before it is written."""
+
+    CONTINUES = "continues"  # served by the remote that wrote the records below: nothing
+    WRITTEN = "written"  # the digests kept of the records written last
+    LOCAL = "local"  # the local log, read back
 
 
 @dataclass(frozen=True, slots=True)
-class _Tail:
-    """Record digests of the last batches of the chunk written last."""
+class Written:
+    """The chunk written last: its remote, the offsets it covered (``low`` to ``high``) and
+    the digests of its last records (none with a single remote: nobody to compare)."""
 
     remote: str
     low: int
     high: int
-    digests: dict[int, bytes]
+    digests: Mapping[int, bytes] = field(default_factory=dict)
+
+    def below(self, frontier: int) -> dict[int, bytes]:
+        """Digests of the records written just below ``frontier``, if it ends among them."""
+        if not self.low < frontier <= self.high:
+            return {}
+        return {o: d for o, d in self.digests.items() if o < frontier}
+
+
+def proof_needed(remote: str, frontier: int, last: Written | None, checked: bool) -> Proof:
+    """How a chunk of ``remote`` continuing at ``frontier`` is shown to continue the local
+    log; ``checked``: the remote agreed with it and has not failed fetches since."""
+    if last is not None and last.low <= frontier <= last.high:
+        if last.remote == remote and checked:
+            return Proof.CONTINUES
+        if last.below(frontier):
+            return Proof.WRITTEN
+    return Proof.LOCAL
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    """Two sources' records on the offsets both hold."""
+
+    compared: int
+    differing: tuple[int, ...] = ()
+
+    @property
+    def agrees(self) -> bool:
+        return self.compared > 0 and not self.differing
+
+
+def compare(ours: Mapping[int, bytes], theirs: Mapping[int, bytes]) -> Comparison:
+    common = ours.keys() & theirs.keys()
+    return Comparison(len(common), tuple(sorted(o for o in common if ours[o] != theirs[o])))
+
+
+def every_remote_dropped(remotes: Mapping[str, object], dropped: Mapping[str, str]) -> bool:
+    """No remote left to serve the partition: it halts."""
+    return all(name in dropped for name in remotes)
 
 
 class SourceDropped(Exception):
@@ -58,7 +115,8 @@ class CheckFailed(Exception):
 
 
 class Agreement:
-    """Per partition: the remotes checked so far and the ones dropped (remote → reason)."""
+    """Per partition: the remotes checked so far, the ones dropped (remote → reason) and
+    what was written last."""
 
     def __init__(
         self,
@@ -76,76 +134,184 @@ class Agreement:
         self.ends = ends
         self.dropped = dropped
         self.checked: set[str] = set()
-        self._previous: _Tail | None = None
+        self.last: Written | None = None
+        self._passed: Fetched | None = None  # the chunk ``check`` let through last
         self._chunks: dict[str, int] = {}
         self._failures: dict[str, int] = {}  # each remote's failed fetches when last checked
 
+    def __repr__(self) -> str:
+        last = "-" if self.last is None else f"{self.last.remote} to {self.last.high}"
+        return (
+            f"<Agreement {self.tp.topic}[{self.tp.partition}] [checked: {sorted(self.checked)},"
+            f" dropped: {sorted(self.dropped)}, written last: {last}]>"
+        )
+
+    @property
+    def where(self) -> str:
+        return f"{self.tp.topic}[{self.tp.partition}]"
+
     async def check(self, got: Fetched, frontier: int) -> None:
-        """Raise ``SourceDropped`` if ``got``'s remote must not be written from."""
+        """Raise ``SourceDropped`` if ``got``'s remote must not be written from,
+        ``PartitionHalted`` if no remote is left, ``CheckFailed`` if a remote needed to
+        tell did not answer."""
         remote = got.remote
+        if remote in self.dropped:
+            raise SourceDropped(f"remote {remote} was dropped: {self.dropped[remote]}")
+        self._note_failures(remote)
+        self._passed = None
+        if got.covered_end <= frontier:
+            return  # nothing in it to write
         seen = self._chunks.get(remote, 0)
         self._chunks[remote] = seen + 1
-        failures = self.health[remote].errors
-        if self._failures.setdefault(remote, failures) != failures:
-            # it failed fetches since it was checked: it may be back with other data (a
-            # topic deleted and recreated, a cluster restored), so compare before writing
-            # from it again rather than splice another log onto what was copied
-            self._failures[remote] = failures
-            self.checked.discard(remote)
-        if remote in self.checked and seen % SAMPLE_EVERY:
+        proof = proof_needed(remote, frontier, self.last, remote in self.checked)
+        if proof is Proof.CONTINUES:
+            if seen % SAMPLE_EVERY == 0:
+                await self._against_remotes(got, frontier)
+            self._passed = got
             return
-        if self._against_previous(got, frontier):
-            self.checked.add(remote)
-            return
-        low, high = frontier, min(got.covered_end, frontier + SAMPLE_RECORDS)
-        if high <= low:
-            return
-        reference = self._reference(remote, low)
-        asked = reference or remote
-        try:
-            if reference is not None:
-                await self._against_remote(got, reference, low, high)
-            elif frontier > 0:
-                await self._against_local(remote, frontier - 1)
-        except (TransientClusterError, TimeoutError, OSError) as exc:
-            self.health[asked].failed(time.monotonic(), f"{type(exc).__name__}: {exc}")
-            raise CheckFailed(f"comparing {remote} with {asked}: {exc}") from exc
+        told = proof is Proof.WRITTEN and await self._against_written(got, frontier)
+        if not told and not await self._against_local(got, frontier):
+            await self._against_remotes(got, frontier)  # nothing below to compare with
         self.checked.add(remote)
+        self._failures[remote] = self.health[remote].errors
+        self._passed = got
 
     def written(self, got: Fetched) -> None:
-        """The chunk just written: the next one, from another remote, usually overlaps its
-        last batch (a fetch starts at the batch holding its offset), which compares the two
-        sources without a fetch. Only the digests of its last batches are kept, not the
-        chunk; with a single remote there is nothing to compare."""
-        if len(self.fetchers) < 2 or not got.batches:
-            self._previous = None
-            return
-        tail = got.batches[-TAIL_BATCHES:]
-        low, high = tail[0].base_offset, got.covered_end
-        self._previous = _Tail(got.remote, low, high, record_digests(tail, low, high))
+        """The chunk just written. Only the digests of its last batches are kept, not the
+        chunk; with a single remote, none (nobody else to compare them with)."""
+        if got is not self._passed or not got.batches:
+            return  # nothing of it written: the records below the frontier are the last's
+        digests: dict[int, bytes] = {}
+        if len(self.fetchers) > 1:
+            tail = got.batches[-TAIL_BATCHES:]
+            digests = record_digests(tail, tail[0].base_offset, got.covered_end)
+        self.last = Written(got.remote, got.first_offset, got.covered_end, digests)
 
-    def _against_previous(self, got: Fetched, frontier: int) -> bool:
-        """True if ``got`` agrees with the last written chunk, from another checked remote,
-        on the records where both overlap below ``frontier``; raise if it disagrees."""
-        previous = self._previous
-        if previous is None or previous.remote == got.remote:
+    def _note_failures(self, remote: str) -> None:
+        """A remote that failed fetches since it was checked may be back with other data (a
+        topic deleted and recreated, a cluster restored): compare it again before writing
+        from it rather than splice another log onto what was copied."""
+        failures = self.health[remote].errors
+        if self._failures.setdefault(remote, failures) != failures:
+            self._failures[remote] = failures
+            self.checked.discard(remote)
+
+    async def _against_written(self, got: Fetched, frontier: int) -> bool:
+        """Compare with the records written last, below ``frontier``: from the chunk where it
+        overlaps them, else from a small fetch. False if nothing could be compared."""
+        assert self.last is not None
+        ours = self.last.below(frontier)
+        theirs = record_digests(got.batches, min(ours), frontier)
+        result = compare(ours, theirs)
+        if not result.compared:
+            nearest = max(ours)
+            theirs = await self._remote_digests(got.remote, nearest, frontier)
+            result = compare(ours, theirs)
+        if result.differing:
+            at = result.differing[-1]
+            self._disagrees(
+                got.remote,
+                f"records differ from those written from remote {self.last.remote} at offset {at}",
+                f"the record at offset {at} differs from remote {got.remote}'s",
+            )
+        return result.agrees
+
+    async def _against_local(self, got: Fetched, frontier: int) -> bool:
+        """Compare with the nearest real records of the local log below ``frontier``. False
+        if there are none (an empty partition) or the remote holds none of them."""
+        ours = await self._local_reference(frontier)
+        if not ours:
             return False
-        if previous.remote not in self.checked or previous.remote in self.dropped:
-            return False
-        low = max(got.first_offset, previous.low)
-        high = min(frontier, previous.high, got.covered_end)
-        if high <= low:
-            return False
-        ours = record_digests(got.batches, low, high)
-        theirs = {o: d for o, d in previous.digests.items() if low <= o < high}
-        differing = sorted(o for o in ours.keys() & theirs.keys() if ours[o] != theirs[o])
-        if differing:
-            winner, loser = sorted((got.remote, previous.remote), key=lambda n: self.health[n].rank)
-            self._drop(loser, f"records differ from remote {winner}'s at offset {differing[0]}")
-            if loser == got.remote:
-                raise SourceDropped(loser)
-            return False
-        return bool(ours.keys() & theirs.keys())
+        theirs = await self._remote_digests(got.remote, min(ours), frontier)
+        result = compare(ours, theirs)
+        if result.differing:
+            at = result.differing[-1]
+            self._disagrees(
+                got.remote,
+                f"records differ from the local log's at offset {at}",
+                f"the local record at offset {at} differs from remote {got.remote}'s",
+            )
+        if not result.compared:
+            log.warning(
+                "%s: remote %s holds none of the local records %d..%d to compare with",
+                self.where,
+                got.remote,
+                min(ours),
+                max(ours),
+            )
+        return result.agrees
+
+    async def _local_reference(self, frontier: int) -> dict[int, bytes]:
+        """Digests of the real records (not fillers) in the smallest window below
+        ``frontier`` that holds any; empty if none is found."""
+        try:
+            start, _end = (await self.local.ends([self.tp]))[self.tp]
+            for window in LOCAL_WINDOWS:
+                low = max(start, frontier - window)
+                if low >= frontier:
+                    return {}
+                found = _real_digests(await self._read_local(low, frontier), low, frontier)
+                if found or low == start:
+                    return found
+        except (TimeoutError, OSError) as exc:
+            raise TransientClusterError(f"{self.where}: reading the local log: {exc}") from exc
+        return {}
+
+    async def _read_local(self, low: int, high: int) -> list[Batch]:
+        node = await self.local.leader_for(self.tp)
+        batches: list[Batch] = []
+        offset = low
+        while offset < high:
+            answer = await asyncio.wait_for(
+                self.local.fetch(
+                    node,
+                    {self.tp: offset},
+                    max_wait_ms=0,
+                    max_bytes=LOCAL_READ_BYTES,
+                    partition_max_bytes=LOCAL_READ_BYTES,
+                ),
+                LOOKUP_TIMEOUT_S,
+            )
+            got = _records_of(answer[self.tp], f"{self.where}: reading the local log at {offset}")
+            fresh = [b for b in got if b.next_offset > offset and b.base_offset < high]
+            if not fresh:
+                break  # the local end (writes still in flight are not there yet)
+            batches += fresh
+            offset = fresh[-1].next_offset
+        return [b for b in batches if b.next_offset > low]
+
+    async def _remote_digests(
+        self, remote: str, low: int, high: int, max_bytes: int = BELOW_BYTES
+    ) -> dict[int, bytes]:
+        low = max(low, self.ends[remote].start) if remote in self.ends else low
+        try:
+            answer = await asyncio.wait_for(
+                self.fetchers[remote].fetch(self.tp, low, max_bytes), LOOKUP_TIMEOUT_S
+            )
+            batches = _records_of(answer, f"{self.where}: comparing remote {remote} at {low}")
+        except (TransientClusterError, TimeoutError, OSError) as exc:
+            self.health[remote].failed(time.monotonic(), f"{type(exc).__name__}: {exc}")
+            raise CheckFailed(f"comparing {remote}'s records at {low}: {exc}") from exc
+        return record_digests(batches, low, high)
+
+    async def _against_remotes(self, got: Fetched, frontier: int) -> None:
+        """Above the frontier there is no local record to compare with: compare with another
+        remote that holds the offsets, and drop the one listed later if they differ."""
+        low, high = frontier, min(got.covered_end, frontier + SAMPLE_RECORDS)
+        reference = self._reference(got.remote, low)
+        if reference is None or high <= low:
+            return
+        theirs = await self._remote_digests(reference, low, high, SAMPLE_BYTES)
+        result = compare(record_digests(got.batches, low, high), theirs)
+        if result.agrees:
+            self.checked.add(reference)
+        if not result.differing:
+            return
+        loser, winner = sorted((got.remote, reference), key=lambda n: self.health[n].rank)[::-1]
+        reason = f"records differ from remote {winner}'s at offset {result.differing[0]}"
+        if loser == got.remote:
+            self._disagrees(loser, reason, f"remote {loser}'s {reason}")
+        self._drop(loser, reason)
 
     def _reference(self, remote: str, offset: int) -> str | None:
         now = time.monotonic()
@@ -161,54 +327,43 @@ class Agreement:
             return None
         return min(others, key=lambda n: (n not in self.checked, self.health[n].rank))
 
-    async def _against_remote(self, got: Fetched, reference: str, low: int, high: int) -> None:
-        fetched = await asyncio.wait_for(
-            self.fetchers[reference].fetch(self.tp, low, SAMPLE_BYTES), LOOKUP_TIMEOUT_S
-        )
-        theirs = record_digests(split_batches(fetched.records), low, high)
-        ours = record_digests(got.batches, low, high)
-        differing = sorted(o for o in ours.keys() & theirs.keys() if ours[o] != theirs[o])
-        if not differing:
-            self.checked.add(reference)
-            return
-        loser, winner = sorted((got.remote, reference), key=lambda n: self.health[n].rank)[::-1]
-        self._drop(loser, f"records differ from remote {winner}'s at offset {differing[0]}")
-        if loser == got.remote:
-            raise SourceDropped(loser)
-
-    async def _against_local(self, remote: str, offset: int) -> None:
-        fetched = await asyncio.wait_for(
-            self.fetchers[remote].fetch(self.tp, offset, SAMPLE_BYTES), LOOKUP_TIMEOUT_S
-        )
-        theirs = record_digests(split_batches(fetched.records), offset, offset + 1)
-        node = await self.local.leader_for(self.tp)
-        local = await self.local.fetch(
-            node, {self.tp: offset}, max_wait_ms=0, max_bytes=1 << 20, partition_max_bytes=1 << 20
-        )
-        ours = _record_at(split_batches(local[self.tp].records), offset)
-        if ours is None or is_filler(ours.key, ours.headers):
-            return  # a filler: syncer wrote it in a hole of the source, nothing to compare
-        if offset in theirs and theirs[offset] != record_digest(ours):
+    def _disagrees(self, remote: str, reason: str, halt: str) -> None:
+        """Drop ``remote``; halt the partition if it was the last one left."""
+        self._drop(remote, reason)
+        if every_remote_dropped(self.fetchers, self.dropped):
+            others = "; ".join(f"{n}: {r}" for n, r in self.dropped.items() if n != remote)
             raise PartitionHalted(
-                f"{self.tp.topic}[{self.tp.partition}]: the local record at offset {offset}"
-                f" differs from remote {remote}'s: a foreign producer wrote into the local"
-                " partition, or the remote holds other data than what was copied before (its"
-                " topic deleted and recreated, or the cluster restored from elsewhere?)"
+                f"{self.where}: {halt}: a foreign producer wrote into the local partition, or"
+                " the remote holds other data than what was copied before (its topic deleted"
+                " and recreated, or the cluster restored from elsewhere?)"
+                + (f"; every other remote was dropped too ({others})" if others else "")
             )
+        raise SourceDropped(f"remote {remote} dropped: {reason}")
 
     def _drop(self, remote: str, reason: str) -> None:
         self.dropped[remote] = reason
-        log.error(
-            "%s[%d]: remote %s dropped as a source: %s",
-            self.tp.topic,
-            self.tp.partition,
-            remote,
-            reason,
-        )
+        self.checked.discard(remote)
+        log.error("%s: remote %s dropped as a source: %s", self.where, remote, reason)
 
 
-def _record_at(batches: list[Batch], offset: int) -> Record | None:
-    for batch in batches:
-        if batch.base_offset <= offset <= batch.last_offset and not batch.is_control:
-            return next((r for r in decode(batch) if r.offset == offset), None)
-    return None
+def _records_of(answer: FetchedPartition, context: str) -> list[Batch]:
+    """The batches of a fetch answer; a retriable error is raised, any other is no records
+    (the comparison then has nothing to tell)."""
+    if answer.error_code:
+        error = error_for(answer.error_code, context)
+        if isinstance(error, TransientClusterError):
+            raise error
+        return []
+    return split_batches(answer.records)
+
+
+def _real_digests(batches: list[Batch], low: int, high: int) -> dict[int, bytes]:
+    """Digests of the records in ``[low, high)`` that a source holds too: fillers and
+    markers are not among them."""
+    return {
+        r.offset: record_digest(r)
+        for batch in batches
+        if not batch.is_control
+        for r in decode(batch)
+        if low <= r.offset < high and not is_filler(r.key, r.headers)
+    }

@@ -4,7 +4,6 @@ and a bounded reorder buffer that hands them back strictly in offset order."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import logging
 import time
@@ -29,6 +28,12 @@ OFFSET_OUT_OF_RANGE = kafka_errors.OffsetOutOfRangeError.errno
 DEFAULT_RECORD_BYTES = 1024
 # the last chunks of a gap shrink down to this fraction of a full fetch
 TAIL_SPLIT_FLOOR = 16
+
+
+def _retrieve(task: asyncio.Task[Any]) -> None:
+    """Take a thrown-away fetch's outcome, so that none goes unretrieved."""
+    if task.done() and not task.cancelled():
+        task.exception()
 
 
 def chunk_size(remaining: int, holders: int, full: int) -> int:
@@ -139,9 +144,10 @@ class ChunkScheduler:
         self._ready.clear()
         for task in tasks:
             task.cancel()
-        for task in tasks:
-            with contextlib.suppress(BaseException):
-                await task
+        if tasks:
+            # their outcomes (cancelled, or an error) are retrieved here and not needed; a
+            # cancellation of the caller itself (the copier's) is raised, not swallowed
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     def chunk_records(self, remote: str) -> int:
         """Records that fill one fetch of ``remote`` (its own partition_fetch_max_bytes)."""
@@ -158,6 +164,7 @@ class ChunkScheduler:
     def launch(self, frontier: int, target: int) -> None:
         """Start fetches while the reorder budget allows: re-fetches first, then new chunks
         up to ``target``, else (caught up) one long poll at the tail."""
+        self._discard_excluded()
         self._target = target
         self._next_fetch = max(self._next_fetch, frontier)
         self._todo = [(s, e) for s, e in self._todo if s < target and e > frontier]
@@ -317,7 +324,24 @@ class ChunkScheduler:
                 self._complete(task, self._inflight.pop(task))
             self.launch(frontier, self._target)
 
+    def _discard_excluded(self) -> None:
+        """Throw away what remotes dropped for this partition fetched or are fetching: none
+        of it may be written. Their ranges are fetched again from the others."""
+        for start, got in list(self._ready.items()):
+            if got.remote in self.excluded:
+                del self._ready[start]
+                self.memory.release(got.size)
+                self._refetch(start, got.chunk.end)
+        for task, chunk in list(self._inflight.items()):
+            if chunk.remote in self.excluded:
+                del self._inflight[task]
+                task.cancel()
+                task.add_done_callback(_retrieve)
+                self.memory.release(chunk.reserved)
+                self._refetch(chunk.start, chunk.end)
+
     def _take(self, frontier: int) -> Fetched | None:
+        self._discard_excluded()
         for start in sorted(self._ready):
             got = self._ready[start]
             if min(start, got.first_offset) > frontier:
@@ -340,6 +364,11 @@ class ChunkScheduler:
 
     def _complete(self, task: asyncio.Task[tuple[FetchedPartition, float]], chunk: Chunk) -> None:
         health = self.health[chunk.remote]
+        if chunk.remote in self.excluded:  # dropped while it was in flight
+            _retrieve(task)
+            self.memory.release(chunk.reserved)
+            self._refetch(chunk.start, chunk.end)
+            return
         try:
             fetched, seconds = task.result()
             self._check(chunk, fetched)

@@ -16,6 +16,7 @@ from syncer.copier import State
 from syncer.http import status_document
 from syncer.metrics import SyncerCollector
 from syncer.syncer import Syncer
+from tests.integration.test_faults import delete_topic
 from tests.kafka_helpers import (
     Rec,
     catch_up,
@@ -168,3 +169,26 @@ async def test_align_start_makes_an_empty_local_partition_start_where_the_remote
     assert status.state is State.CAUGHT_UP, status.error
     assert ends[TopicPartition(topic, 0)] == (40, 100)  # local start and end = the remote's
     assert await read_partition(local, topic) == await read_partition(east, topic)
+
+
+async def test_a_transactional_remote_recreated_with_another_history_halts_under_fill(
+    local: str, east: str, topic: str
+) -> None:
+    await create_topic(east, topic)
+    await produce(east, topic, [(b"plain", b"%d" % i) for i in range(5)])
+    await produce_transactions(
+        east, topic, [(True, [(b"t", b"committed %d" % i) for i in range(3)])]
+    )
+    syncer = await catch_up_filling(local, east, topic)
+    (status,) = syncer.statuses()
+    assert status.local_end == 9  # the last local offset is a filler: the commit marker's
+    before = await read_partition(local, topic)
+    await delete_topic(east, topic)
+    await asyncio.sleep(2)
+    await create_topic(east, topic)  # the same name, another log, longer than the copy
+    await produce(east, topic, [(b"new", b"%d" % i) for i in range(30)])
+    syncer = await catch_up_filling(local, east, topic)
+    (status,) = syncer.statuses()
+    assert status.state is State.HALTED and status.error is not None
+    assert "the local record at offset 7 differs from remote east's" in status.error
+    assert await read_partition(local, topic) == before  # nothing of the new log appended

@@ -12,6 +12,7 @@ import pytest
 from syncer.copier import State
 from syncer.syncer import Syncer
 from syncer.testbed import ClusterSpec, Testbed
+from tests.integration.test_faults import delete_topic
 from tests.kafka_helpers import batch_digests, create_topic, make_config, produce, read_partition
 
 SMALL_CHUNKS = {"partition_fetch_max_bytes": 8192, "fetch_max_bytes": 65536, "max_chunks": 6}
@@ -118,3 +119,74 @@ async def test_a_remote_killed_mid_copy_loses_its_chunks_to_the_other(
         assert await batch_digests(local, topic, partition) == await batch_digests(
             west, topic, partition
         )
+
+
+async def recreate(bootstrap: str, topic: str, count: int, tag: bytes) -> None:
+    """Delete ``topic`` and create it again holding ``count`` records of another history."""
+    await delete_topic(bootstrap, topic)
+    await asyncio.sleep(2)  # the broker finishes deleting before the name is reused
+    await create_topic(bootstrap, topic)
+    await fill(bootstrap, topic, count, tag=tag)
+
+
+async def test_a_remote_recreated_with_another_history_is_dropped_and_the_rest_serve(
+    local: str, east: str, west: str, topic: str
+) -> None:
+    await create_topic(east, topic)
+    await fill(east, topic, 800)
+    await mirror(east, local, topic)  # local holds the first 800 records
+    await fill(east, topic, 200, start=800)
+    await mirror(east, west, topic)  # east and west hold the same 1,000
+    before = await read_partition(west, topic)
+    await recreate(east, topic, 1500, tag=b"n")  # east: 1,500 records of another history
+    syncer = syncer_for(local, {"east": east, "west": west}, topic)
+    async with syncer:
+        await syncer.catch_up()
+    (status,) = syncer.statuses()
+    assert status.state is State.CAUGHT_UP, status.error
+    assert list(status.dropped) == ["east"]
+    assert "differ from the local log's at offset 799" in status.dropped["east"]
+    assert status.local_end == 1000 and status.served.get("east", 0) == 0
+    assert await read_partition(local, topic) == before  # west's, offset by offset
+
+
+async def test_when_every_remote_disagrees_with_the_local_log_the_partition_halts(
+    local: str, east: str, west: str, topic: str
+) -> None:
+    await create_topic(east, topic)
+    await fill(east, topic, 800)
+    await mirror(east, local, topic)
+    before = await read_partition(local, topic)
+    await create_topic(west, topic)
+    await fill(west, topic, 1200, tag=b"w")  # never the local log's history
+    await recreate(east, topic, 1500, tag=b"n")
+    syncer = syncer_for(local, {"east": east, "west": west}, topic)
+    async with syncer:
+        await syncer.catch_up()
+    (status,) = syncer.statuses()
+    assert status.state is State.HALTED and status.error is not None
+    assert "differs from remote" in status.error and "deleted and recreated" in status.error
+    assert sorted(status.dropped) == ["east", "west"]
+    assert await read_partition(local, topic) == before  # nothing written
+
+
+async def test_two_remotes_that_diverge_mid_gap_never_interleave(
+    local: str, east: str, west: str, topic: str
+) -> None:
+    await create_topic(east, topic)
+    await fill(east, topic, 1300)
+    await mirror(east, local, topic)  # local holds 1,300 records
+    await fill(east, topic, 400, start=1300)
+    await mirror(east, west, topic)  # east and west hold the same 1,700
+    # then they diverge: past the comparisons at the local end, between samples
+    await fill(east, topic, 1000, tag=b"e", start=1700)
+    await fill(west, topic, 1000, tag=b"w", start=1700)
+    syncer = syncer_for(local, {"east": east, "west": west}, topic)
+    async with syncer:
+        await syncer.catch_up()
+    (status,) = syncer.statuses()
+    assert status.state is State.CAUGHT_UP, status.error
+    assert len(status.dropped) == 1, status.dropped  # the one that disagrees with what was written
+    (kept,) = {"east", "west"} - set(status.dropped)
+    expected = await read_partition({"east": east, "west": west}[kept], topic)
+    assert await read_partition(local, topic) == expected  # one history, offset by offset

@@ -1,7 +1,9 @@
-"""The comparison of a remote with the local log just below the local end, with stand-ins
-for both clusters: a different record halts the partition; a filler syncer wrote where the
-source holds aborted data is not evidence of anything; a remote that failed fetches since it
-was checked is compared again before its records are written."""
+"""Sources agree: which comparison a chunk needs and what two sources' digests say are pure
+decisions over values; the comparisons themselves run here with stand-ins for the clusters.
+The local log is the reference: a remote that disagrees with it is dropped, and only when
+every remote is dropped does the partition halt; a filler below the local end is skipped for
+the nearest real record; a remote that takes over from another must agree with what was
+written from it."""
 
 from __future__ import annotations
 
@@ -9,7 +11,16 @@ from typing import Any
 
 import pytest
 
-from syncer.agreement import Agreement
+from syncer.agreement import (
+    Agreement,
+    Comparison,
+    Proof,
+    SourceDropped,
+    Written,
+    compare,
+    every_remote_dropped,
+    proof_needed,
+)
 from syncer.batches import filler_batches, split_batches
 from syncer.chunks import Chunk, Fetched
 from syncer.clusters import TP, FetchedPartition
@@ -19,6 +30,54 @@ from syncer.sources import SourceHealth
 from tests.unit.test_batches import build
 
 TPX = TP("t", 0)
+
+# --- pure decisions -------------------------------------------------------------------------
+
+EAST_10_20 = Written("east", 10, 20, {18: b"a", 19: b"b"})
+
+
+def test_the_remote_that_wrote_the_records_below_continues_without_a_comparison() -> None:
+    assert proof_needed("east", 20, EAST_10_20, checked=True) is Proof.CONTINUES
+    assert proof_needed("east", 15, EAST_10_20, checked=True) is Proof.CONTINUES  # resync
+
+
+def test_another_remote_is_compared_with_what_was_written() -> None:
+    assert proof_needed("west", 20, EAST_10_20, checked=True) is Proof.WRITTEN
+    assert proof_needed("west", 20, EAST_10_20, checked=False) is Proof.WRITTEN
+
+
+def test_a_remote_that_failed_since_is_compared_again() -> None:
+    assert proof_needed("east", 20, EAST_10_20, checked=False) is Proof.WRITTEN
+    single = Written("east", 10, 20)  # one remote: no digests kept
+    assert proof_needed("east", 20, single, checked=False) is Proof.LOCAL
+
+
+def test_at_a_start_or_past_what_was_written_the_local_log_is_the_reference() -> None:
+    assert proof_needed("east", 20, None, checked=True) is Proof.LOCAL
+    assert proof_needed("east", 25, EAST_10_20, checked=True) is Proof.LOCAL  # end moved
+    assert proof_needed("west", 18, EAST_10_20, checked=True) is Proof.LOCAL  # none below
+
+
+def test_what_is_written_below_the_frontier_is_the_reference() -> None:
+    assert EAST_10_20.below(20) == {18: b"a", 19: b"b"}
+    assert EAST_10_20.below(19) == {18: b"a"}
+    assert EAST_10_20.below(10) == {} and EAST_10_20.below(21) == {}
+
+
+def test_two_sources_agree_only_on_what_both_hold() -> None:
+    assert compare({1: b"a", 2: b"b"}, {2: b"b", 3: b"c"}) == Comparison(1)
+    assert compare({1: b"a"}, {1: b"a"}).agrees
+    assert not compare({1: b"a"}, {2: b"a"}).agrees  # nothing in common tells nothing
+    assert compare({1: b"a", 2: b"b"}, {1: b"x", 2: b"y"}).differing == (1, 2)
+
+
+def test_the_partition_halts_only_when_every_remote_is_dropped() -> None:
+    remotes = {"east": 0, "west": 1}
+    assert not every_remote_dropped(remotes, {"east": "differs"})
+    assert every_remote_dropped(remotes, {"east": "differs", "west": "differs"})
+
+
+# --- comparisons, with stand-ins for the clusters ---------------------------------------------
 
 
 def answer(raw: bytes, end: int = 100) -> FetchedPartition:
@@ -41,51 +100,136 @@ class Side:
     async def leader_for(self, tp: TP) -> int:
         return 1
 
+    async def ends(self, tps: Any) -> dict[TP, tuple[int, int]]:
+        return {TPX: (0, 100)}
 
-def agreement(local: bytes, remote: bytes) -> tuple[Agreement, Side, SourceHealth]:
-    health = SourceHealth("east", 0)
-    source = Side(remote)
+
+def agreement(local: bytes, **remotes: bytes) -> tuple[Agreement, dict[str, Side]]:
+    sources = {name: Side(raw) for name, raw in remotes.items()}
     check = Agreement(
         TPX,
         Side(local),  # type: ignore[arg-type]
-        {"east": source},  # type: ignore[dict-item]
-        {"east": health},
-        {"east": RemoteEnds(0, 100)},
+        sources,  # type: ignore[arg-type]
+        {name: SourceHealth(name, rank) for rank, name in enumerate(remotes)},
+        {name: RemoteEnds(0, 100) for name in remotes},
         {},
     )
-    return check, source, health
+    return check, sources
 
 
-def chunk_at(offset: int) -> Fetched:
-    raw = build(offset, [(b"k", b"next")])
-    return Fetched(Chunk(offset, None, "east"), answer(raw), split_batches(raw), offset + 1, offset)
+def chunk(remote: str, raw: bytes) -> Fetched:
+    batches = split_batches(raw)
+    first, end = batches[0].base_offset, batches[-1].next_offset
+    return Fetched(Chunk(first, None, remote), answer(raw), batches, end, first)
+
+
+def chunk_at(offset: int, remote: str = "east") -> Fetched:
+    return chunk(remote, build(offset, [(b"k", b"next")]))
 
 
 def stamped(base: int, raw: bytes) -> bytes:
     return base.to_bytes(8, "big") + raw[8:]
 
 
-async def test_a_different_record_below_the_local_end_halts() -> None:
-    check, _source, _health = agreement(build(9, [(b"k", b"ours")]), build(9, [(b"k", b"theirs")]))
+def filler(offset: int, why: str) -> bytes:
+    ((base, _end, raw),) = filler_batches(offset, offset + 1, 1_600_000_000_000, why, 5, 1)
+    return stamped(base, raw)
+
+
+OURS = build(9, [(b"k", b"ours")])
+THEIRS = build(9, [(b"k", b"theirs")])
+
+
+async def test_a_different_record_below_the_local_end_halts_the_only_remote() -> None:
+    check, _ = agreement(OURS, east=THEIRS)
     with pytest.raises(PartitionHalted, match="the local record at offset 9 differs"):
         await check.check(chunk_at(10), 10)
 
 
+async def test_a_remote_that_disagrees_with_the_local_log_is_dropped_and_another_serves() -> None:
+    check, _ = agreement(OURS, east=THEIRS, west=OURS)  # east listed first, yet wrong
+    with pytest.raises(SourceDropped):
+        await check.check(chunk_at(10, "east"), 10)
+    assert check.dropped == {"east": "records differ from the local log's at offset 9"}
+    await check.check(chunk_at(10, "west"), 10)
+    assert check.checked == {"west"}
+    with pytest.raises(SourceDropped):  # a chunk of east's fetched before: never written
+        await check.check(chunk_at(10, "east"), 10)
+
+
+async def test_when_every_remote_disagrees_with_the_local_log_the_partition_halts() -> None:
+    check, _ = agreement(OURS, east=THEIRS, west=build(9, [(b"k", b"other")]))
+    with pytest.raises(SourceDropped):
+        await check.check(chunk_at(10, "east"), 10)
+    with pytest.raises(PartitionHalted, match="every other remote was dropped too"):
+        await check.check(chunk_at(10, "west"), 10)
+    assert set(check.dropped) == {"east", "west"}
+
+
 async def test_a_local_filler_where_the_source_holds_aborted_data_is_no_divergence() -> None:
-    ((base, _end, raw),) = filler_batches(9, 10, 1_600_000_000_009, "aborted", 5, 1)
-    check, _source, _health = agreement(stamped(base, raw), build(9, [(b"k", b"aborted")]))
+    check, _ = agreement(filler(9, "aborted"), east=build(9, [(b"k", b"aborted")]))
     await check.check(chunk_at(10), 10)  # no halt
     assert "east" in check.checked
 
 
+async def test_below_a_filler_the_nearest_real_record_is_compared() -> None:
+    local = build(7, [(b"k", b"committed")]) + filler(8, "marker")
+    check, _ = agreement(local, east=build(7, [(b"k", b"another log"), (b"k", b"x")]))
+    with pytest.raises(PartitionHalted, match="the local record at offset 7 differs"):
+        await check.check(chunk_at(9), 9)
+
+
 async def test_a_remote_that_failed_since_it_was_checked_is_compared_again() -> None:
     same = build(9, [(b"k", b"same")])
-    check, source, health = agreement(same, same)
-    await check.check(chunk_at(10), 10)
-    assert source.fetches == 1
-    await check.check(chunk_at(10), 10)  # checked: the next chunks are written as they come
-    assert source.fetches == 1
-    health.failed(0.0, "link cut")  # ... its topic deleted and recreated meanwhile?
-    source.raw = build(9, [(b"k", b"another log")])
+    check, sources = agreement(same, east=same)
+    first = chunk_at(10)
+    await check.check(first, 10)
+    check.written(first)
+    assert sources["east"].fetches == 1
+    await check.check(chunk_at(11), 11)  # checked: the next chunks are written as they come
+    assert sources["east"].fetches == 1
+    check.health["east"].failed(0.0, "link cut")  # ... its topic deleted and recreated?
+    sources["east"].raw = build(9, [(b"k", b"another log")])
     with pytest.raises(PartitionHalted, match="deleted and recreated"):
-        await check.check(chunk_at(10), 10)
+        await check.check(chunk_at(11), 11)
+
+
+async def test_a_remote_taking_over_must_agree_with_what_was_written_before_it() -> None:
+    same = build(9, [(b"k", b"same")])
+    check, sources = agreement(same, east=same, west=same)
+    east = chunk("east", build(10, [(b"k", b"e%d" % i) for i in range(10)]))
+    await check.check(east, 10)
+    check.written(east)  # offsets 10..19 from east
+    fetches = sources["west"].fetches
+    # west's next batch begins below the frontier: it overlaps what east wrote, and differs
+    west = chunk("west", build(15, [(b"k", b"w%d" % i) for i in range(10)]))
+    with pytest.raises(SourceDropped):
+        await check.check(west, 20)
+    assert check.dropped == {
+        "west": "records differ from those written from remote east at offset 19"
+    }
+    assert sources["west"].fetches == fetches  # the overlap told: no fetch needed
+
+
+async def test_a_remote_taking_over_at_a_batch_border_is_fetched_below_it() -> None:
+    same = build(9, [(b"k", b"same")])
+    check, sources = agreement(same, east=same, west=same)
+    east = chunk("east", build(10, [(b"k", b"e%d" % i) for i in range(10)]))
+    await check.check(east, 10)
+    check.written(east)
+    sources["west"].raw = build(10, [(b"k", b"e%d" % i) for i in range(10)])  # the same log
+    await check.check(chunk_at(20, "west"), 20)
+    assert check.checked == {"east", "west"} and not check.dropped
+    sources["west"].raw = build(10, [(b"k", b"w%d" % i) for i in range(10)])
+    check.health["west"].failed(0.0, "link cut")
+    with pytest.raises(SourceDropped):
+        await check.check(chunk_at(20, "west"), 20)
+
+
+async def test_a_chunk_that_was_not_let_through_is_not_the_reference() -> None:
+    same = build(9, [(b"k", b"same")])
+    check, _ = agreement(same, east=same, west=same)
+    stale = chunk("west", build(0, [(b"k", b"old")] * 10))  # wholly below the frontier
+    await check.check(stale, 10)
+    check.written(stale)
+    assert check.last is None

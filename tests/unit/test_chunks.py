@@ -1,9 +1,10 @@
 import asyncio
+import contextlib
 import itertools
 
 from syncer.budget import ByteBudget
 from syncer.chunks import TAIL_SPLIT_FLOOR, Chunk, ChunkScheduler, Fetched, chunk_size
-from syncer.clusters import TP
+from syncer.clusters import TP, FetchedPartition
 from syncer.config import CopierConfig
 from syncer.planner import RemoteEnds
 from syncer.sources import MAX_BUSY, SourceHealth
@@ -175,3 +176,59 @@ async def test_bytes_being_written_stay_in_the_budget_until_answered() -> None:
     memory.reserve(10)
     memory.release_when_done(10, None)  # nothing in flight: at once
     assert memory.used == 0
+
+
+class DrainsSlowly(NeverAnswers):
+    """A fetch that takes a moment to finish once cancelled (as a fetcher draining)."""
+
+    async def fetch(
+        self, tp: TP, offset: int, max_bytes: int | None = None, **kwargs: object
+    ) -> None:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            await asyncio.sleep(0.2)
+            raise
+
+
+async def test_a_copier_cancelled_while_its_chunks_close_stays_cancelled() -> None:
+    scheduler = scheduler_for({"east": 1})
+    scheduler.fetchers = {"east": DrainsSlowly()}  # type: ignore[dict-item]
+    scheduler.launch(0, 100_000)
+    closing = asyncio.create_task(scheduler.close())
+    await asyncio.sleep(0.05)  # it waits for the cancelled fetch to end
+    closing.cancel()  # the copier itself is cancelled (shutdown timeout, revocation)
+    with contextlib.suppress(asyncio.CancelledError):
+        await closing
+    assert closing.cancelled()
+
+
+def ready(scheduler: ChunkScheduler, start: int, end: int, remote: str) -> Fetched:
+    size = 100
+    got = Fetched(
+        Chunk(start, end, remote, reserved=scheduler.memory.reserve(size)),
+        FetchedPartition(0, end, end, 0, (), b"x" * size),
+        [],
+        end,
+        start,
+    )
+    scheduler._ready[start] = got
+    return got
+
+
+async def test_chunks_of_a_dropped_remote_are_thrown_away_not_handed_out() -> None:
+    scheduler = scheduler_for({"east": 1, "west": 1})
+    ready(scheduler, 0, 50, "west")
+    ready(scheduler, 50, 100, "west")
+    ready(scheduler, 100, 150, "east")
+    scheduler.excluded["west"] = "records differ"  # type: ignore[index]
+    try:
+        assert await scheduler.next_ready(0) is None  # nothing of west's, nothing in flight
+        assert list(scheduler._ready) == [100]
+        assert scheduler.memory.used == 100  # west's bytes given back, east's kept
+        scheduler.launch(0, 150)
+        assert all(c.remote == "east" for c in scheduler._inflight.values())
+        assert min(c.start for c in scheduler._inflight.values()) == 0  # refetched
+    finally:
+        await scheduler.close()
+    assert scheduler.memory.used == 0
