@@ -90,7 +90,10 @@ class PartitionStatus:
 
     @property
     def remote_end(self) -> int:
-        return max((e.end for e in self.remote_ends.values()), default=-1)
+        """The furthest end among the remotes still used: a dropped remote's end is no
+        target (catch-up would wait for it forever)."""
+        usable = (e.end for n, e in self.remote_ends.items() if n not in self.dropped)
+        return max(usable, default=-1)
 
     @property
     def lag(self) -> int:
