@@ -27,7 +27,6 @@ DEFAULT_COPIED_CONFIGS = (
     "retention.bytes",
     "max.message.bytes",
     "compression.type",
-    "message.timestamp.type",
 )
 
 
