@@ -36,6 +36,7 @@ DUPLICATE_SEQUENCE = 46
 KAFKA_STORAGE_ERROR = 56
 FENCED_LEADER_EPOCH = 74
 UNKNOWN_LEADER_EPOCH = 75
+UNKNOWN_TOPIC_ID = 100
 
 # refused before anything was appended: the write certainly did not land
 NOT_APPENDED = {
@@ -49,6 +50,10 @@ NOT_APPENDED = {
 TOO_LARGE = {MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE}
 # the broker may have appended it (to the leader's log) without being able to say so
 MAYBE_APPENDED = {REQUEST_TIMED_OUT, NETWORK_EXCEPTION, NOT_ENOUGH_REPLICAS_AFTER_APPEND}
+# the log the write named by topic id is gone (the topic was deleted, or recreated under its
+# name): nothing was appended, and no later try can put it in that log; halt. Kafka's own
+# client retries it (a metadata error), so this is decided here, not by ``retriable``
+LOG_GONE = {UNKNOWN_TOPIC_ID}
 
 
 class Outcome(Enum):
@@ -91,6 +96,8 @@ def judge(expected: int, error_code: int, base_offset: int, retriable: bool) -> 
         return Verdict(Outcome.DUPLICATE, expected, error_code=error_code)
     if error_code in TOO_LARGE:
         return Verdict(Outcome.TOO_LARGE, expected, error_code=error_code)
+    if error_code in LOG_GONE:
+        return Verdict(Outcome.REFUSED, expected, error_code=error_code)
     if error_code in NOT_APPENDED:
         return Verdict(Outcome.NOT_LANDED, expected, error_code=error_code)
     if error_code in MAYBE_APPENDED or retriable:

@@ -40,7 +40,14 @@ from syncer.errors import (
     TransientClusterError,
     UnreachableError,
 )
-from syncer.protocol import NO_ID, TopicIdsRequest, topics_of
+from syncer.protocol import (
+    NO_ID,
+    UNKNOWN_TOPIC_ID,
+    ProduceByIdRequest,
+    TopicIdsRequest,
+    produced_by_id,
+    topics_of,
+)
 from syncer.retry import retried
 
 log = logging.getLogger(__name__)
@@ -84,8 +91,21 @@ def is_retriable(code: int) -> bool:
     )
 
 
+# codes aiokafka 0.14 does not know (it names them UnknownError): name and meaning
+UNKNOWN_TO_AIOKAFKA = {
+    UNKNOWN_TOPIC_ID: (
+        "UnknownTopicIdError",
+        "no topic holds the id it was asked by: the topic was deleted, or recreated under"
+        " its name, since that id was learned",
+    ),
+}
+
+
 def error_for(code: int, context: str) -> ClusterError:
     """Our error for a Kafka error code; transient ones are retriable."""
+    if code in UNKNOWN_TO_AIOKAFKA:
+        name, meaning = UNKNOWN_TO_AIOKAFKA[code]
+        return ClusterError(f"{context}: {name} (error {code}): {meaning}")
     text = f"{context}: {kafka_errors.for_code(code).__name__} (error {code})"
     if is_retriable(code):
         return TransientClusterError(text)
@@ -145,6 +165,7 @@ class Cluster:
         )
         self._admin: AIOKafkaAdminClient | None = None
         self._started = False
+        self._writes_by_id = True  # until a broker turns out not to take Produce v13
         self._buffers = {
             socket.SO_RCVBUF: config.socket_receive_buffer_bytes,
             socket.SO_SNDBUF: config.socket_send_buffer_bytes,
@@ -427,9 +448,31 @@ class Cluster:
         return out
 
     async def produce(
-        self, node: int, batches: dict[TP, bytes], *, timeout_ms: int
+        self,
+        node: int,
+        batches: dict[TP, bytes],
+        *,
+        timeout_ms: int,
+        topic_ids: Mapping[str, uuid.UUID] | None = None,
     ) -> dict[TP, ProduceResult]:
-        """One acks=all produce request carrying one batch per partition."""
+        """One acks=all produce request carrying one batch per partition. Given
+        ``topic_ids`` (each topic's id as first seen; not empty), each topic is named by its
+        id where the brokers take Produce v13 (Kafka 4.1+): a topic deleted, or recreated
+        under its name, since then answers UNKNOWN_TOPIC_ID and nothing is appended to the
+        new log. A topic with no id there yet (another process of the group saw it first)
+        is not sent: it answers UNKNOWN_TOPIC_OR_PARTITION, to be tried again once the topic
+        refresh has learned its id. Else by name."""
+        if topic_ids and self._writes_by_id:
+            try:
+                return await self._produce_by_id(node, batches, timeout_ms, topic_ids)
+            except NotImplementedError:  # the broker has no Produce v13
+                log.warning(
+                    "%s cluster %s cannot produce by topic id (Kafka 4.1+ can): a topic"
+                    " recreated there while it is copied is told only by the topic refresh",
+                    self.role,
+                    self.name,
+                )
+                self._writes_by_id = False
         topics: dict[str, list[tuple[int, bytes]]] = defaultdict(list)
         for tp, batch in batches.items():
             topics[tp.topic].append((tp.partition, batch))
@@ -439,6 +482,33 @@ class Cluster:
         for topic, partitions in response.topics:
             for partition, code, offset, *_ in partitions:
                 out[TP(topic, partition)] = ProduceResult(code, offset)
+        return out
+
+    async def _produce_by_id(
+        self,
+        node: int,
+        batches: dict[TP, bytes],
+        timeout_ms: int,
+        topic_ids: Mapping[str, uuid.UUID],
+    ) -> dict[TP, ProduceResult]:
+        out: dict[TP, ProduceResult] = {}
+        topics: dict[uuid.UUID, list[tuple[int, bytes]]] = defaultdict(list)
+        names: dict[uuid.UUID, str] = {}
+        for tp, batch in batches.items():
+            topic_id = topic_ids.get(tp.topic)
+            if topic_id is None:
+                unknown = kafka_errors.UnknownTopicOrPartitionError.errno
+                out[tp] = ProduceResult(unknown, -1, "topic id not known yet")
+                continue
+            names[topic_id] = tp.topic
+            topics[topic_id].append((tp.partition, batch))
+        if not topics:
+            return out
+        response = await self.send(node, ProduceByIdRequest(-1, timeout_ms, topics))
+        for p in produced_by_id(response):
+            name = names.get(p.topic_id)
+            if name is not None:
+                out[TP(name, p.partition)] = ProduceResult(p.error_code, p.base_offset, p.message)
         return out
 
     async def init_producer_id(self) -> tuple[int, int]:

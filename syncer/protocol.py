@@ -1,12 +1,13 @@
 """Kafka requests that aiokafka's structs do not reach: the versions that carry topic ids.
 
 A topic deleted and recreated keeps its name and gets a new id (KIP-516), so only the id tells
-the new log from the old. aiokafka 0.14 stops at Metadata v5 and Fetch v11, which know topics
-by name; these are Metadata v10 (the first with topic ids; Kafka 2.8+) and Fetch v13 (the
-first that names topics by id; Kafka 3.1+), both "flexible" versions: compact arrays and
-strings, tagged fields, and request header v2 (aiokafka sends that one for a struct with
-``FLEXIBLE_VERSION``). Field lists follow Kafka's MetadataRequest.json, FetchRequest.json and
-their responses."""
+the new log from the old. aiokafka 0.14 stops at Metadata v5, Fetch v11 and Produce v8, which
+know topics by name; these are Metadata v10 (the first with topic ids; Kafka 2.8+), Fetch v13
+(the first that names topics by id; Kafka 3.1+) and Produce v13 (the first that names topics
+by id; Kafka 4.1+), all "flexible" versions: compact arrays and strings, tagged fields, and
+request header v2 (aiokafka sends that one for a struct with ``FLEXIBLE_VERSION``). Field
+lists follow Kafka's MetadataRequest.json, FetchRequest.json, ProduceRequest.json and their
+responses (Produce v13's checked against the schemas of kafka-clients 4.1.1)."""
 
 from __future__ import annotations
 
@@ -31,11 +32,13 @@ from aiokafka.protocol.types import (
     TaggedFields,
 )
 
+PRODUCE = 0
 METADATA = 3
 FETCH = 1
 METADATA_WITH_IDS = 10
 FETCH_BY_ID = 13
-UNKNOWN_TOPIC_ID = 100  # a fetch named a topic id the broker does not hold (deleted)
+PRODUCE_BY_ID = 13
+UNKNOWN_TOPIC_ID = 100  # a request named a topic id the broker does not hold (deleted)
 NO_ID = uuid.UUID(int=0)
 
 
@@ -314,3 +317,110 @@ def fetched_by_id(response: FetchResponse_v13) -> list[FetchedById]:
                 )
             )
     return out
+
+
+# produce --------------------------------------------------------------------------------
+
+
+class ProduceResponse_v13(Response):  # type: ignore[misc]
+    API_KEY = PRODUCE
+    API_VERSION = PRODUCE_BY_ID
+    SCHEMA = Schema(
+        (
+            "responses",
+            CompactArray(
+                ("topic_id", Uuid),
+                (
+                    "partition_responses",
+                    CompactArray(
+                        ("index", Int32),
+                        ("error_code", Int16),
+                        ("base_offset", Int64),
+                        ("log_append_time_ms", Int64),
+                        ("log_start_offset", Int64),
+                        (
+                            "record_errors",
+                            CompactArray(
+                                ("batch_index", Int32),
+                                ("batch_index_error_message", CompactString("utf-8")),
+                                ("tags", TaggedFields),
+                            ),
+                        ),
+                        ("error_message", CompactString("utf-8")),
+                        ("tags", TaggedFields),  # current leader
+                    ),
+                ),
+                ("tags", TaggedFields),
+            ),
+        ),
+        ("throttle_time_ms", Int32),
+        ("tags", TaggedFields),  # node endpoints
+    )
+
+
+class ProduceRequest_v13(RequestStruct):  # type: ignore[misc]
+    FLEXIBLE_VERSION = True
+    API_KEY = PRODUCE
+    API_VERSION = PRODUCE_BY_ID
+    RESPONSE_TYPE = ProduceResponse_v13
+    SCHEMA = Schema(
+        ("transactional_id", CompactString("utf-8")),
+        ("acks", Int16),
+        ("timeout_ms", Int32),
+        (
+            "topic_data",
+            CompactArray(
+                ("topic_id", Uuid),
+                (
+                    "partition_data",
+                    CompactArray(
+                        ("index", Int32), ("records", CompactBytes), ("tags", TaggedFields)
+                    ),
+                ),
+                ("tags", TaggedFields),
+            ),
+        ),
+        ("tags", TaggedFields),
+    )
+
+
+class ProduceByIdRequest(Request[ProduceRequest_v13]):  # type: ignore[misc]
+    """A non-transactional produce naming each topic by id: the broker answers
+    UNKNOWN_TOPIC_ID for a topic deleted (and maybe recreated under the same name) since the
+    id was learned, instead of appending to the new log."""
+
+    API_KEY = PRODUCE
+
+    def __init__(
+        self, acks: int, timeout_ms: int, topics: Mapping[uuid.UUID, list[tuple[int, bytes]]]
+    ) -> None:
+        self.acks = acks
+        self.timeout_ms = timeout_ms
+        self.topics = topics  # id → (partition, record batches)
+
+    def build(self, request_struct_class: type[ProduceRequest_v13]) -> ProduceRequest_v13:
+        topics: list[tuple[uuid.UUID, list[tuple[Any, ...]], dict[int, bytes]]] = [
+            (topic_id, [(p, records, {}) for p, records in partitions], {})
+            for topic_id, partitions in self.topics.items()
+        ]
+        return request_struct_class(None, self.acks, self.timeout_ms, topics, {})
+
+
+@dataclass(frozen=True, slots=True)
+class ProducedById:
+    """One partition of a produce-by-id answer."""
+
+    topic_id: uuid.UUID
+    partition: int
+    error_code: int
+    base_offset: int
+    message: str | None  # the broker's own words on an error, if it gave any
+
+
+def produced_by_id(response: ProduceResponse_v13) -> list[ProducedById]:
+    """Every partition of the answer."""
+    return [
+        ProducedById(topic_id, index, code, base_offset, message)
+        for topic_id, partitions, *_ in response.responses
+        for index, code, base_offset, _append_time, _start, _errors, message, *_ in partitions
+    ]

@@ -91,7 +91,8 @@ class Syncer:
         self._mirrored: dict[str, int] = {}
         self._sources: dict[str, tuple[str, ...]] = {}
         # each mirrored topic's id as first seen, per cluster ("local", "remote NAME"); the
-        # fetchers of a remote fetch by the ids in its dict, so these dicts are only added to
+        # fetchers of a remote fetch by the ids in its dict and the writer writes by the local
+        # one's, so these dicts are only added to
         self._topic_ids: dict[str, dict[str, uuid.UUID]] = {LOCAL: {}}
         self._topic_ids.update({remote_label(r.name): {} for r in config.remotes})
         self._without_ids: set[str] = set()  # clusters whose brokers report no topic ids
@@ -155,6 +156,7 @@ class Syncer:
             max_in_flight=self.config.copier.max_in_flight,
             may_write=self._may_write,
             observe=self.instruments.produce_seconds.observe,
+            topic_ids=self._topic_ids[LOCAL],  # learned before a copier of a topic starts
         )
         self._writer.start()
         for name, cluster in self.remotes.items():

@@ -7,8 +7,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from collections import defaultdict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from syncer.clusters import TP, Cluster, ProduceResult
 from syncer.errors import SyncerError, TransientClusterError
@@ -20,7 +21,10 @@ PRODUCE_TIMEOUT_MS = 30_000
 
 
 class Writer(RequestLoop):
-    """Owns one background task; ``submit(tp, batch)`` returns a future for the result."""
+    """Owns one background task; ``submit(tp, batch)`` returns a future for the result.
+    Given ``topic_ids`` (each local topic's id as first seen, added to in place), batches are
+    written naming their topic by that id where the brokers can: a local topic recreated
+    since then refuses them (UNKNOWN_TOPIC_ID) instead of taking them at its offset 0."""
 
     def __init__(
         self,
@@ -29,9 +33,11 @@ class Writer(RequestLoop):
         max_in_flight: int,
         may_write: Callable[[], bool] = lambda: True,
         observe: Callable[[float], None] = lambda seconds: None,
+        topic_ids: Mapping[str, uuid.UUID] | None = None,
     ) -> None:
         super().__init__(f"writer-{cluster.name}")
         self.cluster = cluster
+        self.topic_ids = topic_ids
         self.observe = observe  # each produce request's seconds, send to answer
         self.may_write = may_write
         self.max_in_flight = max_in_flight
@@ -116,7 +122,9 @@ class Writer(RequestLoop):
         try:
             batches = {tp: batch for tp, (batch, _f) in entries.items()}
             sent = time.monotonic()
-            result = await self.cluster.produce(node, batches, timeout_ms=PRODUCE_TIMEOUT_MS)
+            result = await self.cluster.produce(
+                node, batches, timeout_ms=PRODUCE_TIMEOUT_MS, topic_ids=self.topic_ids
+            )
             self.observe(time.monotonic() - sent)
             self.requests_sent += 1
             for tp, (_batch, future) in entries.items():

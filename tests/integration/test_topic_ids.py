@@ -5,12 +5,14 @@ is written. Real brokers; the local copy checked offset by offset."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 from syncer.clusters import Cluster
 from syncer.config import ClusterConfig
 from syncer.copier import State
 from syncer.syncer import Syncer
 from tests.integration.test_faults import delete_topic, wait_until
+from tests.integration.test_producer_state import kcat_offsets
 from tests.kafka_helpers import create_topic, make_config, produce, read_partition
 
 STAMP = 1_700_000_000_000  # fixed timestamps: the new log's first records equal the old ones
@@ -114,3 +116,44 @@ async def test_a_local_topic_deleted_while_the_daemon_runs_halts_and_is_not_crea
     assert f"topic {topic} (id {old_id}) was deleted on the local cluster" in status.error
     async with Cluster(ClusterConfig(local, name="test"), role="test") as cluster:
         assert topic not in await cluster.partition_counts()  # syncer did not recreate it
+
+
+async def test_a_local_topic_recreated_while_its_copier_is_idle_takes_nothing_before_a_refresh(
+    local: str, east: str, topic: str
+) -> None:
+    """The window between two topic refreshes on the local side: a copier caught up and
+    idle, the local topic deleted and recreated (another id, no producer state: the broker
+    would take any sequence at its offset 0), then new records at the remote. Writes name
+    the local topic by the id learned at start (Produce v13), so the new topic refuses them
+    with UNKNOWN_TOPIC_ID and the partition halts at once; by name, the first batch landed
+    at offset 0 of the new topic before anything halted."""
+    await create_topic(east, topic)
+    await produce(east, topic, [(b"k", b"%d" % i) for i in range(20)])
+    topics = {"include": [topic], "refresh_interval_s": 30}  # no refresh in the window
+    syncer = Syncer(make_config(local, {"east": east}, [], topics=topics))
+    async with syncer:
+        running = asyncio.create_task(syncer.run())
+        await wait_until(lambda: [s.local_end for s in syncer.statuses()] == [20])
+        (status,) = syncer.statuses()
+        old_id = await topic_id(local, topic)
+        await delete_topic(local, topic)
+        await asyncio.sleep(0.5)
+        await create_topic(local, topic)  # empty, another id
+        new_id = await topic_id(local, topic)
+        since = time.monotonic()
+        await produce(east, topic, [(b"k", b"%d" % i) for i in range(20, 30)])
+        await wait_until(lambda: status.state is State.HALTED, 20)
+        assert time.monotonic() - since < 20  # by the write, not by a refresh
+        assert await read_partition(local, topic) == []
+        assert await asyncio.to_thread(kcat_offsets, local, topic) == []
+        error = status.error
+        await syncer.refresh_topics()  # the next refresh names both ids
+        named = status.error
+        syncer.request_stop()
+        await asyncio.wait_for(running, 30)
+    assert error is not None
+    assert error.startswith(f"{topic}[0]: write at offset 20: UnknownTopicIdError (error 100)")
+    assert "deleted, or recreated under its name" in error
+    assert named is not None and f"changed from {old_id} to {new_id}" in named
+    assert syncer.summary().halted == 1
+    assert await read_partition(local, topic) == []  # nothing, ever

@@ -15,6 +15,7 @@ from syncer.alignment import (
     OUT_OF_ORDER_SEQUENCE,
     RECORD_LIST_TOO_LARGE,
     REQUEST_TIMED_OUT,
+    UNKNOWN_TOPIC_ID,
     Outcome,
     StateClock,
     compare_landed,
@@ -55,6 +56,17 @@ def test_every_produce_answer_has_one_verdict(
     assert verdict.landed == (outcome is Outcome.LANDED)
     halting = (Outcome.MISPLACED, Outcome.TOO_LARGE, Outcome.REFUSED)
     assert verdict.outcome.halts == (outcome in halting)
+
+
+@pytest.mark.parametrize("retriable", [False, True])
+def test_a_write_to_a_topic_id_the_broker_no_longer_holds_halts_and_is_never_retried(
+    retriable: bool,
+) -> None:
+    # Kafka's client retries UNKNOWN_TOPIC_ID (a metadata error); here it halts whatever a
+    # client library says: the log the write was meant for is gone
+    verdict = judge(100, UNKNOWN_TOPIC_ID, -1, retriable)
+    assert verdict.outcome is Outcome.REFUSED and verdict.outcome.halts
+    assert not verdict.landed and verdict.error_code == UNKNOWN_TOPIC_ID
 
 
 def test_a_misplaced_write_names_both_offsets() -> None:

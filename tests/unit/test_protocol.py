@@ -1,4 +1,5 @@
-"""Our Metadata v10 and Fetch v13 structs: bytes as Kafka's message specs lay them out."""
+"""Our Metadata v10, Fetch v13 and Produce v13 structs: bytes as Kafka's message specs lay
+them out."""
 
 from __future__ import annotations
 
@@ -15,8 +16,12 @@ from syncer.protocol import (
     FetchResponse_v13,
     MetadataRequest_v10,
     MetadataResponse_v10,
+    ProduceByIdRequest,
+    ProduceRequest_v13,
+    ProduceResponse_v13,
     TopicIdsRequest,
     fetched_by_id,
+    produced_by_id,
     topics_of,
 )
 
@@ -140,3 +145,69 @@ def test_a_top_level_fetch_error_reaches_every_partition() -> None:
 def test_a_short_uuid_is_an_error() -> None:
     with pytest.raises(ValueError, match="uuid"):
         FetchResponse_v13.decode(struct.pack(">ihi", 0, 0, 0) + uvarint(2) + b"\x01\x02")
+
+
+def test_a_produce_by_id_names_topics_by_id_with_no_transactional_id() -> None:
+    # ProduceRequest.json, version 13: the topic's Name ("versions": "0-12") gives way to
+    # its TopicId ("13+"); flexible since version 9
+    request = ProduceByIdRequest(-1, 30_000, {A: [(0, b"RAW"), (2, b"")], B: [(1, b"X")]})
+    built = request.build(ProduceRequest_v13)
+    assert built.FLEXIBLE_VERSION and (built.API_KEY, built.API_VERSION) == (0, 13)
+    expected = (
+        uvarint(0)  # transactional id: null
+        + struct.pack(">hi", -1, 30_000)  # acks=all, timeout
+        + uvarint(3)  # two topics
+        + A.bytes
+        + uvarint(3)  # two partitions
+        + struct.pack(">i", 0)
+        + uvarint(4)  # compact records: length + 1
+        + b"RAW"
+        + uvarint(0)  # partition's tagged fields
+        + struct.pack(">i", 2)
+        + uvarint(1)  # empty records
+        + uvarint(0)
+        + uvarint(0)  # topic's tagged fields
+        + B.bytes
+        + uvarint(2)
+        + struct.pack(">i", 1)
+        + uvarint(2)
+        + b"X"
+        + uvarint(0)
+        + uvarint(0)
+        + uvarint(0)  # request's tagged fields
+    )
+    assert built.encode() == expected
+
+
+def test_a_produce_answer_by_id_gives_each_partition_its_code_offset_and_message() -> None:
+    # a current-leader tagged field (tag 0: leader id, leader epoch) on the first partition,
+    # node endpoints (tag 0) on the answer: skipped
+    leader = uvarint(1) + uvarint(0) + uvarint(9) + struct.pack(">ii", 2, 7) + uvarint(0)
+    endpoints = uvarint(1) + uvarint(0) + uvarint(3) + b"\x01\x00\x00"
+    body = (
+        uvarint(3)  # two topics
+        + A.bytes
+        + uvarint(2)
+        + struct.pack(">ihqqq", 0, 0, 42, -1, 0)  # landed at 42
+        + uvarint(1)  # no record errors
+        + uvarint(0)  # error message: null
+        + leader
+        + uvarint(0)
+        + B.bytes
+        + uvarint(2)
+        + struct.pack(">ihqqq", 3, UNKNOWN_TOPIC_ID, -1, -1, -1)
+        + uvarint(2)  # one record error
+        + struct.pack(">i", 5)
+        + compact_string("bad")
+        + uvarint(0)
+        + compact_string("gone")
+        + uvarint(0)
+        + uvarint(0)
+        + struct.pack(">i", 0)  # throttle time
+        + endpoints
+    )
+    first, second = produced_by_id(ProduceResponse_v13.decode(body))
+    assert (first.topic_id, first.partition, first.error_code, first.base_offset) == (A, 0, 0, 42)
+    assert first.message is None
+    assert (second.topic_id, second.partition, second.error_code) == (B, 3, UNKNOWN_TOPIC_ID)
+    assert (second.base_offset, second.message) == (-1, "gone")
