@@ -30,7 +30,8 @@ class SyncerCollector(Collector):
         yield from self._partitions()
         yield from self._remotes()
         refused = GaugeMetricFamily(
-            "syncer_topics_refused", "Selected topics not mirrored (partition counts or settings differ)"
+            "syncer_topics_refused",
+            "Selected topics not mirrored (partition counts or settings differ)",
         )
         refused.add_metric([], len(self.syncer.refused))
         yield refused

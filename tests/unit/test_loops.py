@@ -37,7 +37,7 @@ class SilentCluster:
         return 1
 
     async def produce(
-        self, node: int, batches: dict[TP, bytes], *, timeout_ms: int
+        self, node: int, batches: dict[TP, bytes], *, timeout_ms: int, **_ids: object
     ) -> dict[TP, ProduceResult]:
         self.requests += 1
         await asyncio.Event().wait()
