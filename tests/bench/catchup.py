@@ -5,6 +5,10 @@ measures, in turn on the same data:
 - L, the limit: kafka-producer-perf-test writing the same records to the local cluster while
   kafka-consumer-perf-test reads the remote's: what the two brokers can do together here;
 - syncer catch-up;
+- syncer catch-up of the same records into a second local cluster whose brokers forget a
+  producer after 1 s (``producer.id.expiration.ms``): there the backlog is older than the
+  expiry, as in a migration of records older than a day, so every partition writes one
+  batch at a time (the broker may hold no producer state to fence a pipelined write);
 - MirrorMaker 2 (dedicated mode, same jars, its producer compressing like the source).
 
 Ratios come from the same case. Topics are deleted after each case (disk).
@@ -81,6 +85,9 @@ def machine() -> str:
     )
 
 
+FORGETFUL_MS = 1000  # the backlog, written before the copy, is older than this
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--cases", default=DEFAULT_CASES, help="PARTITIONS:RECORD_BYTES:CODEC,...")
@@ -97,7 +104,10 @@ def main() -> None:
     results: list[dict[str, object]] = []
     try:
         console.print(f"starting clusters under {work} ...")
-        bed.up([ClusterSpec("local"), ClusterSpec("east")])
+        forgetful = {"producer.id.expiration.ms": str(FORGETFUL_MS)}
+        bed.up(
+            [ClusterSpec("local"), ClusterSpec("east"), ClusterSpec("old", properties=forgetful)]
+        )
         for case in cases:
             results.append(run_case(console, bed, work, case, args))
             write(args, results)
@@ -131,6 +141,13 @@ def run_case(
     console.print(f"[{case.name}] syncer catch-up ...")
     ours = run_syncer(work, local, east, topic, records, size, partitions=case.partitions)
     assert asyncio.run(local_total(local, topic, case.partitions)) == records
+    console.print(f"[{case.name}] syncer catch-up of records older than the producer expiry ...")
+    old_local = bed.clusters["old"].bootstrap
+    old = run_syncer(
+        work, old_local, east, topic, records, size, partitions=case.partitions, label="old"
+    )
+    assert asyncio.run(local_total(old_local, topic, case.partitions)) == records
+    asyncio.run(delete_topics(old_local, [topic]))
     console.print(f"[{case.name}] MirrorMaker 2 (tasks.max={args.tasks}) ...")
     producer = "" if case.compression == "none" else case.compression
     peer = run_mm2(
@@ -156,16 +173,20 @@ def run_case(
         "bytes": size,
         "limit_mb_per_s": limit,
         "syncer": _row(ours),
+        "syncer_old_records": _row(old),
         "mm2": _row(peer),
         "ratios": {
             "throughput_vs_mm2": ours.mb_per_s / peer.mb_per_s,
             "throughput_vs_limit": ours.mb_per_s / limit,
+            "old_records_vs_mm2": old.mb_per_s / peer.mb_per_s,
+            "old_records_vs_syncer": old.mb_per_s / ours.mb_per_s,
             "cpu_per_gib_vs_mm2": ours.cpu_s_per_gib / peer.cpu_s_per_gib,
             "rss_vs_mm2": ours.peak_rss_mib / peer.peak_rss_mib,
         },
     }
     console.print(
-        f"[{case.name}] syncer {ours.mb_per_s:.1f} MB/s, MM2 {peer.mb_per_s:.1f} MB/s,"
+        f"[{case.name}] syncer {ours.mb_per_s:.1f} MB/s (old records {old.mb_per_s:.1f}),"
+        f" MM2 {peer.mb_per_s:.1f} MB/s,"
         f" L {limit:.1f} MB/s; syncer RSS {ours.peak_rss_mib:.0f} MiB"
     )
     return row
@@ -254,8 +275,10 @@ def report(console: Console, args: argparse.Namespace, results: list[dict[str, o
         "case",
         "L MB/s",
         "syncer MB/s",
+        "old records MB/s",
         "MM2 MB/s",
         "vs MM2",
+        "old vs MM2",
         "vs L",
         "syncer CPU s/GiB",
         "MM2 CPU s/GiB",
@@ -266,13 +289,17 @@ def report(console: Console, args: argparse.Namespace, results: list[dict[str, o
         table.add_column(column, justify="left" if column == "case" else "right")
     for r in results:
         ours, peer, ratios = r["syncer"], r["mm2"], r["ratios"]
+        old = r["syncer_old_records"]
         assert isinstance(ours, dict) and isinstance(peer, dict) and isinstance(ratios, dict)
+        assert isinstance(old, dict)
         table.add_row(
             str(r["case"]),
             f"{r['limit_mb_per_s']:.1f}",
             f"{ours['mb_per_s']:.1f}",
+            f"{old['mb_per_s']:.1f}",
             f"{peer['mb_per_s']:.1f}",
             f"{ratios['throughput_vs_mm2']:.2f}x",
+            f"{ratios['old_records_vs_mm2']:.2f}x",
             f"{ratios['throughput_vs_limit']:.2f}x",
             f"{ours['cpu_s_per_gib']:.1f}",
             f"{peer['cpu_s_per_gib']:.1f}",
@@ -290,12 +317,16 @@ def plot(results: list[dict[str, object]], path: Path, when: str) -> None:
     series = {
         "L (brokers' limit)": [float(r["limit_mb_per_s"]) for r in results],  # type: ignore[arg-type]
         "syncer": [r["syncer"]["mb_per_s"] for r in results],  # type: ignore[index]
+        "syncer, records older than the producer expiry": [
+            r["syncer_old_records"]["mb_per_s"]  # type: ignore[index]
+            for r in results
+        ],
         "MirrorMaker 2": [r["mm2"]["mb_per_s"] for r in results],  # type: ignore[index]
     }
     fig, ax = axes(max(7, 1.1 * len(names)))
-    width = 0.27
+    width = 0.2
     for i, (label, values) in enumerate(series.items()):
-        ax.bar([x + (i - 1) * width for x in range(len(names))], values, width, label=label)
+        ax.bar([x + (i - 1.5) * width for x in range(len(names))], values, width, label=label)
     ax.set_xticks(range(len(names)), names, rotation=30, ha="right", fontsize=8)
     ax.set_ylabel("MB/s (uncompressed payload)")
     ax.set_title(f"backlog drain on loopback · {when}", fontsize=9)
