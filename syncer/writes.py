@@ -1,0 +1,273 @@
+"""The writes of one partition in flight, judged in order (invariants 1 and 3).
+
+A write is sent behind unanswered ones only while the broker is known to hold our producer
+state (``alignment.StateClock``); every answer is judged by ``alignment.judge``, the ones
+still in flight after an error too; the local end read after an error is believed only once
+what lies between the confirmed end and it was compared with the source."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING
+
+from syncer.alignment import Outcome, StateClock, Verdict, judge
+from syncer.clusters import TP, Cluster, ProduceResult, error_for, is_retriable
+from syncer.errors import MisalignedWrite, PartitionHalted, TransientClusterError
+from syncer.sources import SourceHealth
+from syncer.writer import Writer
+
+if TYPE_CHECKING:
+    from syncer.copier import PartitionStatus
+
+log = logging.getLogger(__name__)
+
+# a refusal at the same local end twice is a foreign producer only once the end has stood
+# still this long: after a write that timed out, the high watermark (what we read as the
+# end) trails the log end until the followers fetch it, and a follower may lag up to
+# replica.lag.time.max.ms (30 s by default) before the leader drops it from the ISR
+SETTLE_S = 35.0
+SETTLE_POLL_S = 0.5
+# reading the local end again before a shrunken log is believed (a new leader's first
+# answers may trail)
+SHRINK_READS = 3
+
+
+class Resync(Exception):
+    """The local end moved under us (another writer, a retried write): read it again.
+    ``refused_at`` is set when the broker refused our sequence for that offset."""
+
+    def __init__(self, message: str, refused_at: int | None = None) -> None:
+        super().__init__(message)
+        self.refused_at = refused_at
+
+
+@dataclass(frozen=True, slots=True)
+class Sent:
+    """One write: the source offsets it carries and what status counts of it."""
+
+    base_offset: int
+    next_offset: int
+    records: int
+    size: int
+    remote: str  # "" for the fillers that align a partition's start
+    max_timestamp: int
+    filled: int = 0  # of its records, fillers
+
+
+# compares local [low, high) with the source; raises MisalignedWrite on a difference
+LandedCheck = Callable[[int, int], Awaitable[None]]
+
+
+class PartitionWrites:
+    """The writes of one partition: sent, answered, judged, and the confirmed end."""
+
+    def __init__(
+        self,
+        tp: TP,
+        local: Cluster,
+        writer: Writer,
+        status: PartitionStatus,
+        health: Mapping[str, SourceHealth],
+        state_clock: StateClock,
+        *,
+        max_in_flight: int,
+        retry_backoff_s: float,
+    ) -> None:
+        self.tp = tp
+        self.local = local
+        self.writer = writer
+        self.status = status
+        self.health = health
+        self.state_clock = state_clock
+        self.max_in_flight = max_in_flight
+        self.retry_backoff_s = retry_backoff_s
+        self._pending: deque[tuple[Sent, asyncio.Future[ProduceResult]]] = deque()
+        # the local end up to which every offset is known to hold the source's record: the
+        # end found at start, moved by writes that landed where they should and by checks
+        # of what landed without a clean answer (None until the local end is first read)
+        self.confirmed: int | None = None
+        # the max timestamp of the last write answered as landed since the last resync:
+        # proof that the broker holds our producer state (None: not proven)
+        self.proven_at: int | None = None
+        # the offset the broker last refused our sequence at, until a write lands again
+        self.refused_at: int | None = None
+
+    def __repr__(self) -> str:
+        return (
+            f"<PartitionWrites {self.tp.topic}[{self.tp.partition}] [in flight:"
+            f" {len(self._pending)}, confirmed end: {self.confirmed}]>"
+        )
+
+    @property
+    def where(self) -> str:
+        return f"{self.tp.topic}[{self.tp.partition}]"
+
+    # sending --------------------------------------------------------------------------
+
+    async def room(self) -> None:
+        """Wait until the next write may be sent: behind the ones in flight only while the
+        broker is known to hold our producer state and will still hold it should one of them
+        be refused; otherwise once every earlier write is answered."""
+        now_ms = int(time.time() * 1000)
+        in_flight = [sent.max_timestamp for sent, _future in self._pending]
+        pipelined = self.state_clock.may_pipeline(self.proven_at, in_flight, now_ms)
+        self.status.one_at_a_time = not pipelined
+        await self.drain(self.max_in_flight - 1 if pipelined else 0)
+
+    def submit(self, sent: Sent, raw: bytes) -> None:
+        future = self.writer.submit(self.tp, raw)
+        future.add_done_callback(partial(self._landed, sent))
+        self._pending.append((sent, future))
+
+    @property
+    def last_future(self) -> asyncio.Future[ProduceResult] | None:
+        """The last write sent (one partition's writes are answered in order)."""
+        return self._pending[-1][1] if self._pending else None
+
+    def _landed(self, sent: Sent, future: asyncio.Future[ProduceResult]) -> None:
+        """As soon as a write is answered, a clean one moves the local end that status and
+        metrics show; everything else about the answer is judged in order by ``_verify``."""
+        if future.cancelled() or future.exception() is not None:
+            return
+        result = future.result()
+        if result.error_code or result.base_offset != sent.base_offset:
+            return
+        s = self.status
+        s.local_end = max(s.local_end, sent.next_offset)
+        s.newest_timestamp_ms = max(s.newest_timestamp_ms, sent.max_timestamp)
+        now_ms = int(time.time() * 1000)
+        s.older_than_producer_expiry = not self.state_clock.fresh(s.newest_timestamp_ms, now_ms)
+        s.records_copied += sent.records
+        s.filled += sent.filled
+        s.bytes_copied += sent.size
+        if sent.remote:  # not for the fillers that align a partition's start
+            s.served[sent.remote] = s.served.get(sent.remote, 0) + sent.size
+        health = self.health.get(sent.remote)
+        if health is not None:
+            health.served_bytes += sent.size
+            health.served_records += sent.records
+
+    # judging --------------------------------------------------------------------------
+
+    def check_done(self) -> None:
+        """Judge the writes answered so far, in order."""
+        while self._pending and self._pending[0][1].done():
+            sent, future = self._pending.popleft()
+            self._verify(sent, future.result())
+
+    async def drain(self, keep: int) -> None:
+        """Wait for and judge the oldest writes until ``keep`` are left in flight."""
+        while len(self._pending) > keep:
+            sent, future = self._pending[0]
+            result = await future
+            self._pending.popleft()
+            self._verify(sent, result)
+
+    def _judge(self, sent: Sent, result: ProduceResult) -> Verdict:
+        code = result.error_code
+        return judge(sent.base_offset, code, result.base_offset, code != 0 and is_retriable(code))
+
+    def _confirm(self, sent: Sent) -> None:
+        self.confirmed = max(self.confirmed or 0, sent.next_offset)
+        self.proven_at = sent.max_timestamp
+        self.refused_at = None
+
+    def _misplaced(self, verdict: Verdict) -> MisalignedWrite:
+        return MisalignedWrite(
+            f"{self.where}: record from remote offset {verdict.expected} landed at local"
+            f" offset {verdict.landed_at}; another producer writes into this partition, or"
+            " the broker had lost our producer state"
+        )
+
+    def _verify(self, sent: Sent, result: ProduceResult) -> None:
+        """Judge one answer: a write that landed where it should moves the confirmed end;
+        anything else stops the writes behind it."""
+        verdict = self._judge(sent, result)
+        outcome = verdict.outcome
+        if outcome is Outcome.LANDED:
+            self._confirm(sent)
+            return
+        if outcome is Outcome.MISPLACED:
+            raise self._misplaced(verdict)
+        if outcome is Outcome.REFUSED_SEQUENCE:
+            raise Resync(
+                f"sequence refused at offset {sent.base_offset}: the partition moved",
+                refused_at=sent.base_offset,
+            )
+        if outcome is Outcome.DUPLICATE:
+            raise Resync(f"duplicate sequence at offset {sent.base_offset}")
+        if outcome is Outcome.TOO_LARGE:
+            raise PartitionHalted(
+                f"{self.where}: batch at offset {sent.base_offset} ({sent.size} bytes) is"
+                " larger than the local topic's max.message.bytes allows"
+            )
+        error = error_for(result.error_code, f"write at offset {sent.base_offset}")
+        if outcome in (Outcome.NOT_LANDED, Outcome.UNKNOWN):
+            # logged with the partition's name as it is retried; what landed is checked
+            raise TransientClusterError(str(error))
+        raise PartitionHalted(f"{self.where}: {error}")
+
+    # after an error -------------------------------------------------------------------
+
+    async def settle(self) -> None:
+        """Nothing still queued goes out, and every write already sent is answered and
+        judged before the local end is read again. A write sent behind one that failed may
+        have landed where it should (the local end moves past it) or, had the broker lost
+        our producer state, at another offset: that halts here."""
+        self.writer.forget(self.tp)  # queued, never sent: cancelled
+        pending = list(self._pending)
+        self._pending.clear()
+        futures = [future for _sent, future in pending]
+        if futures:
+            await asyncio.wait(futures)  # not cancelled with us: the writer answers each
+        for sent, future in pending:
+            if future.cancelled() or future.exception() is not None:
+                continue  # never sent, or unknown: the local end read next is checked
+            verdict = self._judge(sent, future.result())
+            if verdict.outcome is Outcome.MISPLACED:
+                raise self._misplaced(verdict)
+            if verdict.landed:
+                self._confirm(sent)
+
+    async def checked_local_end(self, check: LandedCheck) -> int:
+        """The local end, once what lies between the confirmed end and it is known to be the
+        source's records (``check``): writes whose answers were lost (a timeout, a cut
+        connection) or refused may have landed, and anything that landed wrong halts
+        before more is written behind it. No write is pipelined until one lands again."""
+        self.proven_at = None
+        end = (await self.local.latest([self.tp]))[self.tp]
+        confirmed = self.confirmed
+        if confirmed is None:
+            self.confirmed = end  # the end found at start (the agreement checks below it)
+            return end
+        for _ in range(SHRINK_READS):
+            if end >= confirmed:
+                break
+            await asyncio.sleep(self.retry_backoff_s)
+            end = (await self.local.latest([self.tp]))[self.tp]
+        else:
+            raise PartitionHalted(
+                f"{self.where}: the local end went back from {confirmed} to {end}: records"
+                " written and acknowledged are gone locally (an unclean leader election, or"
+                " the local topic deleted and recreated)"
+            )
+        if end > confirmed:
+            await check(confirmed, end)
+            self.confirmed = end
+        return end
+
+    async def settled(self, offset: int, stopping: Callable[[], bool]) -> bool:
+        """Does the local end stand still at ``offset`` for ``SETTLE_S``? (False: it moved,
+        so the refusal was a write of ours the end had not shown yet, not a foreign one.)"""
+        deadline = time.monotonic() + SETTLE_S
+        while time.monotonic() < deadline and not stopping():
+            if (await self.local.latest([self.tp]))[self.tp] != offset:
+                return False
+            await asyncio.sleep(SETTLE_POLL_S)
+        return True

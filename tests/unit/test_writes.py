@@ -1,0 +1,176 @@
+"""The writes of one partition, judged in order: when a write may go behind others, what an
+answer does to the confirmed end, what a settle finds among the answers still in flight, and
+when the local end read after an error is believed. A stand-in writer hands out the futures
+the test answers; a stand-in cluster says where the local end is."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from syncer.alignment import OUT_OF_ORDER_SEQUENCE, REQUEST_TIMED_OUT, StateClock
+from syncer.clusters import TP, ProduceResult
+from syncer.copier import PartitionStatus
+from syncer.errors import MisalignedWrite, PartitionHalted, TransientClusterError
+from syncer.writes import PartitionWrites, Resync, Sent
+
+A = TP("t", 0)
+DAY_MS = 86_400_000
+
+
+class StandInWriter:
+    def __init__(self) -> None:
+        self.sent: list[asyncio.Future[ProduceResult]] = []
+        self.forgotten = 0
+
+    def submit(self, tp: TP, raw: bytes) -> asyncio.Future[ProduceResult]:
+        future: asyncio.Future[ProduceResult] = asyncio.get_running_loop().create_future()
+        self.sent.append(future)
+        return future
+
+    def forget(self, tp: TP) -> None:
+        self.forgotten += 1
+
+
+class StandInLocal:
+    def __init__(self, end: int) -> None:
+        self.end = end
+
+    async def latest(self, tps: list[TP]) -> dict[TP, int]:
+        return {tp: self.end for tp in tps}
+
+
+def writes(writer: StandInWriter, local: StandInLocal, expiry_ms: int = DAY_MS) -> PartitionWrites:
+    return PartitionWrites(
+        A,
+        local,  # type: ignore[arg-type]
+        writer,  # type: ignore[arg-type]
+        PartitionStatus(A),
+        {},
+        StateClock(expiry_ms),
+        max_in_flight=5,
+        retry_backoff_s=0.0,
+    )
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def batch(base: int, records: int = 10, age_ms: int = 0) -> Sent:
+    return Sent(base, base + records, records, 100, "east", now_ms() - age_ms)
+
+
+async def waits_for_room(w: PartitionWrites) -> asyncio.Future[None]:
+    """``room()`` started; the test looks at whether it had to wait."""
+    room = asyncio.ensure_future(w.room())
+    await asyncio.sleep(0)
+    return room
+
+
+async def test_the_first_write_goes_alone_then_fresh_ones_are_pipelined() -> None:
+    writer, local = StandInWriter(), StandInLocal(0)
+    w = writes(writer, local)
+    assert await w.checked_local_end(unreachable_check) == 0
+    await w.room()
+    w.submit(batch(0), b"raw")
+    room = await waits_for_room(w)
+    assert not room.done()  # no proof yet that the broker holds our producer state
+    assert w.status.one_at_a_time
+    writer.sent[0].set_result(ProduceResult(0, 0))
+    await room
+    assert w.confirmed == 10 and w.proven_at is not None
+    w.submit(batch(10), b"raw")
+    room = await waits_for_room(w)
+    assert room.done() and not w.status.one_at_a_time  # proven and fresh: pipelined
+    w.submit(batch(20), b"raw")
+    for future in writer.sent[1:]:
+        future.set_result(ProduceResult(0, 10 if future is writer.sent[1] else 20))
+    await w.drain(0)
+    assert w.confirmed == 30
+
+
+async def test_records_older_than_the_expiry_go_one_at_a_time() -> None:
+    writer, local = StandInWriter(), StandInLocal(0)
+    w = writes(writer, local)
+    await w.checked_local_end(unreachable_check)
+    w.submit(batch(0, age_ms=2 * DAY_MS), b"raw")
+    room = await waits_for_room(w)
+    writer.sent[0].set_result(ProduceResult(0, 0))
+    await room
+    w.submit(batch(10, age_ms=2 * DAY_MS), b"raw")
+    room = await waits_for_room(w)
+    assert not room.done()  # it landed, but the state it left may be gone any moment
+    assert w.status.one_at_a_time
+    writer.sent[1].set_result(ProduceResult(0, 10))
+    await room
+    assert w.confirmed == 20
+
+
+async def test_a_write_that_landed_elsewhere_halts_naming_both_offsets() -> None:
+    writer, local = StandInWriter(), StandInLocal(0)
+    w = writes(writer, local)
+    await w.checked_local_end(unreachable_check)
+    w.submit(batch(0), b"raw")
+    writer.sent[0].set_result(ProduceResult(0, 7))
+    with pytest.raises(MisalignedWrite, match="remote offset 0 landed at local offset 7"):
+        await w.drain(0)
+    assert w.confirmed == 0
+
+
+async def test_a_refused_sequence_resyncs_and_names_the_offset() -> None:
+    writer, local = StandInWriter(), StandInLocal(0)
+    w = writes(writer, local)
+    await w.checked_local_end(unreachable_check)
+    w.submit(batch(0), b"raw")
+    writer.sent[0].set_result(ProduceResult(OUT_OF_ORDER_SEQUENCE, -1))
+    with pytest.raises(Resync) as refused:
+        await w.drain(0)
+    assert refused.value.refused_at == 0
+
+
+async def test_a_timed_out_write_is_retried_and_what_landed_is_checked() -> None:
+    writer, local = StandInWriter(), StandInLocal(0)
+    w = writes(writer, local)
+    await w.checked_local_end(unreachable_check)
+    w.submit(batch(0), b"raw")
+    writer.sent[0].set_result(ProduceResult(REQUEST_TIMED_OUT, -1))
+    with pytest.raises(TransientClusterError):
+        await w.drain(0)
+    local.end = 10  # it landed all the same
+    checked: list[tuple[int, int]] = []
+
+    async def check(low: int, high: int) -> None:
+        checked.append((low, high))
+
+    assert await w.checked_local_end(check) == 10
+    assert checked == [(0, 10)] and w.confirmed == 10
+    assert w.proven_at is None  # the next write goes alone again
+
+
+async def test_settle_judges_the_answers_still_in_flight() -> None:
+    writer, local = StandInWriter(), StandInLocal(0)
+    w = writes(writer, local)
+    await w.checked_local_end(unreachable_check)
+    w.submit(batch(0), b"raw")
+    w.submit(batch(10), b"raw")
+    writer.sent[0].set_result(ProduceResult(0, 0))
+    writer.sent[1].set_result(ProduceResult(0, 3))  # a successor landed early
+    with pytest.raises(MisalignedWrite, match="remote offset 10 landed at local offset 3"):
+        await w.settle()
+    assert writer.forgotten == 1  # nothing queued goes out
+
+
+async def test_a_local_end_that_went_back_halts() -> None:
+    writer, local = StandInWriter(), StandInLocal(50)
+    w = writes(writer, local)
+    await w.checked_local_end(unreachable_check)
+    local.end = 0  # the local topic recreated, or an unclean election
+    with pytest.raises(PartitionHalted, match="local end went back from 50 to 0"):
+        await w.checked_local_end(unreachable_check)
+
+
+async def unreachable_check(low: int, high: int) -> None:
+    raise AssertionError(f"nothing to check, asked {low}..{high}")
