@@ -199,7 +199,8 @@ class PartitionCopier:
                 error = PartitionHalted(f"internal error: {type(exc).__name__}: {exc}")
                 await self._halt(error, "internal")
                 return
-        self.status.state = State.STOPPED if self._stopping else State.CAUGHT_UP
+        if self.status.state is not State.HALTED:  # halted from outside (``halt``) stays so
+            self.status.state = State.STOPPED if self._stopping else State.CAUGHT_UP
 
     async def _settled(self, offset: int) -> bool:
         return await self.writes.settled(offset, lambda: self._stopping)
