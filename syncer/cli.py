@@ -35,9 +35,10 @@ from syncer.report import (
     remote_rows,
     render,
 )
-from syncer.syncer import Summary, Syncer, read_state_clock
+from syncer.syncer import Summary, Syncer
 from syncer.testbed import cli as testbed_cli
 from syncer.verify import Verdict, verify_partition
+from syncer.writes import read_state_clock
 
 log = logging.getLogger("syncer")
 

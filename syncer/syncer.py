@@ -14,35 +14,30 @@ import contextlib
 import dataclasses
 import logging
 import time
-import uuid
-from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import partial
 
 from syncer.alignment import StateClock
 from syncer.budget import ByteBudget
-from syncer.clusters import READ_COMMITTED, TP, Cluster
+from syncer.clusters import TP, Cluster
 from syncer.config import ClusterConfig, Config, CopierConfig
 from syncer.coordination import GroupMember
 from syncer.copier import PartitionCopier, PartitionStatus, State
-from syncer.errors import ClusterError, PartitionHalted, SyncerError
+from syncer.errors import PartitionHalted, SyncerError
 from syncer.fetcher import Fetcher, Lanes
 from syncer.identity import WriterIdentity, load_identity
 from syncer.metrics import Instruments
+from syncer.mirroring import MirroredTopics
 from syncer.offsets import OffsetCopier
 from syncer.planner import RemoteEnds
 from syncer.retry import retried
 from syncer.sources import SourceHealth
-from syncer.topic_ids import LOCAL, id_changes, learned, remote_label
+from syncer.topic_ids import LOCAL, remote_label
 from syncer.topics import (
-    FIDELITY_SETTINGS,
     TopicPlan,
-    create_local_topic,
-    plan_topics,
-    refuse,
-    unfaithful_setting,
 )
 from syncer.writer import Writer
+from syncer.writes import read_state_clock
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +74,6 @@ class Syncer:
             for r in config.remotes
         }
         self.copiers: dict[TP, PartitionCopier] = {}
-        self.refused: dict[str, str] = {}
         self._tasks: dict[TP, asyncio.Task[PartitionStatus]] = {}
         self._fetchers: dict[str, Lanes] = {}
         self._writer: Writer | None = None
@@ -88,15 +82,7 @@ class Syncer:
         self._started_at = time.monotonic()
         self._stop = asyncio.Event()
         self._started = False
-        self._mirrored: dict[str, int] = {}
-        self._sources: dict[str, tuple[str, ...]] = {}
-        # each mirrored topic's id as first seen, per cluster ("local", "remote NAME"); the
-        # fetchers of a remote fetch by the ids in its dict and the writer writes by the local
-        # one's, so these dicts are only added to
-        self._topic_ids: dict[str, dict[str, uuid.UUID]] = {LOCAL: {}}
-        self._topic_ids.update({remote_label(r.name): {} for r in config.remotes})
-        self._without_ids: set[str] = set()  # clusters whose brokers report no topic ids
-        self.halted_topics: dict[str, str] = {}  # topic → why (its id changed)
+        self.topics = MirroredTopics(config.topics, self.local, self.remotes)
         self.member: GroupMember | None = None
         # one measured health per remote, shared by every partition of this process
         self.health = {
@@ -111,7 +97,17 @@ class Syncer:
             self.member = GroupMember(config, self._on_assigned, self._on_revoked)
 
     def _mirrored_now(self) -> dict[str, int]:
-        return dict(self._mirrored)
+        return dict(self.topics.mirror)
+
+    @property
+    def refused(self) -> dict[str, str]:
+        """Selected topics not mirrored: topic → why (partition counts, settings)."""
+        return self.topics.refused
+
+    @property
+    def halted_topics(self) -> dict[str, str]:
+        """Topics halted because their id changed: topic → why."""
+        return self.topics.halted
 
     def __repr__(self) -> str:
         states: dict[str, int] = {}
@@ -156,14 +152,14 @@ class Syncer:
             max_in_flight=self.config.copier.max_in_flight,
             may_write=self._may_write,
             observe=self.instruments.produce_seconds.observe,
-            topic_ids=self._topic_ids[LOCAL],  # learned before a copier of a topic starts
+            topic_ids=self.topics.ids[LOCAL],  # learned before a copier of a topic starts
         )
         self._writer.start()
         for name, cluster in self.remotes.items():
             sizes = self._fetch_sizes(cluster.config)
             lanes = [cluster, *self._extra_lanes[name]]
             observe = self.instruments.fetch_seconds.labels(name).observe
-            ids = self._topic_ids[remote_label(name)]
+            ids = self.topics.ids[remote_label(name)]
             self._fetchers[name] = Lanes([Fetcher(lane, sizes, observe, ids) for lane in lanes])
             self._fetchers[name].start()
         self._started = True
@@ -292,24 +288,12 @@ class Syncer:
     async def _share_through_group(self) -> None:
         """Tell the group leader's assignor the gaps, and keep the subscription current."""
         assert self.member is not None
-        tps = [TP(t, p) for t, n in self._mirrored.items() for p in range(n)]
+        tps = [TP(t, p) for t, n in self.topics.mirror.items() for p in range(n)]
         try:
-            self.member.update_gaps(await self._gaps(tps))
+            self.member.update_gaps(await self.topics.gaps(tps))
         except SyncerError as exc:
             log.info("could not measure gaps for the assignor: %s", exc)
-        await self.member.subscribe(self._mirrored)
-
-    async def _gaps(self, tps: list[TP]) -> dict[TP, int]:
-        if not tps:
-            return {}
-        local = await self.local.latest(tps)
-        remote: dict[TP, int] = {}
-        for name, cluster in self.remotes.items():
-            mine = [tp for tp in tps if name in self._sources.get(tp.topic, ())]
-            if mine:
-                for tp, end in (await cluster.latest(mine, isolation=READ_COMMITTED)).items():
-                    remote[tp] = max(remote.get(tp, 0), end)
-        return {tp: max(0, remote.get(tp, 0) - local.get(tp, 0)) for tp in tps}
+        await self.member.subscribe(self.topics.mirror)
 
     async def _on_assigned(self, assigned: set[TP]) -> None:
         self.instruments.rebalances.inc()
@@ -341,104 +325,32 @@ class Syncer:
     # topics -----------------------------------------------------------------------------
 
     async def plan(self) -> TopicPlan:
-        local_counts = await self.local.partition_counts()
-        remote_counts = {n: await c.partition_counts() for n, c in self.remotes.items()}
-        mirrored = set(self._mirrored) | {tp.topic for tp in self.copiers}
-        plan = plan_topics(self.config.topics, local_counts, remote_counts, mirrored)
-        existing = [t for t in plan.mirror if t not in plan.create]
-        return refuse(plan, await self._unfaithful(existing, plan))
-
-    async def _unfaithful(self, topics: list[str], plan: TopicPlan) -> dict[str, str]:
-        """The local ``topics`` whose settings would make readers see something else than
-        the remotes' readers (topic → the one line saying which setting)."""
-        local = await self.local.topic_settings(topics, FIDELITY_SETTINGS)
-        remote = {
-            name: await cluster.topic_settings(
-                [t for t in topics if name in plan.sources[t]], FIDELITY_SETTINGS
-            )
-            for name, cluster in self.remotes.items()
-        }
-        out = {}
-        for topic in topics:
-            theirs = {name: remote[name][topic] for name in remote if topic in remote[name]}
-            reason = unfaithful_setting(local.get(topic, {}), theirs)
-            if reason is not None:
-                out[topic] = reason
-        return out
+        return await self.topics.plan({tp.topic for tp in self.copiers})
 
     async def refresh_topics(self) -> TopicPlan:
         """Find selected topics, create or grow local ones, and make a copier per new
         partition with the remotes' current ends. A topic refused (shape or settings) gets
-        no copier; one refused while it is copied has its copiers stopped."""
-        plan = await self.plan()
-        # a topic copied before and gone locally is not created again: it halts below
-        create = {t: n for t, n in plan.create.items() if t not in self._topic_ids[LOCAL]}
-        grow = {t: n for t, n in plan.grow.items() if t not in self.halted_topics}
-        for topic, count in create.items():
-            source = self.remotes[plan.sources[topic][0]]
-            await create_local_topic(self.local, source, topic, count, self.config.topics)
-        for topic, count in grow.items():
-            log.info("growing local topic %s to %d partitions", topic, count)
-            await self.local.add_partitions(topic, count)
-        if create or grow:
-            await retried(
-                _Check(self.local, {**create, **grow}), what="waiting for new local topics"
-            )
-        if create:  # broker defaults we did not set may still break fidelity
-            plan = refuse(plan, await self._unfaithful(list(create), plan))
-        self._note_refused(plan)
-        # before any copier of a new topic fetches: it fetches by the id learned here
-        await self._check_topic_ids(plan.mirror, plan.sources)
-        self._mirrored = {t: n for t, n in plan.mirror.items() if t not in self.halted_topics}
-        self._sources = dict(plan.sources)
+        no copier; one refused while it is copied has its copiers stopped; one whose id
+        changed halts."""
+        found = await self.topics.refresh({tp.topic for tp in self.copiers})
+        for tp, copier in self.copiers.items():
+            if tp.topic in found.plan.refused:
+                copier.request_stop()  # e.g. a local setting changed while we copied
+        for topic, reason in found.halted.items():
+            self._halt_topic(topic, reason)
         if self._grouped:
-            return plan  # copiers come and go with the group's assignment
+            return found.plan  # copiers come and go with the group's assignment
         new = [
             TP(t, p)
-            for t, n in self._mirrored.items()
+            for t, n in self.topics.mirror.items()
             for p in range(n)
             if TP(t, p) not in self.copiers
         ]
         if new:
-            ends = await self._remote_ends(new, plan)
+            ends = await self.topics.remote_ends(new)
             for tp in new:
                 self.copiers[tp] = self._copier(tp, ends.get(tp, {}))
-        return plan
-
-    def _note_refused(self, plan: TopicPlan) -> None:
-        for topic, reason in plan.refused.items():
-            if self.refused.get(topic) != reason:
-                log.error("topic %s refused: %s", topic, reason)
-            for tp, copier in self.copiers.items():
-                if tp.topic == topic:
-                    copier.request_stop()  # e.g. a local setting changed while we copied
-        self.refused = dict(plan.refused)
-
-    async def _check_topic_ids(
-        self, mirror: Mapping[str, int], sources: Mapping[str, tuple[str, ...]]
-    ) -> None:
-        """Ask every cluster the ids of the topics mirrored (and of those it held before);
-        halt each topic whose id changed, and remember the ids of topics seen first."""
-        asked: dict[str, set[str]] = {LOCAL: set(mirror)}
-        for name in self.remotes:
-            asked[remote_label(name)] = {t for t in mirror if name in sources.get(t, ())}
-        for where, known in self._topic_ids.items():
-            asked.setdefault(where, set()).update(known)
-            asked[where] -= self.halted_topics.keys()
-        clusters = {LOCAL: self.local} | {remote_label(n): c for n, c in self.remotes.items()}
-        seen = {where: await clusters[where].topic_ids(asked[where]) for where in asked}
-        for where, ids in seen.items():
-            if ids is None and where not in self._without_ids:
-                self._without_ids.add(where)
-                log.warning(
-                    "the %s cluster reports no topic ids (Kafka 2.8+ does): a topic deleted"
-                    " and recreated there is told only by comparing records",
-                    where,
-                )
-        for change in id_changes(self._topic_ids, seen, asked):
-            self._halt_topic(change.topic, change.describe())
-        for where, ids in learned(self._topic_ids, seen, self.halted_topics).items():
-            self._topic_ids.setdefault(where, {}).update(ids)  # in place: fetchers hold them
+        return found.plan
 
     async def _watch_topic_ids(self) -> None:
         """Check topic ids every ``topics.refresh_interval_s`` (catch-up, which does not
@@ -446,16 +358,16 @@ class Syncer:
         while True:
             await asyncio.sleep(self.config.topics.refresh_interval_s)
             try:
-                await self._check_topic_ids(self._mirrored, self._sources)
+                halted = await self.topics.check_ids()
             except SyncerError as exc:
                 log.warning("checking topic ids failed, will try again: %s", exc)
+                continue
+            for topic, reason in halted.items():
+                self._halt_topic(topic, reason)
 
     def _halt_topic(self, topic: str, reason: str) -> None:
-        """Halt every partition of ``topic``, now and whenever one is made again."""
-        if topic in self.halted_topics:
-            return
-        self.halted_topics[topic] = reason
-        log.error("%s", reason)
+        """Halt every partition of ``topic`` (it stays in ``halted_topics``, so copiers made
+        for it later halt too)."""
         for tp in [tp for tp in self.copiers if tp.topic == topic]:
             self._halt_copier(tp, reason)
 
@@ -467,24 +379,9 @@ class Syncer:
         if task is not None and not task.done():
             task.cancel(f"topic {tp.topic} halted")
 
-    async def _remote_ends(
-        self, tps: Iterable[TP], plan: TopicPlan
-    ) -> dict[TP, dict[str, RemoteEnds]]:
-        out: dict[TP, dict[str, RemoteEnds]] = {}
-        for name, cluster in self.remotes.items():
-            mine = [tp for tp in tps if name in plan.sources.get(tp.topic, ())]
-            if not mine:
-                continue
-            ends = await retried(
-                partial(cluster.ends, mine, isolation=READ_COMMITTED), what=f"ends of remote {name}"
-            )
-            for tp, (start, end) in ends.items():
-                out.setdefault(tp, {})[name] = RemoteEnds(start, end)
-        return out
-
     def _copier(self, tp: TP, ends: dict[str, RemoteEnds]) -> PartitionCopier:
         assert self._writer is not None and self._identity is not None
-        sources = self._sources.get(tp.topic) or tuple(ends) or tuple(self._fetchers)
+        sources = self.topics.sources.get(tp.topic) or tuple(ends) or tuple(self._fetchers)
         fetchers = {name: self._fetchers[name] for name in sources}
         health = {name: self.health[name] for name in fetchers}
         return PartitionCopier(
@@ -517,42 +414,3 @@ class Syncer:
             refused=len(self.refused),
             seconds=time.monotonic() - self._started_at,
         )
-
-
-async def read_state_clock(local: Cluster) -> StateClock:
-    """The local brokers' ``producer.id.expiration.ms`` (the lowest): how long a broker keeps
-    our producer state after the newest timestamp we wrote. Unreadable (no DescribeConfigs
-    on the cluster), no write is pipelined behind another: the fence is never relied on."""
-    try:
-        values = await local.broker_settings("producer.id.expiration.ms")
-    except ClusterError as exc:
-        values, why = {}, str(exc)
-    else:
-        why = "no broker answered"
-    if not values:
-        log.warning(
-            "cannot read producer.id.expiration.ms of the local brokers (%s): every partition"
-            " writes one batch at a time",
-            why,
-        )
-        return StateClock(0)
-    clock = StateClock(min(int(v) for v in values.values()))
-    log.info("local brokers keep producer state for %d ms", clock.expiration_ms)
-    return clock
-
-
-class _Check:
-    """Callable for ``retried``: succeeds once the local cluster's metadata shows the topics
-    with their partition counts."""
-
-    def __init__(self, local: Cluster, wanted: dict[str, int]) -> None:
-        self.local = local
-        self.wanted = wanted
-
-    async def __call__(self) -> None:
-        from syncer.errors import TransientClusterError
-
-        counts = await self.local.partition_counts()
-        for topic, count in self.wanted.items():
-            if counts.get(topic, 0) < count:
-                raise TransientClusterError(f"local topic {topic} not ready yet")

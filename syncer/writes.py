@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from syncer.alignment import Outcome, StateClock, Verdict, judge
 from syncer.clusters import TP, Cluster, ProduceResult, error_for, is_retriable
-from syncer.errors import MisalignedWrite, PartitionHalted, TransientClusterError
+from syncer.errors import ClusterError, MisalignedWrite, PartitionHalted, TransientClusterError
 from syncer.sources import SourceHealth
 from syncer.writer import Writer
 
@@ -271,3 +271,25 @@ class PartitionWrites:
                 return False
             await asyncio.sleep(SETTLE_POLL_S)
         return True
+
+
+async def read_state_clock(local: Cluster) -> StateClock:
+    """The local brokers' ``producer.id.expiration.ms`` (the lowest): how long a broker keeps
+    our producer state after the newest timestamp we wrote. Unreadable (no DescribeConfigs
+    on the cluster), no write is pipelined behind another: the fence is never relied on."""
+    try:
+        values = await local.broker_settings("producer.id.expiration.ms")
+    except ClusterError as exc:
+        values, why = {}, str(exc)
+    else:
+        why = "no broker answered"
+    if not values:
+        log.warning(
+            "cannot read producer.id.expiration.ms of the local brokers (%s): every partition"
+            " writes one batch at a time",
+            why,
+        )
+        return StateClock(0)
+    clock = StateClock(min(int(v) for v in values.values()))
+    log.info("local brokers keep producer state for %d ms", clock.expiration_ms)
+    return clock

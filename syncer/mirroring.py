@@ -1,0 +1,198 @@
+"""Which topics a process mirrors, and whether each is still the topic it was: planned from
+both sides' partition counts and settings, created or grown locally, refused with one line
+when a local setting would make readers see something else, and halted when a topic id
+changes (a topic deleted and recreated, locally or at a remote). Decisions are the pure
+functions of ``topics`` and ``topic_ids``; this is the I/O around them."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import partial
+
+from syncer.clusters import READ_COMMITTED, TP, Cluster
+from syncer.config import TopicsConfig
+from syncer.errors import TransientClusterError
+from syncer.planner import RemoteEnds
+from syncer.retry import retried
+from syncer.topic_ids import LOCAL, id_changes, learned, remote_label
+from syncer.topics import (
+    FIDELITY_SETTINGS,
+    TopicPlan,
+    create_local_topic,
+    plan_topics,
+    refuse,
+    unfaithful_setting,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Refresh:
+    """What one refresh found: the plan, and the topics newly halted (topic → why)."""
+
+    plan: TopicPlan
+    halted: dict[str, str] = field(default_factory=dict)
+
+
+class MirroredTopics:
+    """The topics mirrored now (name → partitions), their sources, the refused ones and the
+    ids first seen of each on every cluster."""
+
+    def __init__(self, config: TopicsConfig, local: Cluster, remotes: Mapping[str, Cluster]):
+        self.config = config
+        self.local = local
+        self.remotes = remotes
+        self.mirror: dict[str, int] = {}
+        self.sources: dict[str, tuple[str, ...]] = {}
+        self.refused: dict[str, str] = {}
+        # each mirrored topic's id as first seen, per cluster ("local", "remote NAME"); the
+        # fetchers of a remote fetch by the ids in its dict and the writer writes by the local
+        # one's, so these dicts are only added to
+        self.ids: dict[str, dict[str, uuid.UUID]] = {LOCAL: {}}
+        self.ids.update({remote_label(name): {} for name in remotes})
+        self.without_ids: set[str] = set()  # clusters whose brokers report no topic ids
+        self.halted: dict[str, str] = {}  # topic → why (its id changed)
+
+    def __repr__(self) -> str:
+        return (
+            f"<MirroredTopics [mirrored: {len(self.mirror)}, refused: {len(self.refused)},"
+            f" halted: {len(self.halted)}]>"
+        )
+
+    async def plan(self, copying: set[str]) -> TopicPlan:
+        """What to mirror, create, grow or refuse now (``copying``: topics with copiers)."""
+        local_counts = await self.local.partition_counts()
+        remote_counts = {n: await c.partition_counts() for n, c in self.remotes.items()}
+        mirrored = set(self.mirror) | copying
+        plan = plan_topics(self.config, local_counts, remote_counts, mirrored)
+        existing = [t for t in plan.mirror if t not in plan.create]
+        return refuse(plan, await self._unfaithful(existing, plan))
+
+    async def _unfaithful(self, topics: list[str], plan: TopicPlan) -> dict[str, str]:
+        """The local ``topics`` whose settings would make readers see something else than
+        the remotes' readers (topic → the one line saying which setting)."""
+        local = await self.local.topic_settings(topics, FIDELITY_SETTINGS)
+        remote = {
+            name: await cluster.topic_settings(
+                [t for t in topics if name in plan.sources[t]], FIDELITY_SETTINGS
+            )
+            for name, cluster in self.remotes.items()
+        }
+        out = {}
+        for topic in topics:
+            theirs = {name: remote[name][topic] for name in remote if topic in remote[name]}
+            reason = unfaithful_setting(local.get(topic, {}), theirs)
+            if reason is not None:
+                out[topic] = reason
+        return out
+
+    async def refresh(self, copying: set[str]) -> Refresh:
+        """Plan, create or grow local topics, judge new ones' settings, check every id."""
+        plan = await self.plan(copying)
+        # a topic copied before and gone locally is not created again: it halts below
+        create = {t: n for t, n in plan.create.items() if t not in self.ids[LOCAL]}
+        grow = {t: n for t, n in plan.grow.items() if t not in self.halted}
+        for topic, count in create.items():
+            source = self.remotes[plan.sources[topic][0]]
+            await create_local_topic(self.local, source, topic, count, self.config)
+        for topic, count in grow.items():
+            log.info("growing local topic %s to %d partitions", topic, count)
+            await self.local.add_partitions(topic, count)
+        if create or grow:
+            await retried(_Check(self.local, {**create, **grow}), what="waiting for local topics")
+        if create:  # broker defaults we did not set may still break fidelity
+            plan = refuse(plan, await self._unfaithful(list(create), plan))
+        for topic, reason in plan.refused.items():
+            if self.refused.get(topic) != reason:
+                log.error("topic %s refused: %s", topic, reason)
+        self.refused = dict(plan.refused)
+        # before any copier of a new topic fetches: it fetches by the id learned here
+        halted = await self.check_ids(plan.mirror, plan.sources)
+        self.mirror = {t: n for t, n in plan.mirror.items() if t not in self.halted}
+        self.sources = dict(plan.sources)
+        return Refresh(plan, halted)
+
+    async def check_ids(
+        self,
+        mirror: Mapping[str, int] | None = None,
+        sources: Mapping[str, tuple[str, ...]] | None = None,
+    ) -> dict[str, str]:
+        """Ask every cluster the ids of the topics mirrored (and of those it held before);
+        the topics whose id changed are halted (returned: topic → why), and the ids of
+        topics seen first are remembered."""
+        mirror = self.mirror if mirror is None else mirror
+        sources = self.sources if sources is None else sources
+        asked: dict[str, set[str]] = {LOCAL: set(mirror)}
+        for name in self.remotes:
+            asked[remote_label(name)] = {t for t in mirror if name in sources.get(t, ())}
+        for where, known in self.ids.items():
+            asked.setdefault(where, set()).update(known)
+            asked[where] -= self.halted.keys()
+        clusters = {LOCAL: self.local} | {remote_label(n): c for n, c in self.remotes.items()}
+        seen = {where: await clusters[where].topic_ids(asked[where]) for where in asked}
+        self._warn_without_ids(seen)
+        halted = {}
+        for change in id_changes(self.ids, seen, asked):
+            if change.topic not in self.halted:
+                self.halted[change.topic] = halted[change.topic] = change.describe()
+                log.error("%s", change.describe())
+        for where, ids in learned(self.ids, seen, self.halted).items():
+            self.ids.setdefault(where, {}).update(ids)  # in place: fetchers hold them
+        return halted
+
+    async def gaps(self, tps: list[TP]) -> dict[TP, int]:
+        """Records each partition's local end is behind the furthest remote (for the
+        group's assignor)."""
+        if not tps:
+            return {}
+        local = await self.local.latest(tps)
+        remote: dict[TP, int] = {}
+        for name, cluster in self.remotes.items():
+            mine = [tp for tp in tps if name in self.sources.get(tp.topic, ())]
+            if mine:
+                for tp, end in (await cluster.latest(mine, isolation=READ_COMMITTED)).items():
+                    remote[tp] = max(remote.get(tp, 0), end)
+        return {tp: max(0, remote.get(tp, 0) - local.get(tp, 0)) for tp in tps}
+
+    async def remote_ends(self, tps: Iterable[TP]) -> dict[TP, dict[str, RemoteEnds]]:
+        """(start, end) of each partition at every remote that is a source of its topic."""
+        out: dict[TP, dict[str, RemoteEnds]] = {}
+        for name, cluster in self.remotes.items():
+            mine = [tp for tp in tps if name in self.sources.get(tp.topic, ())]
+            if not mine:
+                continue
+            ends = await retried(
+                partial(cluster.ends, mine, isolation=READ_COMMITTED), what=f"ends of remote {name}"
+            )
+            for tp, (start, end) in ends.items():
+                out.setdefault(tp, {})[name] = RemoteEnds(start, end)
+        return out
+
+    def _warn_without_ids(self, seen: Mapping[str, dict[str, uuid.UUID] | None]) -> None:
+        for where, ids in seen.items():
+            if ids is None and where not in self.without_ids:
+                self.without_ids.add(where)
+                log.warning(
+                    "the %s cluster reports no topic ids (Kafka 2.8+ does): a topic deleted"
+                    " and recreated there is told only by comparing records",
+                    where,
+                )
+
+
+class _Check:
+    """Callable for ``retried``: succeeds once the local cluster's metadata shows the topics
+    with their partition counts."""
+
+    def __init__(self, local: Cluster, wanted: dict[str, int]) -> None:
+        self.local = local
+        self.wanted = wanted
+
+    async def __call__(self) -> None:
+        counts = await self.local.partition_counts()
+        for topic, count in self.wanted.items():
+            if counts.get(topic, 0) < count:
+                raise TransientClusterError(f"local topic {topic} not ready yet")
