@@ -1,0 +1,32 @@
+"""What the request structs share: API keys and versions, Kafka's uuid type."""
+
+from __future__ import annotations
+
+import uuid
+from io import BytesIO
+
+from aiokafka.protocol.abstract import AbstractType
+
+PRODUCE = 0
+METADATA = 3
+FETCH = 1
+METADATA_WITH_IDS = 10
+FETCH_BY_ID = 13
+PRODUCE_BY_ID = 13
+UNKNOWN_TOPIC_ID = 100  # a request named a topic id the broker does not hold (deleted)
+NO_ID = uuid.UUID(int=0)
+
+
+class Uuid(AbstractType[uuid.UUID]):  # type: ignore[misc]
+    """Kafka's uuid: 16 bytes, most significant first."""
+
+    @classmethod
+    def encode(cls, value: uuid.UUID) -> bytes:
+        return value.bytes
+
+    @classmethod
+    def decode(cls, data: BytesIO) -> uuid.UUID:
+        raw = data.read(16)
+        if len(raw) != 16:
+            raise ValueError("Buffer underrun decoding uuid")
+        return uuid.UUID(bytes=raw)

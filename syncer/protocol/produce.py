@@ -1,0 +1,132 @@
+"""Produce v13: the first version that names topics by id (Kafka 4.1+)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from aiokafka.protocol.api import Request, RequestStruct, Response
+from aiokafka.protocol.types import (
+    CompactArray,
+    CompactBytes,
+    CompactString,
+    Int16,
+    Int32,
+    Int64,
+    Schema,
+    TaggedFields,
+)
+
+from syncer.protocol.common import (
+    PRODUCE,
+    PRODUCE_BY_ID,
+    Uuid,
+)
+
+# produce --------------------------------------------------------------------------------
+
+
+class ProduceResponse_v13(Response):  # type: ignore[misc]
+    API_KEY = PRODUCE
+    API_VERSION = PRODUCE_BY_ID
+    SCHEMA = Schema(
+        (
+            "responses",
+            CompactArray(
+                ("topic_id", Uuid),
+                (
+                    "partition_responses",
+                    CompactArray(
+                        ("index", Int32),
+                        ("error_code", Int16),
+                        ("base_offset", Int64),
+                        ("log_append_time_ms", Int64),
+                        ("log_start_offset", Int64),
+                        (
+                            "record_errors",
+                            CompactArray(
+                                ("batch_index", Int32),
+                                ("batch_index_error_message", CompactString("utf-8")),
+                                ("tags", TaggedFields),
+                            ),
+                        ),
+                        ("error_message", CompactString("utf-8")),
+                        ("tags", TaggedFields),  # current leader
+                    ),
+                ),
+                ("tags", TaggedFields),
+            ),
+        ),
+        ("throttle_time_ms", Int32),
+        ("tags", TaggedFields),  # node endpoints
+    )
+
+
+class ProduceRequest_v13(RequestStruct):  # type: ignore[misc]
+    FLEXIBLE_VERSION = True
+    API_KEY = PRODUCE
+    API_VERSION = PRODUCE_BY_ID
+    RESPONSE_TYPE = ProduceResponse_v13
+    SCHEMA = Schema(
+        ("transactional_id", CompactString("utf-8")),
+        ("acks", Int16),
+        ("timeout_ms", Int32),
+        (
+            "topic_data",
+            CompactArray(
+                ("topic_id", Uuid),
+                (
+                    "partition_data",
+                    CompactArray(
+                        ("index", Int32), ("records", CompactBytes), ("tags", TaggedFields)
+                    ),
+                ),
+                ("tags", TaggedFields),
+            ),
+        ),
+        ("tags", TaggedFields),
+    )
+
+
+class ProduceByIdRequest(Request[ProduceRequest_v13]):  # type: ignore[misc]
+    """A non-transactional produce naming each topic by id: the broker answers
+    UNKNOWN_TOPIC_ID for a topic deleted (and maybe recreated under the same name) since the
+    id was learned, instead of appending to the new log."""
+
+    API_KEY = PRODUCE
+
+    def __init__(
+        self, acks: int, timeout_ms: int, topics: Mapping[uuid.UUID, list[tuple[int, bytes]]]
+    ) -> None:
+        self.acks = acks
+        self.timeout_ms = timeout_ms
+        self.topics = topics  # id → (partition, record batches)
+
+    def build(self, request_struct_class: type[ProduceRequest_v13]) -> ProduceRequest_v13:
+        topics: list[tuple[uuid.UUID, list[tuple[Any, ...]], dict[int, bytes]]] = [
+            (topic_id, [(p, records, {}) for p, records in partitions], {})
+            for topic_id, partitions in self.topics.items()
+        ]
+        return request_struct_class(None, self.acks, self.timeout_ms, topics, {})
+
+
+@dataclass(frozen=True, slots=True)
+class ProducedById:
+    """One partition of a produce-by-id answer."""
+
+    topic_id: uuid.UUID
+    partition: int
+    error_code: int
+    base_offset: int
+    message: str | None  # the broker's own words on an error, if it gave any
+
+
+def produced_by_id(response: ProduceResponse_v13) -> list[ProducedById]:
+    """Every partition of the answer."""
+    return [
+        ProducedById(topic_id, index, code, base_offset, message)
+        for topic_id, partitions, *_ in response.responses
+        for index, code, base_offset, _append_time, _start, _errors, message, *_ in partitions
+    ]
