@@ -6,7 +6,12 @@ cluster layer. ``Cluster`` is put together from what each part owns:
   contexts built once per cluster);
 - ``syncer.wire``: the raw requests of the data path (list offsets, fetch, produce,
   InitProducerId) and their answers;
-- ``syncer.admin``: topics, broker settings, consumer groups and deleting records."""
+- ``syncer.admin``: topics, broker settings, consumer groups and deleting records.
+
+Error codes leave as our errors (``error_for``) or named constants. Outside this layer (these
+modules and ``protocol``) aiokafka is used only for what it does whole: its producer and
+consumer (``identity``), its group membership (``coordination``), its record-batch codec
+(``batches``), and in the test bed."""
 
 from __future__ import annotations
 
@@ -15,6 +20,7 @@ from syncer.connection import TP, client_options, error_for, is_retriable
 from syncer.wire import (
     EARLIEST,
     LATEST,
+    OFFSET_OUT_OF_RANGE,
     READ_COMMITTED,
     READ_UNCOMMITTED,
     FetchedPartition,
@@ -25,6 +31,7 @@ from syncer.wire import (
 __all__ = [
     "EARLIEST",
     "LATEST",
+    "OFFSET_OUT_OF_RANGE",
     "READ_COMMITTED",
     "READ_UNCOMMITTED",
     "TP",

@@ -26,6 +26,8 @@ READ_UNCOMMITTED = 0
 READ_COMMITTED = 1
 EARLIEST = -2
 LATEST = -1
+# a fetch asked for an offset below the partition's start or past its end
+OFFSET_OUT_OF_RANGE: int = kafka_errors.OffsetOutOfRangeError.errno
 
 
 @dataclass(frozen=True, slots=True)
