@@ -17,7 +17,13 @@ from aiokafka.protocol.produce import ProduceRequest
 from aiokafka.protocol.transaction import InitProducerIdRequest
 
 from syncer.connection import TP, ClusterConnection, error_for
-from syncer.protocol import ProduceByIdRequest, produced_by_id
+from syncer.protocol import (
+    UNKNOWN_TOPIC_ID,
+    FetchByIdRequest,
+    ProduceByIdRequest,
+    fetched_by_id,
+    produced_by_id,
+)
 from syncer.retry import retried
 
 log = logging.getLogger(__name__)
@@ -119,6 +125,47 @@ class WireRequests(ClusterConnection):
                     start,
                     tuple((a[0], a[1]) for a in (aborted or ())),
                     records or b"",
+                )
+        return out
+
+    async def fetch_by_id(
+        self,
+        node: int,
+        offsets: Mapping[TP, tuple[int, int]],
+        topic_ids: Mapping[str, uuid.UUID],
+        *,
+        max_wait_ms: int,
+        max_bytes: int,
+        partition_max_bytes: int,
+        connection: int = 0,
+    ) -> dict[TP, FetchedPartition]:
+        """One read_committed Fetch v13 naming each topic by the id in ``topic_ids``; a topic
+        without one is not asked and answers UNKNOWN_TOPIC_ID (its records may not be read
+        until its id is known). Raises NotImplementedError if the broker has no Fetch v13."""
+        out: dict[TP, FetchedPartition] = {}
+        topics: dict[uuid.UUID, list[tuple[int, int, int]]] = defaultdict(list)
+        names: dict[uuid.UUID, str] = {}
+        for tp, (offset, limit) in offsets.items():
+            topic_id = topic_ids.get(tp.topic)
+            if topic_id is None:
+                out[tp] = FetchedPartition(UNKNOWN_TOPIC_ID, -1, -1, -1, (), b"")
+                continue
+            names[topic_id] = tp.topic
+            topics[topic_id].append((tp.partition, offset, min(limit, partition_max_bytes)))
+        if not topics:
+            return out
+        request = FetchByIdRequest(max_wait_ms, max_bytes, READ_COMMITTED, topics)
+        response = await self.send(node, request, connection=connection)
+        for p in fetched_by_id(response):
+            name = names.get(p.topic_id)
+            if name is not None:
+                out[TP(name, p.partition)] = FetchedPartition(
+                    p.error_code,
+                    p.high_watermark,
+                    p.last_stable_offset,
+                    p.log_start_offset,
+                    p.aborted,
+                    p.records,
                 )
         return out
 
