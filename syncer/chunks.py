@@ -11,11 +11,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from aiokafka import errors as kafka_errors
-
 from syncer.batches import Batch, split_batches
 from syncer.budget import ByteBudget
-from syncer.clusters import TP, FetchedPartition, error_for
+from syncer.clusters import OFFSET_OUT_OF_RANGE, TP, FetchedPartition, error_for
 from syncer.config import CopierConfig
 from syncer.errors import PartitionHalted, TransientClusterError
 from syncer.fetcher import Lanes
@@ -24,7 +22,6 @@ from syncer.sources import MAX_BUSY, SourceHealth, pick_source, tail_source, usa
 
 log = logging.getLogger(__name__)
 
-OFFSET_OUT_OF_RANGE = kafka_errors.OffsetOutOfRangeError.errno
 DEFAULT_RECORD_BYTES = 1024
 # the last chunks of a gap shrink down to this fraction of a full fetch
 TAIL_SPLIT_FLOOR = 16

@@ -28,11 +28,11 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from syncer.clusters import READ_COMMITTED, TP, Cluster, FetchedPartition
+from syncer.clusters import TP, Cluster, FetchedPartition
 from syncer.config import CopierConfig
 from syncer.errors import SyncerError, TransientClusterError
 from syncer.loops import RequestLoop
-from syncer.protocol import UNKNOWN_TOPIC_ID, FetchByIdRequest, fetched_by_id
+from syncer.protocol import UNKNOWN_TOPIC_ID
 
 log = logging.getLogger(__name__)
 
@@ -285,7 +285,7 @@ class Fetcher(RequestLoop):
         }
         if self._by_id and self.topic_ids:
             try:
-                return await fetch_by_id(self.cluster, node, offsets, self.topic_ids, **sizes)
+                return await self.cluster.fetch_by_id(node, offsets, self.topic_ids, **sizes)
             except NotImplementedError:  # the broker has no Fetch v13 (Kafka before 3.1)
                 log.warning(
                     "remote %s cannot fetch by topic id (Kafka 3.1+ can): a topic recreated"
@@ -355,45 +355,3 @@ class Lanes:
     def release(self, tp: TP) -> None:
         for fetcher in self.lanes:
             fetcher.release(tp)
-
-
-async def fetch_by_id(
-    cluster: Cluster,
-    node: int,
-    offsets: Mapping[TP, tuple[int, int]],
-    topic_ids: Mapping[str, uuid.UUID],
-    *,
-    max_wait_ms: int,
-    max_bytes: int,
-    partition_max_bytes: int,
-    connection: int = 0,
-) -> dict[TP, FetchedPartition]:
-    """One read_committed Fetch v13 naming each topic by the id in ``topic_ids``; a topic
-    without one is not asked and answers UNKNOWN_TOPIC_ID (its records may not be read
-    until its id is known). Raises NotImplementedError if the broker has no Fetch v13."""
-    out: dict[TP, FetchedPartition] = {}
-    topics: dict[uuid.UUID, list[tuple[int, int, int]]] = defaultdict(list)
-    names: dict[uuid.UUID, str] = {}
-    for tp, (offset, limit) in offsets.items():
-        topic_id = topic_ids.get(tp.topic)
-        if topic_id is None:
-            out[tp] = FetchedPartition(UNKNOWN_TOPIC_ID, -1, -1, -1, (), b"")
-            continue
-        names[topic_id] = tp.topic
-        topics[topic_id].append((tp.partition, offset, min(limit, partition_max_bytes)))
-    if not topics:
-        return out
-    request = FetchByIdRequest(max_wait_ms, max_bytes, READ_COMMITTED, topics)
-    response = await cluster.send(node, request, connection=connection)
-    for p in fetched_by_id(response):
-        name = names.get(p.topic_id)
-        if name is not None:
-            out[TP(name, p.partition)] = FetchedPartition(
-                p.error_code,
-                p.high_watermark,
-                p.last_stable_offset,
-                p.log_start_offset,
-                p.aborted,
-                p.records,
-            )
-    return out

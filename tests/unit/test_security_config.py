@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from syncer.clusters import client_options
+from syncer.clusters import Cluster, client_options
 from syncer.config import Config
 from syncer.errors import ConfigError
 
@@ -101,3 +101,18 @@ def test_client_options_verify_hostnames_and_carry_credentials() -> None:
     relaxed = client_options(dataclasses.replace(east, ssl_check_hostname=False))
     assert relaxed["ssl_context"].check_hostname is False
     assert client_options(load({}).remotes[0]) == {"security_protocol": "PLAINTEXT"}
+
+
+async def test_a_cluster_has_one_tls_context_for_all_its_clients() -> None:
+    east = load({"security_protocol": "SSL"}).remotes[0]
+    context = client_options(east)["ssl_context"]
+    # each lane, the admin client, the group member: the same context, loaded once
+    assert client_options(east)["ssl_context"] is context
+    assert client_options(dataclasses.replace(east))["ssl_context"] is context
+    lanes = [Cluster(east, role="remote", lane=lane) for lane in (0, 1, 2)]
+    assert all(lane._client._ssl_context is context for lane in lanes)
+    # other settings, another context
+    relaxed = client_options(dataclasses.replace(east, ssl_check_hostname=False))
+    assert relaxed["ssl_context"] is not context
+    west = load({"security_protocol": "SSL", "name": "west"}).remotes[0]
+    assert client_options(west)["ssl_context"] is not context

@@ -1,0 +1,232 @@
+"""The admin side of a cluster, through one aiokafka admin client opened when first needed:
+topics (create, grow, settings), broker settings, consumer groups (list, describe, commit
+offsets) and deleting records."""
+
+from __future__ import annotations
+
+import contextlib
+from collections import defaultdict
+from collections.abc import Collection, Iterable, Iterator, Mapping
+from functools import partial
+
+from aiokafka import errors as kafka_errors
+from aiokafka.admin import AIOKafkaAdminClient, NewPartitions, NewTopic
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+from aiokafka.admin.records_to_delete import RecordsToDelete
+from aiokafka.protocol.commit import OffsetCommitRequest
+
+from syncer.connection import TP, ClusterConnection, client_options, error_for
+from syncer.errors import ClusterError, TransientClusterError
+from syncer.retry import retried
+
+# NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS: ask again
+COORDINATOR_ERRORS = {14, 15, 16}
+
+
+@contextlib.contextmanager
+def _admin_errors(what: str) -> Iterator[None]:
+    try:
+        yield
+    except (kafka_errors.KafkaError, OSError) as exc:
+        raise TransientClusterError(f"{what}: {exc!r}") from exc
+
+
+class TopicAdmin(ClusterConnection):
+    """Topic, broker-setting and consumer-group administration of one cluster."""
+
+    _admin: AIOKafkaAdminClient | None = None  # opened by the first admin call
+
+    async def stop(self) -> None:
+        if self._admin is not None:
+            admin, self._admin = self._admin, None
+            await admin.close()
+        await super().stop()
+
+    async def _admin_client(self) -> AIOKafkaAdminClient:
+        if self._admin is None:
+            admin = AIOKafkaAdminClient(
+                bootstrap_servers=self.config.bootstrap_servers,
+                client_id=f"{self.config.client_id}-{self.name}-admin",
+                request_timeout_ms=self.config.request_timeout_ms,
+                **client_options(self.config),
+            )
+            try:
+                with _admin_errors(f"{self.name}: connecting the admin client"):
+                    await admin.start()
+            except TransientClusterError:
+                await admin.close()
+                raise
+            self._admin = admin
+        return self._admin
+
+    # consumer groups -----------------------------------------------------------------
+
+    async def consumer_groups(self) -> list[str]:
+        return await retried(self._consumer_groups, what=f"{self.name}: listing groups")
+
+    async def committed(self, group: str) -> dict[TP, int]:
+        """The group's committed offsets (partitions it never committed are absent)."""
+        return await retried(
+            partial(self._committed, group), what=f"{self.name}: offsets of {group}"
+        )
+
+    async def group_state(self, group: str) -> str:
+        """Empty, Dead (no such group), Stable, PreparingRebalance, CompletingRebalance..."""
+        return await retried(
+            partial(self._group_state, group), what=f"{self.name}: describing {group}"
+        )
+
+    async def commit_offsets(self, group: str, offsets: Mapping[TP, int]) -> dict[TP, int]:
+        """Commit ``offsets`` for ``group`` as a client outside it (generation -1), with no
+        leader epoch: the broker refuses it while the group has members. Error code per
+        partition (0: committed)."""
+        return await retried(
+            partial(self._commit_offsets, group, offsets),
+            what=f"{self.name}: committing for {group}",
+        )
+
+    async def _consumer_groups(self) -> list[str]:
+        with _admin_errors(f"{self.name}: listing groups"):
+            admin = await self._admin_client()
+            return sorted(str(g[0]) for g in await admin.list_consumer_groups())
+
+    async def _committed(self, group: str) -> dict[TP, int]:
+        with _admin_errors(f"{self.name}: offsets of {group}"):
+            admin = await self._admin_client()
+            offsets = await admin.list_consumer_group_offsets(group)
+        return {TP(tp.topic, tp.partition): m.offset for tp, m in offsets.items() if m.offset >= 0}
+
+    async def _group_state(self, group: str) -> str:
+        with _admin_errors(f"{self.name}: describing {group}"):
+            admin = await self._admin_client()
+            (response,) = await admin.describe_consumer_groups([group])
+        (described,) = response.groups
+        if described[0] in COORDINATOR_ERRORS:
+            raise TransientClusterError(f"{self.name}: describing {group}: coordinator moving")
+        return str(described[2])
+
+    async def _commit_offsets(self, group: str, offsets: Mapping[TP, int]) -> dict[TP, int]:
+        topics: dict[str, list[tuple[int, int, str]]] = defaultdict(list)
+        for tp, offset in offsets.items():
+            topics[tp.topic].append((tp.partition, offset, ""))
+        with _admin_errors(f"{self.name}: committing for {group}"):
+            admin = await self._admin_client()
+            node = await admin.find_coordinator(group)
+            request = OffsetCommitRequest(group, -1, "", -1, list(topics.items()))
+            response = await admin._send_request(request, node)
+        codes = {
+            TP(topic, partition): code
+            for topic, partitions in response.topics
+            for partition, code in partitions
+        }
+        if COORDINATOR_ERRORS & set(codes.values()):
+            raise TransientClusterError(f"{self.name}: committing for {group}: coordinator moving")
+        return codes
+
+    async def delete_records(self, tp: TP, before: int) -> int:
+        """Delete ``tp``'s records below ``before``; the partition's new start."""
+
+        async def delete() -> int:
+            with _admin_errors(f"{self.name}: deleting records of {tp}"):
+                admin = await self._admin_client()
+                starts = await admin.delete_records({tp: RecordsToDelete(before)})
+            return int(starts[tp])
+
+        return await retried(delete, what=f"{self.name}: deleting records of {tp}")
+
+    async def topic_configs(self, topic: str, keys: Iterable[str]) -> dict[str, str]:
+        """The topic's explicitly set (non-default) values among ``keys``."""
+        admin = await self._admin_client()
+        wanted = set(keys)
+        result = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)])
+        out: dict[str, str] = {}
+        for response in result:
+            for resource in response.resources:
+                for entry in resource[4]:
+                    name, value, _read_only, source = entry[0], entry[1], entry[2], entry[3]
+                    if name in wanted and value is not None and source == 1:  # DYNAMIC_TOPIC_CONFIG
+                        out[name] = value
+        return out
+
+    async def topic_settings(
+        self, topics: Collection[str], keys: Collection[str]
+    ) -> dict[str, dict[str, str]]:
+        """Each topic's effective values of ``keys``: set on the topic or inherited from the
+        broker (DescribeConfigs answers both). A topic that does not exist is absent."""
+        if not topics:
+            return {}
+        return await retried(
+            partial(self._topic_settings, sorted(topics), sorted(keys)),
+            what=f"{self.name}: settings of {len(topics)} topics",
+        )
+
+    async def _topic_settings(
+        self, topics: list[str], keys: list[str]
+    ) -> dict[str, dict[str, str]]:
+        wanted = {key: None for key in keys}  # the keys filter what the broker answers
+        resources = [ConfigResource(ConfigResourceType.TOPIC, t, wanted) for t in topics]
+        with _admin_errors(f"{self.name}: describing topic settings"):
+            admin = await self._admin_client()
+            responses = await admin.describe_configs(resources)
+        out: dict[str, dict[str, str]] = {}
+        for response in responses:
+            for code, _message, _type, topic, entries in response.resources:
+                if code == kafka_errors.UnknownTopicOrPartitionError.errno:
+                    continue
+                if code:
+                    raise error_for(code, f"{self.name}: settings of topic {topic}")
+                out[topic] = {e[0]: e[1] for e in entries if e[1] is not None}
+        return out
+
+    async def create_topic(
+        self, topic: str, partitions: int, configs: dict[str, str], replication_factor: int
+    ) -> None:
+        admin = await self._admin_client()
+        if replication_factor < 1:
+            replication_factor = await self._default_replication_factor()
+        new = NewTopic(topic, partitions, replication_factor, topic_configs=configs)
+        try:
+            response = await admin.create_topics([new])
+        except kafka_errors.KafkaError as exc:
+            raise ClusterError(f"{self.name}: creating topic {topic!r} failed: {exc}") from exc
+        for _name, code, *rest in response.topic_errors:
+            if code and code != kafka_errors.TopicAlreadyExistsError.errno:
+                detail = rest[0] if rest and rest[0] else kafka_errors.for_code(code).__name__
+                raise ClusterError(f"{self.name}: creating topic {topic!r} failed: {detail}")
+
+    async def add_partitions(self, topic: str, total: int) -> None:
+        admin = await self._admin_client()
+        try:
+            await admin.create_partitions({topic: NewPartitions(total_count=total)})
+        except kafka_errors.KafkaError as exc:
+            raise ClusterError(
+                f"{self.name}: growing {topic!r} to {total} partitions: {exc}"
+            ) from exc
+
+    async def broker_settings(self, name: str) -> dict[int, str]:
+        """Node id → the value of broker setting ``name`` on each broker of the cluster
+        (whatever its source: default, static or dynamic)."""
+        with _admin_errors(f"{self.name}: describing broker setting {name}"):
+            admin = await self._admin_client()
+            nodes = [b.nodeId for b in self._client.cluster.brokers()]
+            resources = [ConfigResource(ConfigResourceType.BROKER, str(n)) for n in nodes]
+            result = await admin.describe_configs(resources)
+        out: dict[int, str] = {}
+        for response in result:
+            for res in response.resources:
+                for entry in res[4]:
+                    if entry[0] == name and entry[1] is not None:
+                        out[int(res[3])] = str(entry[1])
+        return out
+
+    async def _default_replication_factor(self) -> int:
+        admin = await self._admin_client()
+        node = self._client.get_random_node()
+        resource = ConfigResource(ConfigResourceType.BROKER, str(node))
+        result = await admin.describe_configs([resource])
+        for response in result:
+            for res in response.resources:
+                for entry in res[4]:
+                    if entry[0] == "default.replication.factor" and entry[1]:
+                        return int(entry[1])
+        return 1

@@ -1,0 +1,331 @@
+"""One connection to a cluster: bootstrap, metadata, topic ids, leaders, and sending a request
+to a broker on one of its connections. aiokafka's errors are translated into ours here, at the
+boundary; the TLS context of a cluster is built once and shared by all its clients."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import random
+import socket
+import ssl
+import uuid
+import weakref
+from collections.abc import Collection
+from typing import Any, Self, TypeAlias, cast
+
+from aiokafka import AIOKafkaClient
+from aiokafka import errors as kafka_errors
+from aiokafka.client import ConnectionGroup
+from aiokafka.conn import create_conn
+from aiokafka.helpers import create_ssl_context
+from aiokafka.protocol.metadata import MetadataRequest
+from aiokafka.structs import TopicPartition
+
+from syncer.config import ClusterConfig
+from syncer.errors import (
+    AuthenticationError,
+    ClusterError,
+    TransientClusterError,
+    UnreachableError,
+)
+from syncer.protocol import NO_ID, UNKNOWN_TOPIC_ID, TopicIdsRequest, topics_of
+
+TP: TypeAlias = TopicPartition
+
+
+def is_retriable(code: int) -> bool:
+    """Does Kafka say an error with this code may pass (a moved leader, a timeout)?"""
+    kafka_error = kafka_errors.for_code(code)
+    return bool(
+        getattr(kafka_error, "retriable", False) or getattr(kafka_error, "invalid_metadata", False)
+    )
+
+
+# codes aiokafka 0.14 does not know (it names them UnknownError): name and meaning
+UNKNOWN_TO_AIOKAFKA = {
+    UNKNOWN_TOPIC_ID: (
+        "UnknownTopicIdError",
+        "no topic holds the id it was asked by: the topic was deleted, or recreated under"
+        " its name, since that id was learned",
+    ),
+}
+
+
+def error_for(code: int, context: str) -> ClusterError:
+    """Our error for a Kafka error code; transient ones are retriable."""
+    if code in UNKNOWN_TO_AIOKAFKA:
+        name, meaning = UNKNOWN_TO_AIOKAFKA[code]
+        return ClusterError(f"{context}: {name} (error {code}): {meaning}")
+    text = f"{context}: {kafka_errors.for_code(code).__name__} (error {code})"
+    if is_retriable(code):
+        return TransientClusterError(text)
+    return ClusterError(text)
+
+
+BOOTSTRAP_ATTEMPTS = 3  # at start-up, 1 s and 2 s apart
+
+
+def client_options(config: ClusterConfig) -> dict[str, Any]:
+    """The security settings of any aiokafka client of this cluster."""
+    options: dict[str, Any] = {"security_protocol": config.security_protocol}
+    if "SSL" in config.security_protocol:
+        options["ssl_context"] = tls_context(config)
+    if config.security_protocol.startswith("SASL"):
+        options["sasl_mechanism"] = config.sasl_mechanism
+        if config.sasl_mechanism == "OAUTHBEARER":
+            options["sasl_oauth_token_provider"] = config.sasl_oauth_token_provider
+        else:
+            options["sasl_plain_username"] = config.sasl_username
+            options["sasl_plain_password"] = config.sasl_password
+    return options
+
+
+@functools.cache
+def tls_context(config: ClusterConfig) -> ssl.SSLContext:
+    """The cluster's TLS context, built on first use and shared by every client of the
+    cluster (each lane, the admin client, the group member, the identity producer and
+    consumer) rather than loading the CA bundle and key once per client. The files are read
+    then: a renewed certificate takes a restart, as it always did for a running client.
+    Keyed by the frozen ClusterConfig, which hashes on its settings, not its token provider."""
+    context: ssl.SSLContext = create_ssl_context(
+        cafile=config.ssl_cafile or None,
+        certfile=config.ssl_certfile or None,
+        keyfile=config.ssl_keyfile or None,
+        password=config.ssl_key_password or None,
+    )
+    context.check_hostname = config.ssl_check_hostname
+    return context
+
+
+class ClusterConnection:
+    """A connection to one cluster: its client, metadata and brokers. ``Cluster`` adds the
+    requests (``syncer.wire``) and the admin calls (``syncer.admin``) on top of it."""
+
+    def __init__(self, config: ClusterConfig, *, role: str, lane: int = 0) -> None:
+        self.config = config
+        self.name = config.name or role
+        self.role = role
+        self.lane = lane
+        self._client = AIOKafkaClient(
+            bootstrap_servers=config.bootstrap_servers,
+            client_id=f"{config.client_id}-{self.name}" + (f"-lane{lane}" if lane else ""),
+            request_timeout_ms=config.request_timeout_ms,
+            metadata_max_age_ms=config.metadata_max_age_ms,
+            **client_options(config),
+        )
+        self._started = False
+        self._buffers = {
+            socket.SO_RCVBUF: config.socket_receive_buffer_bytes,
+            socket.SO_SNDBUF: config.socket_send_buffer_bytes,
+        }
+        self._buffers = {k: v for k, v in self._buffers.items() if v > 0}
+        self._tuned: weakref.WeakSet[Any] = weakref.WeakSet()
+
+    def __repr__(self) -> str:
+        return f"<Cluster {self.role} {self.name} {self.config.bootstrap_servers}>"
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    async def start(self) -> None:
+        if self._started:
+            return
+        for attempt in range(1, BOOTSTRAP_ATTEMPTS + 1):
+            try:
+                await self._client.bootstrap()
+                break
+            except (kafka_errors.KafkaError, OSError) as exc:
+                refused = await self._refused()  # credentials: no point in trying again
+                if refused is not None or attempt == BOOTSTRAP_ATTEMPTS:
+                    await self._client.close()
+                    where = f"{self.role} cluster {self.name!r} at {self.config.bootstrap_servers}"
+                    if refused is not None:
+                        raise AuthenticationError(f"{where}: {refused}") from exc
+                    raise UnreachableError(f"{where} is unreachable: {exc}") from exc
+                await asyncio.sleep(attempt)  # a blip at start-up (a busy broker) is not fatal
+        self._started = True
+
+    async def _refused(self) -> str | None:
+        """Why the first bootstrap server refuses us, if it does over credentials or
+        certificates (aiokafka only logs it): one connection, no retries."""
+        if self.config.security_protocol == "PLAINTEXT":
+            return None
+        first = self.config.bootstrap_servers.split(",")[0].strip()
+        host, _, port = first.rpartition(":")
+        try:
+            conn = await create_conn(
+                host.strip("[]"),
+                int(port),
+                request_timeout_ms=self.config.request_timeout_ms,
+                **client_options(self.config),
+            )
+        except (kafka_errors.SaslAuthenticationFailed, kafka_errors.AuthenticationFailedError) as e:
+            user = self.config.sasl_username
+            who = f" as {user!r}" if user else ""
+            return f"authentication failed ({self.config.sasl_mechanism}{who}): {e}"
+        except kafka_errors.UnsupportedSaslMechanismError:
+            return f"the broker does not accept SASL mechanism {self.config.sasl_mechanism}"
+        except ssl.SSLError as exc:
+            return f"TLS handshake failed: {exc.reason or exc}"
+        except (kafka_errors.KafkaError, OSError, ValueError):
+            return None
+        conn.close()
+        return None
+
+    async def stop(self) -> None:
+        if self._started:
+            self._started = False
+            await self._client.close()
+
+    # metadata ---------------------------------------------------------------------------
+
+    async def refresh_metadata(self) -> None:
+        """The metadata of every topic, asked now of the first broker that answers and
+        applied to the client's view; each request ends within the request timeout. Not
+        by waiting for aiokafka's background update: after the local broker stopped and came
+        back, that update's future was seen never to resolve (a daemon hung in its topic
+        refresh and could not stop; aio-libs/aiokafka#712)."""
+        brokers = [b.nodeId for b in self._client.cluster.brokers()]
+        random.shuffle(brokers)
+        failures = []
+        for node in brokers:
+            try:
+                response = await self._client.send(node, MetadataRequest(None, False))
+            except (kafka_errors.KafkaError, OSError, TimeoutError) as exc:
+                failures.append(f"node {node}: {type(exc).__name__}")
+                continue
+            if response.brokers:  # a broker still starting may know of none
+                self._client.cluster.update_metadata(response)
+                return
+            failures.append(f"node {node}: no brokers in its answer")
+        if not brokers:  # none known yet: aiokafka asks its bootstrap servers
+            timeout = self.config.request_timeout_ms / 1000
+            with contextlib.suppress(TimeoutError):
+                if await asyncio.wait_for(self._client.force_metadata_update(), timeout):
+                    return
+            failures.append("the bootstrap servers")
+        raise TransientClusterError(f"{self.name}: metadata: no answer from {', '.join(failures)}")
+
+    async def reachable(self) -> bool:
+        """Does some broker of the cluster answer a metadata request now? One for no topics,
+        to the first broker that answers: asking for every topic (thousands of partitions)
+        every few seconds would cost more CPU than an idle copy does."""
+        for broker in self._client.cluster.brokers():
+            try:
+                await self._client.send(broker.nodeId, MetadataRequest([], False))
+                return True
+            except (kafka_errors.KafkaError, OSError, TimeoutError):
+                continue
+        try:  # none known: the bootstrap servers
+            await self.refresh_metadata()
+        except TransientClusterError:
+            return False
+        return True
+
+    async def partition_counts(self) -> dict[str, int]:
+        """Topic name → partition count, for every topic the cluster has."""
+        await self.refresh_metadata()
+        cluster = self._client.cluster
+        return {t: len(cluster.partitions_for_topic(t) or ()) for t in cluster.topics()}
+
+    async def topic_ids(self, topics: Collection[str]) -> dict[str, uuid.UUID] | None:
+        """Topic name → topic id, for those of ``topics`` the cluster holds now (Metadata
+        v10). None if its brokers do not report topic ids (Kafka before 2.8)."""
+        if not topics:
+            return {}
+        request = TopicIdsRequest(sorted(topics))
+        brokers = [b.nodeId for b in self._client.cluster.brokers()]
+        random.shuffle(brokers)
+        failures = []
+        for node in brokers:
+            try:
+                response = await self._client.send(node, request)
+            except NotImplementedError:
+                return None
+            except (kafka_errors.KafkaError, OSError, TimeoutError) as exc:
+                failures.append(f"node {node}: {type(exc).__name__}")
+                continue
+            return {
+                name: found.topic_id
+                for name, found in topics_of(response).items()
+                if found.error_code == 0 and found.topic_id != NO_ID
+            }
+        detail = ", ".join(failures) or "no broker known"
+        raise TransientClusterError(f"{self.name}: topic ids: no answer from {detail}")
+
+    def leader(self, tp: TP) -> int:
+        node = self._client.cluster.leader_for_partition(tp)
+        if node is None or node < 0:
+            self._client.force_metadata_update()
+            raise TransientClusterError(
+                f"{self.name}: no leader known for {tp.topic}[{tp.partition}]"
+            )
+        return int(node)
+
+    async def leader_for(self, tp: TP) -> int:
+        """Like ``leader``, refreshing metadata once if the partition is not known yet."""
+        if self._client.cluster.leader_for_partition(tp) in (None, -1):
+            await self.refresh_metadata()
+        return self.leader(tp)
+
+    # sending ----------------------------------------------------------------------------
+
+    async def send(self, node: int, request: Any, *, connection: int = 0) -> Any:
+        """Send one request on connection number ``connection`` to ``node`` (a broker
+        answers one connection's requests in order, so a long poll on one does not hold up
+        requests on another). aiokafka keys its connections by (node, group) and opens one
+        for any group it is given (it has two named ones, 0 and 1; aiokafka is pinned below
+        0.15)."""
+        group = cast(ConnectionGroup, connection)
+        try:
+            if self._buffers:
+                await self._tune(node, group)
+            return await self._client.send(node, request, group=group)
+        except kafka_errors.KafkaError as exc:
+            self._client.force_metadata_update()
+            raise TransientClusterError(f"{self.name}: {type(exc).__name__}: {exc}") from exc
+        except (TimeoutError, OSError) as exc:
+            self._client.force_metadata_update()
+            raise TransientClusterError(f"{self.name}: {exc!r}") from exc
+
+    async def _tune(self, node: int, group: ConnectionGroup) -> None:
+        """Socket buffers of the connection to ``node``, set once it is open and before any
+        request of ours crosses it. aiokafka opens its own sockets and has no hook for this,
+        so its connection table is read here (private; aiokafka is pinned below 0.15). On
+        Linux the window scale is fixed at connect from net.ipv4.tcp_rmem's maximum, so a
+        larger SO_RCVBUF set now still takes effect (up to net.core.rmem_max)."""
+        await self._client.ready(node, group=group)
+        # this one, and any aiokafka opened on its own meanwhile (metadata, bootstrap)
+        for conn in list(self._client._conns.values()):
+            if conn in self._tuned:
+                continue
+            writer = getattr(conn, "_writer", None)
+            sock = writer.transport.get_extra_info("socket") if writer is not None else None
+            if sock is not None:
+                for option, size in self._buffers.items():
+                    sock.setsockopt(socket.SOL_SOCKET, option, size)
+                self._tuned.add(conn)
+
+    def open_connections(self) -> int:
+        return sum(1 for conn in list(self._client._conns.values()) if conn.connected())
+
+    def socket_buffers(self) -> list[tuple[int, int]]:
+        """(SO_RCVBUF, SO_SNDBUF) of every open connection, as the kernel reports them."""
+        out = []
+        for conn in list(self._client._conns.values()):
+            writer = getattr(conn, "_writer", None)
+            sock = writer.transport.get_extra_info("socket") if writer is not None else None
+            if sock is not None:
+                out.append(
+                    (
+                        sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF),
+                        sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF),
+                    )
+                )
+        return out

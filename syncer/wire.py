@@ -1,0 +1,245 @@
+"""The raw requests of the data path, sent to a partition's leader: list offsets (a
+partition's ends), fetch, produce (by topic id where the brokers can) and InitProducerId.
+Answers leave as plain values; error codes stay numbers for the caller to judge."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from aiokafka import errors as kafka_errors
+from aiokafka.protocol.fetch import FetchRequest
+from aiokafka.protocol.offset import OffsetRequest
+from aiokafka.protocol.produce import ProduceRequest
+from aiokafka.protocol.transaction import InitProducerIdRequest
+
+from syncer.connection import TP, ClusterConnection, error_for
+from syncer.protocol import (
+    UNKNOWN_TOPIC_ID,
+    FetchByIdRequest,
+    ProduceByIdRequest,
+    fetched_by_id,
+    produced_by_id,
+)
+from syncer.retry import retried
+
+log = logging.getLogger(__name__)
+
+READ_UNCOMMITTED = 0
+READ_COMMITTED = 1
+EARLIEST = -2
+LATEST = -1
+# a fetch asked for an offset below the partition's start or past its end
+OFFSET_OUT_OF_RANGE: int = kafka_errors.OffsetOutOfRangeError.errno
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedPartition:
+    """One partition of a fetch response, records still as raw bytes."""
+
+    error_code: int
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+    aborted: tuple[tuple[int, int], ...]
+    records: bytes
+
+    @property
+    def stable_end(self) -> int:
+        return self.last_stable_offset if self.last_stable_offset >= 0 else self.high_watermark
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceResult:
+    error_code: int
+    base_offset: int
+    message: str | None = None
+
+
+class WireRequests(ClusterConnection):
+    """Ends, fetch, produce and producer ids of one cluster, over its connection."""
+
+    _writes_by_id = True  # until a broker turns out not to take Produce v13
+
+    async def ends(
+        self, tps: Iterable[TP], *, isolation: int = READ_COMMITTED
+    ) -> dict[TP, tuple[int, int]]:
+        """(start, end) of each partition; end is the last stable offset under read_committed."""
+        tps = list(tps)
+        starts = await self._list_offsets(tps, EARLIEST, isolation)
+        latest = await self._list_offsets(tps, LATEST, isolation)
+        return {tp: (starts[tp], latest[tp]) for tp in tps}
+
+    async def latest(
+        self, tps: Iterable[TP], *, isolation: int = READ_UNCOMMITTED
+    ) -> dict[TP, int]:
+        """End of each partition: the high watermark, or the last stable offset."""
+        return await self._list_offsets(list(tps), LATEST, isolation)
+
+    async def _list_offsets(self, tps: list[TP], which: int, isolation: int) -> dict[TP, int]:
+        by_leader: dict[int, dict[str, list[tuple[int, int]]]] = defaultdict(
+            lambda: defaultdict(list)
+        )
+        for tp in tps:
+            by_leader[await self.leader_for(tp)][tp.topic].append((tp.partition, which))
+        out: dict[TP, int] = {}
+        for node, topics in by_leader.items():
+            request = OffsetRequest(-1, isolation, list(topics.items()))
+            response = await self.send(node, request)
+            for topic, partitions in response.topics:
+                for partition, code, *rest in partitions:
+                    if code:
+                        raise error_for(code, f"{self.name}: list offsets {topic}[{partition}]")
+                    out[TP(topic, partition)] = int(rest[-1])
+        return out
+
+    async def fetch(
+        self,
+        node: int,
+        wants: Mapping[TP, int | tuple[int, int]],
+        *,
+        max_wait_ms: int,
+        max_bytes: int,
+        partition_max_bytes: int,
+        connection: int = 0,
+    ) -> dict[TP, FetchedPartition]:
+        """One read_committed fetch from ``node`` for every partition in ``wants`` (offset,
+        or (offset, max bytes for that partition)), on connection number ``connection``."""
+        topics: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
+        for tp, want in wants.items():
+            offset, limit = want if isinstance(want, tuple) else (want, partition_max_bytes)
+            topics[tp.topic].append((tp.partition, offset, limit))
+        request = FetchRequest(max_wait_ms, 1, max_bytes, READ_COMMITTED, list(topics.items()))
+        response = await self.send(node, request, connection=connection)
+        out: dict[TP, FetchedPartition] = {}
+        for topic, partitions in response.topics:
+            for p in partitions:
+                partition, code, hw, lso, start, aborted, _replica, records = p
+                out[TP(topic, partition)] = FetchedPartition(
+                    code,
+                    hw,
+                    lso,
+                    start,
+                    tuple((a[0], a[1]) for a in (aborted or ())),
+                    records or b"",
+                )
+        return out
+
+    async def fetch_by_id(
+        self,
+        node: int,
+        offsets: Mapping[TP, tuple[int, int]],
+        topic_ids: Mapping[str, uuid.UUID],
+        *,
+        max_wait_ms: int,
+        max_bytes: int,
+        partition_max_bytes: int,
+        connection: int = 0,
+    ) -> dict[TP, FetchedPartition]:
+        """One read_committed Fetch v13 naming each topic by the id in ``topic_ids``; a topic
+        without one is not asked and answers UNKNOWN_TOPIC_ID (its records may not be read
+        until its id is known). Raises NotImplementedError if the broker has no Fetch v13."""
+        out: dict[TP, FetchedPartition] = {}
+        topics: dict[uuid.UUID, list[tuple[int, int, int]]] = defaultdict(list)
+        names: dict[uuid.UUID, str] = {}
+        for tp, (offset, limit) in offsets.items():
+            topic_id = topic_ids.get(tp.topic)
+            if topic_id is None:
+                out[tp] = FetchedPartition(UNKNOWN_TOPIC_ID, -1, -1, -1, (), b"")
+                continue
+            names[topic_id] = tp.topic
+            topics[topic_id].append((tp.partition, offset, min(limit, partition_max_bytes)))
+        if not topics:
+            return out
+        request = FetchByIdRequest(max_wait_ms, max_bytes, READ_COMMITTED, topics)
+        response = await self.send(node, request, connection=connection)
+        for p in fetched_by_id(response):
+            name = names.get(p.topic_id)
+            if name is not None:
+                out[TP(name, p.partition)] = FetchedPartition(
+                    p.error_code,
+                    p.high_watermark,
+                    p.last_stable_offset,
+                    p.log_start_offset,
+                    p.aborted,
+                    p.records,
+                )
+        return out
+
+    async def produce(
+        self,
+        node: int,
+        batches: dict[TP, bytes],
+        *,
+        timeout_ms: int,
+        topic_ids: Mapping[str, uuid.UUID] | None = None,
+    ) -> dict[TP, ProduceResult]:
+        """One acks=all produce request carrying one batch per partition. Given
+        ``topic_ids`` (each topic's id as first seen; not empty), each topic is named by its
+        id where the brokers take Produce v13 (Kafka 4.1+): a topic deleted, or recreated
+        under its name, since then answers UNKNOWN_TOPIC_ID and nothing is appended to the
+        new log. A topic with no id there yet (another process of the group saw it first)
+        is not sent: it answers UNKNOWN_TOPIC_OR_PARTITION, to be tried again once the topic
+        refresh has learned its id. Else by name."""
+        if topic_ids and self._writes_by_id:
+            try:
+                return await self._produce_by_id(node, batches, timeout_ms, topic_ids)
+            except NotImplementedError:  # the broker has no Produce v13
+                log.warning(
+                    "%s cluster %s cannot produce by topic id (Kafka 4.1+ can): a topic"
+                    " recreated there while it is copied is told only by the topic refresh",
+                    self.role,
+                    self.name,
+                )
+                self._writes_by_id = False
+        topics: dict[str, list[tuple[int, bytes]]] = defaultdict(list)
+        for tp, batch in batches.items():
+            topics[tp.topic].append((tp.partition, batch))
+        request = ProduceRequest(None, -1, timeout_ms, list(topics.items()))
+        response = await self.send(node, request)
+        out: dict[TP, ProduceResult] = {}
+        for topic, partitions in response.topics:
+            for partition, code, offset, *_ in partitions:
+                out[TP(topic, partition)] = ProduceResult(code, offset)
+        return out
+
+    async def _produce_by_id(
+        self,
+        node: int,
+        batches: dict[TP, bytes],
+        timeout_ms: int,
+        topic_ids: Mapping[str, uuid.UUID],
+    ) -> dict[TP, ProduceResult]:
+        out: dict[TP, ProduceResult] = {}
+        topics: dict[uuid.UUID, list[tuple[int, bytes]]] = defaultdict(list)
+        names: dict[uuid.UUID, str] = {}
+        for tp, batch in batches.items():
+            topic_id = topic_ids.get(tp.topic)
+            if topic_id is None:
+                unknown = kafka_errors.UnknownTopicOrPartitionError.errno
+                out[tp] = ProduceResult(unknown, -1, "topic id not known yet")
+                continue
+            names[topic_id] = tp.topic
+            topics[topic_id].append((tp.partition, batch))
+        if not topics:
+            return out
+        response = await self.send(node, ProduceByIdRequest(-1, timeout_ms, topics))
+        for p in produced_by_id(response):
+            name = names.get(p.topic_id)
+            if name is not None:
+                out[TP(name, p.partition)] = ProduceResult(p.error_code, p.base_offset, p.message)
+        return out
+
+    async def init_producer_id(self) -> tuple[int, int]:
+        """A fresh idempotent (non-transactional) producer id and epoch."""
+        return await retried(self._init_producer_id, what=f"{self.name}: InitProducerId")
+
+    async def _init_producer_id(self) -> tuple[int, int]:
+        node = self._client.get_random_node()
+        response = await self.send(node, InitProducerIdRequest(None, 60_000), connection=1)
+        if response.error_code:
+            raise error_for(response.error_code, f"{self.name}: InitProducerId")
+        return int(response.producer_id), int(response.producer_epoch)
