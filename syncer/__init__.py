@@ -1,7 +1,6 @@
 """syncer: keep local Kafka partitions offset-for-offset identical to remote ones."""
 
 from syncer.config import ClusterConfig, Config, CopierConfig, TopicsConfig
-from syncer.copier import PartitionStatus, State
 from syncer.errors import (
     ClusterError,
     ConfigError,
@@ -14,6 +13,7 @@ from syncer.errors import (
     TransientClusterError,
     UnreachableError,
 )
+from syncer.status import PartitionStatus, State
 from syncer.syncer import Summary, Syncer
 
 __all__ = [

@@ -24,7 +24,7 @@ from syncer.budget import ByteBudget
 from syncer.clusters import READ_COMMITTED, TP, Cluster
 from syncer.config import ClusterConfig, Config, CopierConfig
 from syncer.coordination import GroupMember
-from syncer.copier import PartitionCopier, PartitionStatus, State
+from syncer.copier import PartitionCopier
 from syncer.errors import ClusterError, PartitionHalted, SyncerError
 from syncer.fetcher import Fetcher, Lanes
 from syncer.identity import WriterIdentity, load_identity
@@ -33,6 +33,7 @@ from syncer.offsets import OffsetCopier
 from syncer.planner import RemoteEnds
 from syncer.retry import retried
 from syncer.sources import SourceHealth
+from syncer.status import PartitionStatus, RemoteStatus, Snapshot, State
 from syncer.topic_ids import LOCAL, id_changes, learned, remote_label
 from syncer.topics import (
     FIDELITY_SETTINGS,
@@ -506,6 +507,24 @@ class Syncer:
 
     def statuses(self) -> list[PartitionStatus]:
         return [c.status for _tp, c in sorted(self.copiers.items())]
+
+    def snapshot(self) -> Snapshot:
+        """This process's figures now, as a plain value (for /status, /readyz, /metrics)."""
+        now = time.monotonic()
+        connections = self.open_connections()
+        return Snapshot(
+            name=self.config.name,
+            partitions=tuple(s.copy() for s in self.statuses()),
+            remotes=tuple(
+                RemoteStatus.of(health, now, connections.get(name, 0))
+                for name, health in self.health.items()
+            ),
+            groups={n: dataclasses.replace(g) for n, g in self.offsets.groups.items()},
+            refused=len(self.refused),
+            buffer_used=self.memory.used,
+            buffer_limit=self.memory.limit,
+            producer_id_expiration_ms=self.state_clock.expiration_ms,
+        )
 
     def summary(self) -> Summary:
         statuses = self.statuses()
