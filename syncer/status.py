@@ -32,7 +32,6 @@ class PartitionStatus:
     local_end: int = -1
     remote_ends: dict[str, RemoteEnds] = field(default_factory=dict)
     state: State = State.STARTING
-    source: str | None = None
     error: str | None = None
     records_copied: int = 0
     bytes_copied: int = 0
@@ -133,7 +132,6 @@ def status_document(snapshot: Snapshot) -> dict[str, Any]:
             "local_end": s.local_end,
             "remote_ends": {n: e.end for n, e in s.remote_ends.items()},
             "lag": s.lag,
-            "source": s.source,
             "records_copied": s.records_copied,
             "bytes_copied": s.bytes_copied,
             "filled": s.filled,
