@@ -89,10 +89,6 @@ class ForeignWrite(PartitionHalted):
     """Records in a mirrored local partition were written by someone else than syncer."""
 
 
-class TopicMismatch(SyncerError):
-    """Local and remote disagree on a topic's shape (partition counts)."""
-
-
 class TestbedError(SyncerError):
     """The test bed could not do what was asked (Java or Maven missing, broker down)."""
 
