@@ -29,13 +29,11 @@ from syncer.report import (
     fetch_live,
     gather_rows,
     merge_live,
-    print_report,
-    print_verdicts,
     producer_state_note,
     remote_rows,
-    render,
 )
 from syncer.syncer import Summary, Syncer, read_state_clock
+from syncer.tables import print_report, print_verdicts, render
 from syncer.testbed import cli as testbed_cli
 from syncer.verify import Verdict, verify_partition
 

@@ -19,9 +19,10 @@ from syncer.clusters import Cluster
 from syncer.config import ClusterConfig, Config
 from syncer.errors import SyncerError
 from syncer.http import StatusServer
-from syncer.report import gather_rows, merge_live, print_report, remote_rows
+from syncer.report import gather_rows, merge_live, remote_rows
 from syncer.status import status_document
 from syncer.syncer import Syncer
+from syncer.tables import print_report
 from syncer.testbed.bed import ClusterSpec, Testbed
 from syncer.testbed.tools import perf_produce
 
