@@ -97,7 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--to", dest="high", type=int, metavar="OFFSET", help="end offset (excluded)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=_verify)
-    testbed_cli.add_parser(sub)
+    testbed_cli.add_parser(sub)  # `syncer testbed`: its verbs, handler and errors
     return parser
 
 
