@@ -1,6 +1,6 @@
 """syncer: keep local Kafka partitions offset-for-offset identical to remote ones."""
 
-from syncer.config import ClusterConfig, Config, CopierConfig, TopicsConfig
+from syncer.config import ClusterConfig, Config, CopierConfig, HolePolicy, TopicsConfig
 from syncer.errors import (
     ClusterError,
     ConfigError,
@@ -24,6 +24,7 @@ __all__ = [
     "CopierConfig",
     "ExitCode",
     "HoleFound",
+    "HolePolicy",
     "MisalignedWrite",
     "PartitionHalted",
     "PartitionStatus",
