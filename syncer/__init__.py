@@ -1,7 +1,6 @@
 """syncer: keep local Kafka partitions offset-for-offset identical to remote ones."""
 
-from syncer.config import ClusterConfig, Config, CopierConfig, TopicsConfig
-from syncer.copier import PartitionStatus, State
+from syncer.config import ClusterConfig, Config, CopierConfig, HolePolicy, TopicsConfig
 from syncer.errors import (
     ClusterError,
     ConfigError,
@@ -14,7 +13,8 @@ from syncer.errors import (
     TransientClusterError,
     UnreachableError,
 )
-from syncer.syncer import Summary, Syncer
+from syncer.status import PartitionStatus, State, Summary
+from syncer.syncer import Syncer
 
 __all__ = [
     "ClusterConfig",
@@ -24,6 +24,7 @@ __all__ = [
     "CopierConfig",
     "ExitCode",
     "HoleFound",
+    "HolePolicy",
     "MisalignedWrite",
     "PartitionHalted",
     "PartitionStatus",

@@ -29,13 +29,12 @@ from syncer.report import (
     fetch_live,
     gather_rows,
     merge_live,
-    print_report,
-    print_verdicts,
     producer_state_note,
     remote_rows,
-    render,
 )
-from syncer.syncer import Summary, Syncer
+from syncer.status import Summary
+from syncer.syncer import Syncer
+from syncer.tables import print_report, print_verdicts, render
 from syncer.testbed import cli as testbed_cli
 from syncer.verify import Verdict, verify_partition
 from syncer.writes import read_state_clock
@@ -100,7 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--to", dest="high", type=int, metavar="OFFSET", help="end offset (excluded)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=_verify)
-    testbed_cli.add_parser(sub)
+    testbed_cli.add_parser(sub)  # `syncer testbed`: its verbs, handler and errors
     return parser
 
 

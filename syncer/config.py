@@ -13,6 +13,7 @@ import re
 import types
 import typing
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -65,6 +66,13 @@ class ClusterConfig:
     )
 
 
+class HolePolicy(StrEnum):
+    """What a hole in the source (compaction gap, transaction marker, aborted data) does."""
+
+    HALT = "halt"  # the partition halts at it
+    FILL = "fill"  # filler records take its offsets
+
+
 @dataclass(frozen=True)
 class TopicsConfig:
     """Which topics to mirror and how to create them locally."""
@@ -74,9 +82,7 @@ class TopicsConfig:
     create_missing: bool = True
     copy_configs: tuple[str, ...] = DEFAULT_COPIED_CONFIGS
     replication_factor: int = -1  # -1: the local cluster's default
-    # what a hole in the source (compaction gap, transaction marker, aborted data) does:
-    # "halt" the partition, or "fill" it with filler records at the same offsets
-    on_hole: str = "halt"
+    on_hole: HolePolicy = HolePolicy.HALT
     fill: tuple[str, ...] = ()  # topics (regexes) whose holes are filled whatever on_hole says
     # a new, empty local partition whose remotes start above 0: filler up to their start,
     # then DeleteRecords, so local start and end equal the remote's (else: data lost, halt)
@@ -90,7 +96,7 @@ class TopicsConfig:
 
     def fills(self, topic: str) -> bool:
         """Are ``topic``'s holes filled (else its partitions halt at one)?"""
-        return self.on_hole == "fill" or _matches(topic, self.fill)
+        return self.on_hole == HolePolicy.FILL or _matches(topic, self.fill)
 
 
 @dataclass(frozen=True)
@@ -371,8 +377,6 @@ def _check_topics(topics: TopicsConfig) -> list[str]:
     if not topics.include:
         problems.append("topics.include: at least one pattern is required")
     problems += _check_patterns(topics, "topics", ("include", "exclude", "fill"))
-    if topics.on_hole not in ("halt", "fill"):
-        problems.append(f"topics.on_hole: must be 'halt' or 'fill', got {topics.on_hole!r}")
     return problems
 
 
@@ -467,6 +471,8 @@ def _convert(hint: Any, value: Any, path: str, problems: list[str]) -> Any:
 
 
 def _scalar(hint: Any, value: Any, path: str, problems: list[str]) -> Any:
+    if isinstance(hint, type) and issubclass(hint, StrEnum):
+        return _choice(hint, value, path, problems)
     if hint is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     if hint is int and isinstance(value, str) and value.strip().isdigit():
@@ -477,6 +483,19 @@ def _scalar(hint: Any, value: Any, path: str, problems: list[str]) -> Any:
         return value
     problems.append(f"{path}: expected {hint.__name__}, got {_kind(value)}")
     return value
+
+
+def _choice(hint: type[StrEnum], value: Any, path: str, problems: list[str]) -> Any:
+    """One of a fixed set of words (an enum's values), written in YAML as a string."""
+    if not isinstance(value, str):
+        problems.append(f"{path}: expected str, got {_kind(value)}")
+        return value
+    try:
+        return hint(value)
+    except ValueError:
+        choices = " or ".join(repr(member.value) for member in hint)
+        problems.append(f"{path}: must be {choices}, got {value!r}")
+        return value
 
 
 def _kind(value: Any) -> str:

@@ -8,8 +8,6 @@ import asyncio
 import logging
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from enum import StrEnum
 
 from syncer.agreement import Agreement, CheckFailed, SourceDropped
 from syncer.alignment import StateClock
@@ -31,6 +29,7 @@ from syncer.identity import WriterIdentity
 from syncer.landed import check_landed
 from syncer.planner import Filler, HoleKind, RemoteEnds, choose_remote, scan
 from syncer.sources import SourceHealth
+from syncer.status import PartitionStatus, State
 from syncer.writer import Writer
 from syncer.writes import PartitionWrites, Resync, Sent
 
@@ -43,50 +42,6 @@ FILLER_REASONS = {
     HoleKind.CONTROL_BATCH: "marker",
     HoleKind.ABORTED_DATA: "aborted",
 }
-
-
-class State(StrEnum):
-    STARTING = "starting"
-    COPYING = "copying"
-    CAUGHT_UP = "caught-up"
-    RETRYING = "retrying"
-    HALTED = "halted"
-    STOPPED = "stopped"
-
-
-@dataclass
-class PartitionStatus:
-    """Live figures of one partition, as status and metrics show them."""
-
-    tp: TP
-    local_end: int = -1
-    remote_ends: dict[str, RemoteEnds] = field(default_factory=dict)
-    state: State = State.STARTING
-    source: str | None = None
-    error: str | None = None
-    records_copied: int = 0
-    bytes_copied: int = 0
-    retries: int = 0
-    served: dict[str, int] = field(default_factory=dict)  # remote → bytes written from it
-    errors: dict[str, int] = field(default_factory=dict)  # kind → count
-    filled: int = 0  # offsets written as filler records (policy fill)
-    newest_timestamp_ms: int = 0  # of the newest record written (the batch's max timestamp)
-    dropped: dict[str, str] = field(default_factory=dict)  # remote → why it is not used
-    # writes go one at a time: the broker may hold no producer state for the partition
-    one_at_a_time: bool = True
-    # the newest record written is older than the local brokers' producer.id.expiration.ms
-    older_than_producer_expiry: bool = False
-
-    @property
-    def remote_end(self) -> int:
-        """The furthest end among the remotes still used: a dropped remote's end is no
-        target (catch-up would wait for it forever)."""
-        usable = (e.end for n, e in self.remote_ends.items() if n not in self.dropped)
-        return max(usable, default=-1)
-
-    @property
-    def lag(self) -> int:
-        return max(0, self.remote_end - self.local_end)
 
 
 class PartitionCopier:

@@ -19,7 +19,7 @@ class ExitCode:
     CONFIG = 3
     UNREACHABLE = 4
     HALTED = 5  # some partitions halted or topics were refused; the rest finished
-    TESTBED = 6
+    TESTBED = 6  # syncer testbed: the bed could not do what was asked
     DIVERGED = 7  # verify: a local partition differs from a remote's
     AUTHENTICATION = 8  # a cluster refused our credentials, or TLS failed
     INTERRUPTED = 130
@@ -87,14 +87,3 @@ class SourceDataLost(PartitionHalted):
 
 class ForeignWrite(PartitionHalted):
     """Records in a mirrored local partition were written by someone else than syncer."""
-
-
-class TopicMismatch(SyncerError):
-    """Local and remote disagree on a topic's shape (partition counts)."""
-
-
-class TestbedError(SyncerError):
-    """The test bed could not do what was asked (Java or Maven missing, broker down)."""
-
-    __test__ = False  # not a pytest test class
-    exit_code = ExitCode.TESTBED

@@ -27,6 +27,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from enum import Enum
 
 from syncer.clusters import TP, Cluster, FetchedPartition
 from syncer.config import CopierConfig
@@ -47,6 +48,14 @@ POLL_CONNECTIONS = (0, 2, 3, 4, 5, 6, 7, 8)
 HOLD_S = 30.0
 QUIET_S = 10.0  # a partition that brought no records for this long is quiet
 QUIET_WAIT_MS = 5_000  # the wait of a poll for quiet partitions only
+
+
+class RequestKind(Enum):
+    """Which request a partition's fetch joins on its leader."""
+
+    DATA = "data"  # offsets known to hold records: no wait, on the data connection
+    POLL = "poll"  # caught up: long-polled on a poll connection
+    QUIET = "quiet"  # brought nothing for QUIET_S: polled apart, with QUIET_WAIT_MS
 
 
 def _hold_always() -> bool:
@@ -170,7 +179,7 @@ class Fetcher(RequestLoop):
     def _dispatch(self) -> bool:
         """One request per broker and kind (data, poll, quiet poll) with room for it, the
         lowest offset of every partition that waits; whether any went out."""
-        by_node: dict[tuple[int, str], dict[TP, _Want]] = defaultdict(dict)
+        by_node: dict[tuple[int, RequestKind], dict[TP, _Want]] = defaultdict(dict)
         quiet_since = asyncio.get_running_loop().time() - QUIET_S
         for tp, queue in list(self._wants.items()):
             while queue and queue[0].future.done():
@@ -195,33 +204,33 @@ class Fetcher(RequestLoop):
                 self._peeked[tp] = want.offset
                 poll = False
             if not poll:
-                kind = "data"
+                kind = RequestKind.DATA
             elif want.empty is not None and self._brought.get(tp, 0.0) < quiet_since:
-                kind = "quiet"
+                kind = RequestKind.QUIET
             else:
-                kind = "poll"
+                kind = RequestKind.POLL
             if self._has_room(node, kind, by_node):
                 by_node[(node, kind)][tp] = heapq.heappop(queue)
         for (node, kind), wants in by_node.items():
-            if kind == "data":
+            if kind is RequestKind.DATA:
                 connection = DATA_CONNECTION
                 self._data_busy[node] += 1
                 wait_ms = 0
             else:
                 connection = min(set(POLL_CONNECTIONS) - self._polling[node])
                 self._polling[node].add(connection)
-                quiet = kind == "quiet"
+                quiet = kind is RequestKind.QUIET
                 wait_ms = self._quiet_wait_ms if quiet else self.config.fetch_max_wait_ms
             self._spawn(self._fetch(node, connection, wants, wait_ms))
         return bool(by_node)
 
     def _has_room(
-        self, node: int, kind: str, going: dict[tuple[int, str], dict[TP, _Want]]
+        self, node: int, kind: RequestKind, going: dict[tuple[int, RequestKind], dict[TP, _Want]]
     ) -> bool:
-        if kind == "data":
+        if kind is RequestKind.DATA:
             return self._data_busy[node] < PIPELINE
         polls = len(self._polling[node]) + sum(
-            1 for n, k in going if n == node and k != "data" and k != kind
+            1 for n, k in going if n == node and k is not RequestKind.DATA and k is not kind
         )
         return (node, kind) in going or polls < len(POLL_CONNECTIONS)
 

@@ -18,14 +18,13 @@ import json
 import logging
 import os
 import time
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from syncer.copier import State
 from syncer.errors import ConfigError
-from syncer.metrics import exposition, registry_for
+from syncer.metrics import exposition
+from syncer.status import State, status_document
 from syncer.syncer import Syncer
 
 log = logging.getLogger(__name__)
@@ -48,7 +47,7 @@ class StatusServer:
     def __init__(self, syncer: Syncer, address: tuple[str, int]) -> None:
         self.syncer = syncer
         self.address = address
-        self.registry = registry_for(syncer)
+        self.registry = syncer.instruments.attach(syncer.snapshot)
         self.probe = Probe()
         self._server: asyncio.Server | None = None
         self._prober: asyncio.Task[None] | None = None
@@ -129,7 +128,8 @@ class StatusServer:
         if path == "/metrics":
             return 200, CONTENT_TYPE_LATEST, exposition(self.registry)
         if path == "/status":
-            return 200, "application/json", json.dumps(status_document(self.syncer)).encode()
+            document = status_document(self.syncer.snapshot())
+            return 200, "application/json", json.dumps(document).encode()
         if path == "/healthz":
             late = time.monotonic() - self.probe.last_tick - PROBE_INTERVAL_S
             if late > LOOP_LATE_S:
@@ -146,62 +146,10 @@ class StatusServer:
         problems = []
         if not self.probe.local_ok:
             problems.append(f"local cluster unreachable: {self.probe.local_error}")
-        statuses = self.syncer.statuses()
-        if statuses and all(s.state is State.HALTED for s in statuses):
-            problems.append(f"all {len(statuses)} partitions of this process halted")
+        partitions = self.syncer.snapshot().partitions
+        if partitions and all(s.state is State.HALTED for s in partitions):
+            problems.append(f"all {len(partitions)} partitions of this process halted")
         return problems
 
 
 _REASONS = {200: "OK", 404: "Not Found", 405: "Method Not Allowed", 503: "Service Unavailable"}
-
-
-def status_document(syncer: Syncer) -> dict[str, Any]:
-    """This process's live view, as ``/status`` serves it."""
-    now = time.monotonic()
-    partitions = [
-        {
-            "topic": s.tp.topic,
-            "partition": s.tp.partition,
-            "state": s.state.value,
-            "local_end": s.local_end,
-            "remote_ends": {n: e.end for n, e in s.remote_ends.items()},
-            "lag": s.lag,
-            "source": s.source,
-            "records_copied": s.records_copied,
-            "bytes_copied": s.bytes_copied,
-            "filled": s.filled,
-            "served": dict(s.served),
-            "dropped": dict(s.dropped),
-            "one_at_a_time": s.one_at_a_time,
-            "older_than_producer_expiry": s.older_than_producer_expiry,
-            "error": s.error,
-        }
-        for s in syncer.statuses()
-    ]
-    dropped: dict[str, int] = {}
-    for s in syncer.statuses():
-        for name in s.dropped:
-            dropped[name] = dropped.get(name, 0) + 1
-    remotes = [
-        {
-            "name": name,
-            "state": health.state(now),
-            "bytes_per_s": round(health.bytes_per_s),
-            "served_bytes": health.served_bytes,
-            "served_records": health.served_records,
-            "errors": health.errors,
-            "last_error": health.last_error,
-            "dropped_partitions": dropped.get(name, 0),
-        }
-        for name, health in syncer.health.items()
-    ]
-    groups = {name: asdict(status) for name, status in sorted(syncer.offsets.groups.items())}
-    return {
-        "name": syncer.config.name,
-        # how long the local brokers keep our producer state (0: unknown); partitions whose
-        # data is older write one batch at a time
-        "producer_id_expiration_ms": syncer.state_clock.expiration_ms,
-        "partitions": partitions,
-        "remotes": remotes,
-        "groups": groups,
-    }

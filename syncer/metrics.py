@@ -6,34 +6,33 @@ Names follow Prometheus conventions: ``syncer_`` prefix, base units, ``_total`` 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from syncer.copier import State
 from syncer.retry import RETRIES
-
-if TYPE_CHECKING:
-    from syncer.syncer import Syncer
+from syncer.status import Snapshot, State
 
 PARTITION = ["topic", "partition"]
 
 
 class SyncerCollector(Collector):
-    def __init__(self, syncer: Syncer) -> None:
-        self.syncer = syncer
+    """Reads one snapshot per scrape from ``snapshot`` (``Syncer.snapshot``)."""
+
+    def __init__(self, snapshot: Callable[[], Snapshot]) -> None:
+        self.read_snapshot = snapshot
 
     def collect(self) -> Iterator[Metric]:
-        yield from self._partitions()
-        yield from self._remotes()
+        snapshot = self.read_snapshot()
+        yield from self._partitions(snapshot)
+        yield from self._remotes(snapshot)
         refused = GaugeMetricFamily(
             "syncer_topics_refused",
             "Selected topics not mirrored (partition counts or settings differ)",
         )
-        refused.add_metric([], len(self.syncer.refused))
+        refused.add_metric([], snapshot.refused)
         yield refused
         retries = CounterMetricFamily(
             "syncer_cluster_retries",
@@ -46,21 +45,21 @@ class SyncerCollector(Collector):
         buffered = GaugeMetricFamily(
             "syncer_buffer_bytes", "Bytes fetched and not yet written (the process's budget)"
         )
-        buffered.add_metric([], self.syncer.memory.used)
+        buffered.add_metric([], snapshot.buffer_used)
         yield buffered
         limit = GaugeMetricFamily("syncer_buffer_limit_bytes", "copier.buffer_bytes")
-        limit.add_metric([], self.syncer.memory.limit)
+        limit.add_metric([], snapshot.buffer_limit)
         yield limit
         committed = CounterMetricFamily(
             "syncer_group_offsets_committed",
             "Consumer group offsets copied from a remote and committed locally",
             labels=["group", "remote"],
         )
-        for name, group in sorted(self.syncer.offsets.groups.items()):
+        for name, group in sorted(snapshot.groups.items()):
             committed.add_metric([name, group.source], group.committed)
         yield committed
 
-    def _partitions(self) -> Iterator[Metric]:
+    def _partitions(self, snapshot: Snapshot) -> Iterator[Metric]:
         local = GaugeMetricFamily(
             "syncer_partition_local_end_offset", "Local log-end offset", labels=PARTITION
         )
@@ -116,7 +115,7 @@ class SyncerCollector(Collector):
         )
         by_kind: dict[str, int] = {}
         now_ms = time.time() * 1000
-        for status in self.syncer.statuses():
+        for status in snapshot.partitions:
             key = [status.tp.topic, str(status.tp.partition)]
             local.add_metric(key, max(status.local_end, 0))
             for name, ends in status.remote_ends.items():
@@ -139,7 +138,7 @@ class SyncerCollector(Collector):
                 lag_seconds.add_metric(key, max(0.0, (now_ms - status.newest_timestamp_ms) / 1000))
             for kind, count in status.errors.items():
                 by_kind[kind] = by_kind.get(kind, 0) + count
-        for health in self.syncer.health.values():
+        for health in snapshot.remotes:
             if health.errors:
                 by_kind["fetch"] = by_kind.get("fetch", 0) + health.errors
         for kind, count in sorted(by_kind.items()):
@@ -147,8 +146,7 @@ class SyncerCollector(Collector):
         yield from (local, remote, lag, records, nbytes, served, state, halted, dropped, retries)
         yield from (lag_seconds, errors, filled)
 
-    def _remotes(self) -> Iterator[Metric]:
-        now = time.monotonic()
+    def _remotes(self, snapshot: Snapshot) -> Iterator[Metric]:
         served = CounterMetricFamily(
             "syncer_remote_served_bytes",
             "Bytes written to local from this remote",
@@ -182,15 +180,15 @@ class SyncerCollector(Collector):
             "Open TCP connections to the remote's brokers",
             labels=["remote"],
         )
-        for name, count in self.syncer.open_connections().items():
-            connections.add_metric([name], count)
-        for name, health in self.syncer.health.items():
-            lanes.add_metric([name], health.lanes)
-            served.add_metric([name], health.served_bytes)
-            served_records.add_metric([name], health.served_records)
-            errors.add_metric([name], health.errors)
-            healthy.add_metric([name], 1 if health.healthy(now) else 0)
-            rate.add_metric([name], health.bytes_per_s)
+        for remote in snapshot.remotes:
+            name = remote.name
+            connections.add_metric([name], remote.connections)
+            lanes.add_metric([name], remote.lanes)
+            served.add_metric([name], remote.served_bytes)
+            served_records.add_metric([name], remote.served_records)
+            errors.add_metric([name], remote.errors)
+            healthy.add_metric([name], 1 if remote.healthy else 0)
+            rate.add_metric([name], remote.bytes_per_s)
         yield from (served, served_records, errors, healthy, rate, lanes, connections)
 
 
@@ -221,15 +219,12 @@ class Instruments:
         )
         self._collector: SyncerCollector | None = None
 
-    def attach(self, syncer: Syncer) -> CollectorRegistry:
+    def attach(self, snapshot: Callable[[], Snapshot]) -> CollectorRegistry:
+        """This registry, with the figures ``snapshot`` gives read at each scrape."""
         if self._collector is None:
-            self._collector = SyncerCollector(syncer)
+            self._collector = SyncerCollector(snapshot)
             self.registry.register(self._collector)
         return self.registry
-
-
-def registry_for(syncer: Syncer) -> CollectorRegistry:
-    return syncer.instruments.attach(syncer)
 
 
 def exposition(registry: CollectorRegistry) -> bytes:

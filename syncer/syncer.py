@@ -14,7 +14,6 @@ import contextlib
 import dataclasses
 import logging
 import time
-from dataclasses import dataclass
 from functools import partial
 
 from syncer.alignment import StateClock
@@ -22,7 +21,7 @@ from syncer.budget import ByteBudget
 from syncer.clusters import TP, Cluster
 from syncer.config import ClusterConfig, Config, CopierConfig
 from syncer.coordination import GroupMember
-from syncer.copier import PartitionCopier, PartitionStatus, State
+from syncer.copier import PartitionCopier
 from syncer.errors import PartitionHalted, SyncerError
 from syncer.fetcher import Fetcher, Lanes
 from syncer.identity import WriterIdentity, load_identity
@@ -32,6 +31,7 @@ from syncer.offsets import OffsetCopier
 from syncer.planner import RemoteEnds
 from syncer.retry import retried
 from syncer.sources import SourceHealth
+from syncer.status import PartitionStatus, RemoteStatus, Snapshot, State, Summary
 from syncer.topic_ids import LOCAL, remote_label
 from syncer.topics import (
     TopicPlan,
@@ -40,25 +40,6 @@ from syncer.writer import Writer
 from syncer.writes import read_state_clock
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Summary:
-    """What a run did, for the one-line summary at the end."""
-
-    partitions: int
-    records: int
-    bytes: int
-    halted: int
-    refused: int
-    seconds: float
-
-    def line(self) -> str:
-        return (
-            f"shutdown ◆ {self.partitions} partitions ◆ {self.records} records"
-            f" ◆ {self.bytes / 1e6:.1f} MB copied ◆ {self.halted} halted"
-            f" ◆ {self.refused} topics refused ◆ {self.seconds:.1f}s"
-        )
 
 
 class Syncer:
@@ -403,6 +384,24 @@ class Syncer:
 
     def statuses(self) -> list[PartitionStatus]:
         return [c.status for _tp, c in sorted(self.copiers.items())]
+
+    def snapshot(self) -> Snapshot:
+        """This process's figures now, as a plain value (for /status, /readyz, /metrics)."""
+        now = time.monotonic()
+        connections = self.open_connections()
+        return Snapshot(
+            name=self.config.name,
+            partitions=tuple(s.copy() for s in self.statuses()),
+            remotes=tuple(
+                RemoteStatus.of(health, now, connections.get(name, 0))
+                for name, health in self.health.items()
+            ),
+            groups={n: dataclasses.replace(g) for n, g in self.offsets.groups.items()},
+            refused=len(self.refused),
+            buffer_used=self.memory.used,
+            buffer_limit=self.memory.limit,
+            producer_id_expiration_ms=self.state_clock.expiration_ms,
+        )
 
     def summary(self) -> Summary:
         statuses = self.statuses()

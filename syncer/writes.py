@@ -14,16 +14,13 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING
 
 from syncer.alignment import Outcome, StateClock, Verdict, judge
 from syncer.clusters import TP, Cluster, ProduceResult, error_for, is_retriable
 from syncer.errors import ClusterError, MisalignedWrite, PartitionHalted, TransientClusterError
 from syncer.sources import SourceHealth
+from syncer.status import PartitionStatus
 from syncer.writer import Writer
-
-if TYPE_CHECKING:
-    from syncer.copier import PartitionStatus
 
 log = logging.getLogger(__name__)
 

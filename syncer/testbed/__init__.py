@@ -6,6 +6,14 @@ cluster and its bootstrap address so that ``syncer testbed status|down`` can fin
 """
 
 from syncer.testbed.bed import ClusterSpec, RunningCluster, Testbed
+from syncer.testbed.errors import TestbedError
 from syncer.testbed.jars import KAFKA_VERSION, KafkaJars
 
-__all__ = ["KAFKA_VERSION", "ClusterSpec", "KafkaJars", "RunningCluster", "Testbed"]
+__all__ = [
+    "KAFKA_VERSION",
+    "ClusterSpec",
+    "KafkaJars",
+    "RunningCluster",
+    "Testbed",
+    "TestbedError",
+]

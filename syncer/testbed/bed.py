@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from syncer.errors import TestbedError
+from syncer.testbed.errors import TestbedError
 from syncer.testbed.jars import KafkaJars
 from syncer.testbed.probe import probe_metadata
 from syncer.testbed.tls import Certificates, make_certificates

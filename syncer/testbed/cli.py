@@ -1,9 +1,12 @@
-"""``syncer testbed up|status|down``: the bed from the command line."""
+"""``syncer testbed up|status|down|demo``: the bed from the command line. It registers
+itself on syncer's parser (``add_parser``) and answers for its own errors: a
+``TestbedError`` ends the command with one line and ``ExitCode.TESTBED``."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +15,7 @@ from rich.table import Table
 
 from syncer.testbed import demo as demo_cli
 from syncer.testbed.bed import ClusterSpec, Testbed
+from syncer.testbed.errors import TestbedError
 from syncer.testbed.probe import probe_metadata
 
 
@@ -55,6 +59,14 @@ def _pairs(values: list[str], what: str) -> dict[str, str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    try:
+        return _dispatch(args)
+    except TestbedError as exc:
+        print(f"syncer: {exc}", file=sys.stderr)
+        return exc.exit_code
+
+
+def _dispatch(args: argparse.Namespace) -> int:
     if args.verb == "up":
         return _up(args)
     if args.verb == "demo":

@@ -18,9 +18,11 @@ from aiokafka import AIOKafkaProducer
 from syncer.clusters import Cluster
 from syncer.config import ClusterConfig, Config
 from syncer.errors import SyncerError
-from syncer.http import StatusServer, status_document
-from syncer.report import gather_rows, merge_live, print_report, remote_rows
+from syncer.http import StatusServer
+from syncer.report import gather_rows, merge_live, remote_rows
+from syncer.status import status_document
 from syncer.syncer import Syncer
+from syncer.tables import print_report
 from syncer.testbed.bed import ClusterSpec, Testbed
 from syncer.testbed.tools import perf_produce
 
@@ -148,7 +150,7 @@ async def _report_every(syncer: Syncer, period: float) -> None:
     while True:
         await asyncio.sleep(period)
         rows = await gather_rows(syncer, look_for_holes=False)
-        live = [status_document(syncer)]
+        live = [status_document(syncer.snapshot())]
         merge_live(rows, live)
         remotes = remote_rows(list(syncer.remotes), rows, {}, live)
         print_report(rows, remotes, as_json=False, title="syncer status", holes=False, notes=[])

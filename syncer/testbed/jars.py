@@ -9,7 +9,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from syncer.errors import TestbedError
+from syncer.testbed.errors import TestbedError
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import subprocess
 
-from syncer.errors import TestbedError
+from syncer.testbed.errors import TestbedError
 from syncer.testbed.jars import KafkaJars
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from syncer.copier import State
+from syncer.status import State
 from syncer.syncer import Syncer
 from tests.kafka_helpers import (
     batch_layout,

@@ -6,7 +6,7 @@ import asyncio
 
 from aiokafka.admin import AIOKafkaAdminClient
 
-from syncer.copier import State
+from syncer.status import State
 from syncer.syncer import Syncer
 from tests.kafka_helpers import catch_up, create_topic, make_config, produce, read_partition
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import yaml
 
 from syncer.clusters import TP
-from syncer.copier import State
 from syncer.errors import ExitCode
+from syncer.status import State
 from tests.kafka_helpers import (
     CODECS,
     Rec,

@@ -12,9 +12,8 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.structs import TopicPartition
 
 from syncer.batches import FILLER_HEADER, is_filler
-from syncer.copier import State
-from syncer.http import status_document
 from syncer.metrics import SyncerCollector
+from syncer.status import State, status_document
 from syncer.syncer import Syncer
 from tests.integration.test_faults import delete_topic
 from tests.kafka_helpers import (
@@ -100,8 +99,10 @@ async def test_transactional_source_reads_the_same_at_the_same_offsets(
     markers = set(range(end)) - {r.offset for r in remote_all}
     assert {o for o, why in fillers.items() if why == b"marker"} == markers
     assert len(markers) == 3 and status.filled == len(fillers) == 7
-    assert status_document(syncer)["partitions"][0]["filled"] == 7
-    (family,) = [m for m in SyncerCollector(syncer).collect() if m.name.endswith("filled_offsets")]
+    assert status_document(syncer.snapshot())["partitions"][0]["filled"] == 7
+    (family,) = [
+        m for m in SyncerCollector(syncer.snapshot).collect() if m.name.endswith("filled_offsets")
+    ]
     assert [sample.value for sample in family.samples if sample.name.endswith("_total")] == [7]
 
 

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from syncer.copier import State
+from syncer.status import State
 from syncer.syncer import Syncer
 from syncer.testbed import ClusterSpec, KafkaJars, RunningCluster, Testbed
 from syncer.testbed.bed import free_port

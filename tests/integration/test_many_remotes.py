@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from syncer.copier import State
+from syncer.status import State
 from syncer.syncer import Syncer
 from syncer.testbed import ClusterSpec, Testbed
 from tests.integration.test_faults import delete_topic

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from syncer.copier import State
+from syncer.status import State
 from syncer.testbed import ClusterSpec, Testbed
 from syncer.testbed.bed import free_port
 from syncer.testbed.proxy import LinkProxy

@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from syncer.config import Config
-from syncer.copier import State
 from syncer.errors import ExitCode
+from syncer.status import State
 from syncer.syncer import Syncer
 from syncer.testbed import ClusterSpec, RunningCluster, Testbed
 from syncer.testbed.tools import add_acl

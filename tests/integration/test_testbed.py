@@ -57,8 +57,7 @@ def test_a_broker_that_cannot_start_is_named_with_its_log(tmp_path: Path) -> Non
 
     import pytest
 
-    from syncer.errors import TestbedError
-    from syncer.testbed import ClusterSpec, Testbed
+    from syncer.testbed import ClusterSpec, Testbed, TestbedError
 
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

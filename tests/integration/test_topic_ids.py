@@ -9,7 +9,7 @@ import time
 
 from syncer.clusters import Cluster
 from syncer.config import ClusterConfig
-from syncer.copier import State
+from syncer.status import State
 from syncer.syncer import Syncer
 from tests.integration.test_faults import delete_topic, wait_until
 from tests.integration.test_producer_state import kcat_offsets

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from syncer.config import Config
+from syncer.config import Config, HolePolicy
 from syncer.errors import ConfigError
 
 GOOD = """
@@ -160,3 +160,14 @@ def test_deployment_examples_use_only_metrics_syncer_serves() -> None:
         manifests[0]["data"]["syncer.yaml"].replace("${EAST_BOOTSTRAP}", "e:1")
     )
     assert config.coordination.enabled and config.http.address == ("0.0.0.0", 9644)
+
+
+def test_on_hole_is_halt_or_fill() -> None:
+    assert not Config.from_yaml(GOOD).topics.fills("orders.eu")
+    assert Config.from_yaml(GOOD + "  on_hole: fill\n").topics.on_hole is HolePolicy.FILL
+    assert Config.from_yaml(GOOD + "  on_hole: fill\n").topics.fills("orders.eu")
+    assert not Config.from_yaml(GOOD + "  on_hole: halt\n").topics.fills("orders.eu")
+    assert problems(GOOD + "  on_hole: skip\n") == [
+        "topics.on_hole: must be 'halt' or 'fill', got 'skip'"
+    ]
+    assert problems(GOOD + "  on_hole: 3\n") == ["topics.on_hole: expected str, got an integer"]

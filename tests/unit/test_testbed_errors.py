@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from syncer.errors import ExitCode, TestbedError
+from syncer.errors import ExitCode
+from syncer.testbed.errors import TestbedError
 from syncer.testbed.jars import KafkaJars
 
 

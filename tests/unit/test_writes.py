@@ -12,8 +12,8 @@ import pytest
 
 from syncer.alignment import OUT_OF_ORDER_SEQUENCE, REQUEST_TIMED_OUT, StateClock
 from syncer.clusters import TP, ProduceResult
-from syncer.copier import PartitionStatus
 from syncer.errors import MisalignedWrite, PartitionHalted, TransientClusterError
+from syncer.status import PartitionStatus
 from syncer.writes import PartitionWrites, Resync, Sent
 
 A = TP("t", 0)

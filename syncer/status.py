@@ -1,0 +1,188 @@
+"""What a running syncer shows: each partition's live figures (``PartitionStatus``, kept up
+to date by its copier) and ``Snapshot``, a plain value of the whole process at one moment
+that ``/status``, ``/readyz`` and ``/metrics`` read, so none of them reaches into a Syncer."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from syncer.clusters import TP
+from syncer.offsets import GroupStatus
+from syncer.planner import RemoteEnds
+from syncer.sources import SourceHealth
+
+
+class State(StrEnum):
+    STARTING = "starting"
+    COPYING = "copying"
+    CAUGHT_UP = "caught-up"
+    RETRYING = "retrying"
+    HALTED = "halted"
+    STOPPED = "stopped"
+
+
+@dataclass
+class PartitionStatus:
+    """Live figures of one partition, as status and metrics show them."""
+
+    tp: TP
+    local_end: int = -1
+    remote_ends: dict[str, RemoteEnds] = field(default_factory=dict)
+    state: State = State.STARTING
+    error: str | None = None
+    records_copied: int = 0
+    bytes_copied: int = 0
+    retries: int = 0
+    served: dict[str, int] = field(default_factory=dict)  # remote → bytes written from it
+    errors: dict[str, int] = field(default_factory=dict)  # kind → count
+    filled: int = 0  # offsets written as filler records (policy fill)
+    newest_timestamp_ms: int = 0  # of the newest record written (the batch's max timestamp)
+    dropped: dict[str, str] = field(default_factory=dict)  # remote → why it is not used
+    # writes go one at a time: the broker may hold no producer state for the partition
+    one_at_a_time: bool = True
+    # the newest record written is older than the local brokers' producer.id.expiration.ms
+    older_than_producer_expiry: bool = False
+
+    @property
+    def remote_end(self) -> int:
+        """The furthest end among the remotes still used: a dropped remote's end is no
+        target (catch-up would wait for it forever)."""
+        usable = (e.end for n, e in self.remote_ends.items() if n not in self.dropped)
+        return max(usable, default=-1)
+
+    @property
+    def lag(self) -> int:
+        return max(0, self.remote_end - self.local_end)
+
+    def copy(self) -> PartitionStatus:
+        """These figures now, apart from the live ones (the copier goes on changing those)."""
+        return dataclasses.replace(
+            self,
+            remote_ends=dict(self.remote_ends),
+            served=dict(self.served),
+            errors=dict(self.errors),
+            dropped=dict(self.dropped),
+        )
+
+
+@dataclass(frozen=True)
+class RemoteStatus:
+    """One remote's measured health, as this process sees it at one moment."""
+
+    name: str
+    healthy: bool
+    state: str  # "healthy" or "backing off"
+    lanes: int
+    connections: int  # open TCP connections, over all its lanes
+    bytes_per_s: float
+    served_bytes: int
+    served_records: int
+    errors: int
+    last_error: str | None
+
+    @classmethod
+    def of(cls, health: SourceHealth, now: float, connections: int) -> RemoteStatus:
+        return cls(
+            health.name,
+            health.healthy(now),
+            health.state(now),
+            health.lanes,
+            connections,
+            health.bytes_per_s,
+            health.served_bytes,
+            health.served_records,
+            health.errors,
+            health.last_error,
+        )
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One process's figures at one moment (``Syncer.snapshot()``)."""
+
+    name: str
+    partitions: tuple[PartitionStatus, ...]
+    remotes: tuple[RemoteStatus, ...]
+    groups: dict[str, GroupStatus]  # consumer groups whose offsets are copied
+    refused: int  # selected topics not mirrored
+    buffer_used: int  # bytes fetched and not yet written
+    buffer_limit: int
+    # how long the local brokers keep our producer state (0: unknown)
+    producer_id_expiration_ms: int
+
+    def dropped_partitions(self) -> dict[str, int]:
+        """Per remote, the partitions that no longer use it."""
+        out: dict[str, int] = {}
+        for status in self.partitions:
+            for name in status.dropped:
+                out[name] = out.get(name, 0) + 1
+        return out
+
+
+def status_document(snapshot: Snapshot) -> dict[str, Any]:
+    """A process's live view, as ``/status`` serves it (``syncer status`` reads it)."""
+    partitions = [
+        {
+            "topic": s.tp.topic,
+            "partition": s.tp.partition,
+            "state": s.state.value,
+            "local_end": s.local_end,
+            "remote_ends": {n: e.end for n, e in s.remote_ends.items()},
+            "lag": s.lag,
+            "records_copied": s.records_copied,
+            "bytes_copied": s.bytes_copied,
+            "filled": s.filled,
+            "served": dict(s.served),
+            "dropped": dict(s.dropped),
+            "one_at_a_time": s.one_at_a_time,
+            "older_than_producer_expiry": s.older_than_producer_expiry,
+            "error": s.error,
+        }
+        for s in snapshot.partitions
+    ]
+    dropped = snapshot.dropped_partitions()
+    remotes = [
+        {
+            "name": r.name,
+            "state": r.state,
+            "bytes_per_s": round(r.bytes_per_s),
+            "served_bytes": r.served_bytes,
+            "served_records": r.served_records,
+            "errors": r.errors,
+            "last_error": r.last_error,
+            "dropped_partitions": dropped.get(r.name, 0),
+        }
+        for r in snapshot.remotes
+    ]
+    groups = {name: dataclasses.asdict(g) for name, g in sorted(snapshot.groups.items())}
+    return {
+        "name": snapshot.name,
+        # partitions whose data is older than producer_id_expiration_ms write one batch at a
+        # time
+        "producer_id_expiration_ms": snapshot.producer_id_expiration_ms,
+        "partitions": partitions,
+        "remotes": remotes,
+        "groups": groups,
+    }
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What a run did, for the one-line summary at the end."""
+
+    partitions: int
+    records: int
+    bytes: int
+    halted: int
+    refused: int
+    seconds: float
+
+    def line(self) -> str:
+        return (
+            f"shutdown ◆ {self.partitions} partitions ◆ {self.records} records"
+            f" ◆ {self.bytes / 1e6:.1f} MB copied ◆ {self.halted} halted"
+            f" ◆ {self.refused} topics refused ◆ {self.seconds:.1f}s"
+        )

@@ -1,0 +1,72 @@
+"""The status layer on plain values: what /status and /metrics show of a snapshot."""
+
+from __future__ import annotations
+
+from syncer.clusters import TP
+from syncer.metrics import SyncerCollector
+from syncer.offsets import GroupStatus
+from syncer.planner import RemoteEnds
+from syncer.sources import SourceHealth
+from syncer.status import PartitionStatus, RemoteStatus, Snapshot, State, status_document
+
+
+def snapshot() -> Snapshot:
+    copying = PartitionStatus(
+        TP("orders", 0),
+        local_end=40,
+        remote_ends={"east": RemoteEnds(0, 100), "west": RemoteEnds(0, 70)},
+        state=State.COPYING,
+        served={"east": 4096},
+    )
+    halted = PartitionStatus(
+        TP("orders", 1),
+        local_end=7,
+        remote_ends={"east": RemoteEnds(0, 9), "west": RemoteEnds(0, 50)},
+        state=State.HALTED,
+        error="hole at 7",
+        dropped={"west": "disagreed at 3"},
+    )
+    east = SourceHealth("east", 0, lanes=2, served_bytes=4096, served_records=40)
+    west = SourceHealth("west", 1, errors=1, last_error="timeout", unhealthy_until=20.0)
+    return Snapshot(
+        name="eu",
+        partitions=(copying, halted),
+        remotes=(RemoteStatus.of(east, 10.0, 3), RemoteStatus.of(west, 10.0, 0)),
+        groups={"billing": GroupStatus("east", committed=2)},
+        refused=1,
+        buffer_used=10,
+        buffer_limit=100,
+        producer_id_expiration_ms=86_400_000,
+    )
+
+
+def test_the_status_document_shows_the_snapshot() -> None:
+    document = status_document(snapshot())
+    copying, halted = document["partitions"]
+    assert copying["lag"] == 60 and copying["state"] == "copying"
+    assert halted["lag"] == 2  # the dropped remote's end is no target
+    assert halted["state"] == "halted" and halted["error"] == "hole at 7"
+    east, west = document["remotes"]
+    assert east["state"] == "healthy" and east["served_bytes"] == 4096
+    assert west["state"] == "backing off" and west["dropped_partitions"] == 1
+    assert document["groups"]["billing"]["committed"] == 2
+    assert document["producer_id_expiration_ms"] == 86_400_000
+
+
+def test_metrics_read_one_snapshot_per_scrape() -> None:
+    families = {m.name: m for m in SyncerCollector(snapshot).collect()}
+    lag = {s.labels["partition"]: s.value for s in families["syncer_partition_lag_records"].samples}
+    assert lag == {"0": 60, "1": 2}
+    healthy = {s.labels["remote"]: s.value for s in families["syncer_remote_healthy"].samples}
+    assert healthy == {"east": 1, "west": 0}
+    (connections, _) = families["syncer_remote_connections"].samples
+    assert connections.labels["remote"] == "east" and connections.value == 3
+    assert families["syncer_topics_refused"].samples[0].value == 1
+
+
+def test_a_copy_does_not_follow_the_copier() -> None:
+    live = PartitionStatus(TP("t", 0), served={"east": 1})
+    seen = live.copy()
+    live.served["east"] = 2
+    live.state = State.HALTED
+    assert seen.served == {"east": 1} and seen.state is State.STARTING
