@@ -1,25 +1,24 @@
 """Typed, validated settings loaded from YAML.
 
 Step one (here) parses and checks everything, reporting every problem at once with its path
-(``remotes[1].bootstrap_servers: required``); unknown keys are errors; ``${VAR}`` and
-``${VAR:-default}`` are replaced from the environment in every string.
+(``remotes[1].bootstrap_servers: required``): the settings are the dataclasses below, built
+from YAML by ``typed`` (unknown keys are errors; ``${VAR}`` and ``${VAR:-default}`` are
+replaced from the environment in every string); the rules that span fields are here.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
-import types
-import typing
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import yaml
 
 from syncer.errors import ConfigError
+from syncer.typed import build, interpolate
 
 MAX_LANES = 64
 DEFAULT_COPIED_CONFIGS = (
@@ -210,7 +209,7 @@ class Config:
     @classmethod
     def from_dict(cls, raw: Any, source: str = "config") -> Config:
         problems: list[str] = []
-        config = _build(cls, _interpolate(raw, "", problems), "", problems)
+        config = build(cls, interpolate(raw, "", problems), "", problems)
         if config is not None and not problems:
             config = _read_secrets(config, problems)
         if config is not None and not problems:
@@ -397,115 +396,3 @@ def _check_copier(copier: CopierConfig) -> list[str]:
 
 def _servers(bootstrap: str) -> set[str]:
     return {s.strip().replace("localhost", "127.0.0.1") for s in bootstrap.split(",") if s}
-
-
-_ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
-
-
-def _interpolate(value: Any, path: str, problems: list[str]) -> Any:
-    if isinstance(value, str):
-
-        def sub(match: re.Match[str]) -> str:
-            name, default = match.group(1), match.group(2)
-            if name in os.environ:
-                return os.environ[name]
-            if default is not None:
-                return default
-            problems.append(f"{path or '<root>'}: environment variable {name} is not set")
-            return ""
-
-        return _ENV.sub(sub, value)
-    if isinstance(value, dict):
-        return {k: _interpolate(v, _join(path, str(k)), problems) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_interpolate(v, f"{path}[{i}]", problems) for i, v in enumerate(value)]
-    return value
-
-
-def _join(path: str, key: str) -> str:
-    return f"{path}.{key}" if path else key
-
-
-T = TypeVar("T")
-
-
-def _build(cls: type[T], raw: Any, path: str, problems: list[str]) -> T | None:
-    """Build dataclass ``cls`` from a mapping, appending every problem found to ``problems``."""
-    if not isinstance(raw, dict):
-        problems.append(f"{path or '<root>'}: expected a mapping, got {_kind(raw)}")
-        return None
-    hints = typing.get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-    for key in raw:
-        if key not in fields:
-            problems.append(f"{_join(path, str(key))}: unknown key")
-        elif fields[key].metadata.get("python_only"):
-            problems.append(f"{_join(path, str(key))}: can only be set from Python")
-    values: dict[str, Any] = {}
-    for name, spec in fields.items():
-        where = _join(path, name)
-        if name not in raw or spec.metadata.get("python_only"):
-            if spec.default is dataclasses.MISSING and spec.default_factory is dataclasses.MISSING:
-                problems.append(f"{where}: required")
-            continue
-        values[name] = _convert(hints[name], raw[name], where, problems)
-    try:
-        return cls(**values)
-    except TypeError:
-        return None
-
-
-def _convert(hint: Any, value: Any, path: str, problems: list[str]) -> Any:
-    origin = typing.get_origin(hint)
-    if dataclasses.is_dataclass(hint):
-        return _build(hint, value, path, problems)  # type: ignore[arg-type]
-    if origin is tuple:
-        (item,) = typing.get_args(hint)[:1]
-        if not isinstance(value, list):
-            problems.append(f"{path}: expected a list, got {_kind(value)}")
-            return ()
-        return tuple(_convert(item, v, f"{path}[{i}]", problems) for i, v in enumerate(value))
-    if origin in (typing.Union, types.UnionType):
-        return value
-    return _scalar(hint, value, path, problems)
-
-
-def _scalar(hint: Any, value: Any, path: str, problems: list[str]) -> Any:
-    if isinstance(hint, type) and issubclass(hint, StrEnum):
-        return _choice(hint, value, path, problems)
-    if hint is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    if hint is int and isinstance(value, str) and value.strip().isdigit():
-        return int(value)  # numbers that came through ${ENV}
-    if hint is bool and isinstance(value, str) and value.lower() in ("true", "false"):
-        return value.lower() == "true"
-    if isinstance(value, hint) and not (hint is int and isinstance(value, bool)):
-        return value
-    problems.append(f"{path}: expected {hint.__name__}, got {_kind(value)}")
-    return value
-
-
-def _choice(hint: type[StrEnum], value: Any, path: str, problems: list[str]) -> Any:
-    """One of a fixed set of words (an enum's values), written in YAML as a string."""
-    if not isinstance(value, str):
-        problems.append(f"{path}: expected str, got {_kind(value)}")
-        return value
-    try:
-        return hint(value)
-    except ValueError:
-        choices = " or ".join(repr(member.value) for member in hint)
-        problems.append(f"{path}: must be {choices}, got {value!r}")
-        return value
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "nothing"
-    return {
-        dict: "a mapping",
-        list: "a list",
-        str: "a string",
-        bool: "a boolean",
-        int: "an integer",
-        float: "a number",
-    }.get(type(value), type(value).__name__)

@@ -1,0 +1,125 @@
+"""Plain values (parsed YAML) into frozen, typed dataclasses, every problem reported with its
+path at once: ``${VAR}`` and ``${VAR:-default}`` replaced from the environment in every
+string, unknown keys and missing required ones named, scalars checked against the field's
+type, enums written as one of their words. Knows nothing of syncer's settings."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import types
+import typing
+from enum import StrEnum
+from typing import Any, TypeVar
+
+_ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def interpolate(value: Any, path: str, problems: list[str]) -> Any:
+    if isinstance(value, str):
+
+        def sub(match: re.Match[str]) -> str:
+            name, default = match.group(1), match.group(2)
+            if name in os.environ:
+                return os.environ[name]
+            if default is not None:
+                return default
+            problems.append(f"{path or '<root>'}: environment variable {name} is not set")
+            return ""
+
+        return _ENV.sub(sub, value)
+    if isinstance(value, dict):
+        return {k: interpolate(v, _join(path, str(k)), problems) for k, v in value.items()}
+    if isinstance(value, list):
+        return [interpolate(v, f"{path}[{i}]", problems) for i, v in enumerate(value)]
+    return value
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+T = TypeVar("T")
+
+
+def build(cls: type[T], raw: Any, path: str, problems: list[str]) -> T | None:
+    """Build dataclass ``cls`` from a mapping, appending every problem found to ``problems``."""
+    if not isinstance(raw, dict):
+        problems.append(f"{path or '<root>'}: expected a mapping, got {_kind(raw)}")
+        return None
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    for key in raw:
+        if key not in fields:
+            problems.append(f"{_join(path, str(key))}: unknown key")
+        elif fields[key].metadata.get("python_only"):
+            problems.append(f"{_join(path, str(key))}: can only be set from Python")
+    values: dict[str, Any] = {}
+    for name, spec in fields.items():
+        where = _join(path, name)
+        if name not in raw or spec.metadata.get("python_only"):
+            if spec.default is dataclasses.MISSING and spec.default_factory is dataclasses.MISSING:
+                problems.append(f"{where}: required")
+            continue
+        values[name] = _convert(hints[name], raw[name], where, problems)
+    try:
+        return cls(**values)
+    except TypeError:
+        return None
+
+
+def _convert(hint: Any, value: Any, path: str, problems: list[str]) -> Any:
+    origin = typing.get_origin(hint)
+    if dataclasses.is_dataclass(hint):
+        return build(hint, value, path, problems)  # type: ignore[arg-type]
+    if origin is tuple:
+        (item,) = typing.get_args(hint)[:1]
+        if not isinstance(value, list):
+            problems.append(f"{path}: expected a list, got {_kind(value)}")
+            return ()
+        return tuple(_convert(item, v, f"{path}[{i}]", problems) for i, v in enumerate(value))
+    if origin in (typing.Union, types.UnionType):
+        return value
+    return _scalar(hint, value, path, problems)
+
+
+def _scalar(hint: Any, value: Any, path: str, problems: list[str]) -> Any:
+    if isinstance(hint, type) and issubclass(hint, StrEnum):
+        return _choice(hint, value, path, problems)
+    if hint is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if hint is int and isinstance(value, str) and value.strip().isdigit():
+        return int(value)  # numbers that came through ${ENV}
+    if hint is bool and isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    if isinstance(value, hint) and not (hint is int and isinstance(value, bool)):
+        return value
+    problems.append(f"{path}: expected {hint.__name__}, got {_kind(value)}")
+    return value
+
+
+def _choice(hint: type[StrEnum], value: Any, path: str, problems: list[str]) -> Any:
+    """One of a fixed set of words (an enum's values), written in YAML as a string."""
+    if not isinstance(value, str):
+        problems.append(f"{path}: expected str, got {_kind(value)}")
+        return value
+    try:
+        return hint(value)
+    except ValueError:
+        choices = " or ".join(repr(member.value) for member in hint)
+        problems.append(f"{path}: must be {choices}, got {value!r}")
+        return value
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "nothing"
+    return {
+        dict: "a mapping",
+        list: "a list",
+        str: "a string",
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+    }.get(type(value), type(value).__name__)
