@@ -136,6 +136,41 @@ async def test_a_refused_first_write_to_an_empty_partition_misplaces_nothing(
     assert await assert_prefix_of_remote(local.direct, remote.direct, topic) == []
 
 
+async def test_a_first_batch_too_large_for_an_empty_partition_misplaces_nothing(
+    forgetful: Testbed, link: LinkProxy, topic: str
+) -> None:
+    """The issue's own shape: a 300 kB first record, small batches behind it, a local topic
+    that allows 100 kB. (A local limit below the remote's is refused up front, so the
+    remote's limit is lowered to the local one after the large record was written.)"""
+    local, remote = forgetful.clusters["forgetful_local"], forgetful.clusters["forgetful_remote"]
+    limit = {"max.message.bytes": "100000"}
+    await create_topic(remote.direct, topic)
+    await create_topic(local.direct, topic, **limit)
+    big = [(b"k", b"x" * 300_000)]
+    await produce(remote.direct, topic, big, timestamp_ms=days_ago(2), max_request_size=400_000)
+    await old_batches(remote.direct, topic, 1, 20)
+    await alter_topic(remote.direct, topic, limit)
+    syncer = await catch_up(make_config(local.bootstrap, {"east": remote.direct}, [topic]))
+    (status,) = syncer.statuses()
+    assert status.state is State.HALTED
+    assert status.error is not None and "batch at offset 0" in status.error
+    assert "larger than the local topic's max.message.bytes allows" in status.error
+    # before one write at a time: 20 records at offsets 0..19, each one early
+    assert await assert_prefix_of_remote(local.direct, remote.direct, topic) == []
+
+
+async def alter_topic(bootstrap: str, topic: str, settings: dict[str, str]) -> None:
+    from aiokafka.admin import AIOKafkaAdminClient
+    from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic, settings)])
+    finally:
+        await admin.close()
+
+
 async def test_after_the_state_expired_a_refused_write_misplaces_nothing(
     forgetful: Testbed, link: LinkProxy, topic: str
 ) -> None:
