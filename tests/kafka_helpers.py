@@ -172,6 +172,19 @@ async def delete_records(bootstrap: str, topic: str, before: int, partition: int
         await admin.close()
 
 
+async def alter_topic(bootstrap: str, topic: str, settings: dict[str, str]) -> None:
+    """Set ``settings`` on ``topic`` (IncrementalAlterConfigs' older sibling, AlterConfigs)."""
+    from aiokafka.admin import AIOKafkaAdminClient
+    from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic, settings)])
+    finally:
+        await admin.close()
+
+
 async def read_partition(bootstrap: str, topic: str, partition: int = 0) -> list[Rec]:
     """Every record of a partition, offset by offset (read_uncommitted: what is in the log)."""
     consumer = AIOKafkaConsumer(

@@ -8,7 +8,14 @@ from aiokafka.admin import AIOKafkaAdminClient
 
 from syncer.status import State
 from syncer.syncer import Syncer
-from tests.kafka_helpers import catch_up, create_topic, make_config, produce, read_partition
+from tests.kafka_helpers import (
+    alter_topic,
+    catch_up,
+    create_topic,
+    make_config,
+    produce,
+    read_partition,
+)
 
 
 async def delete_topic(bootstrap: str, topic: str) -> None:
@@ -85,22 +92,13 @@ async def test_a_remote_topic_recreated_with_more_records_halts_and_nothing_is_s
 async def test_a_record_larger_than_the_local_topic_allows_halts_with_a_clear_error(
     local: str, east: str, topic: str
 ) -> None:
-    from aiokafka.admin import AIOKafkaAdminClient
-    from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
-
     await create_topic(east, topic)
     await create_topic(local, topic, **{"max.message.bytes": "2000"})
     await produce(east, topic, [(b"small", b"x" * 100)] * 3)
     await produce(east, topic, [(b"large", b"y" * 10_000)])
     # the remote's limit lowered after the large record was written: the two topics' settings
     # agree (a local limit below the remote's is refused up front), the record still breaks it
-    admin = AIOKafkaAdminClient(bootstrap_servers=east)
-    await admin.start()
-    try:
-        limit = {"max.message.bytes": "2000"}
-        await admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic, limit)])
-    finally:
-        await admin.close()
+    await alter_topic(east, topic, {"max.message.bytes": "2000"})
     syncer = await catch_up(make_config(local, {"east": east}, [topic]))
     (status,) = syncer.statuses()
     assert status.state is State.HALTED and status.local_end == 3

@@ -26,6 +26,7 @@ from syncer.testbed.proxy import LinkProxy
 from tests.kafka_helpers import (
     Daemon,
     Rec,
+    alter_topic,
     catch_up,
     create_topic,
     make_config,
@@ -157,18 +158,6 @@ async def test_a_first_batch_too_large_for_an_empty_partition_misplaces_nothing(
     assert "larger than the local topic's max.message.bytes allows" in status.error
     # before one write at a time: 20 records at offsets 0..19, each one early
     assert await assert_prefix_of_remote(local.direct, remote.direct, topic) == []
-
-
-async def alter_topic(bootstrap: str, topic: str, settings: dict[str, str]) -> None:
-    from aiokafka.admin import AIOKafkaAdminClient
-    from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
-
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        await admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic, settings)])
-    finally:
-        await admin.close()
 
 
 async def test_after_the_state_expired_a_refused_write_misplaces_nothing(
