@@ -174,7 +174,10 @@ class PartitionCopier:
         try:
             await self.writes.settle()
         except PartitionHalted as misplaced:
-            exc = misplaced  # a write that landed at another offset says more
+            # a write that landed at another offset says more, unless the first one already
+            # did: the writes behind a misplaced one follow it, one offset late each
+            if not isinstance(exc, MisalignedWrite):
+                exc = misplaced
         self._count(kind or type(exc).__name__)
         self.status.state = State.HALTED
         self.status.error = str(exc)

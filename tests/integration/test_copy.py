@@ -231,7 +231,12 @@ async def test_a_foreign_write_under_a_running_daemon_halts_at_the_misaligned_wr
     (status,) = syncer.statuses()
     assert status.state is State.HALTED
     # the broker takes our next batch (our sequence still follows) one offset late: syncer
-    # halts at once, naming both offsets, and writes nothing more
+    # halts at once, naming both offsets (the first misplaced write, not one behind it), and
+    # sends nothing more; batches already in flight behind it (remote 11 and 12, when they
+    # came in the same fetch) land one late too
     assert status.error is not None
     assert "record from remote offset 10 landed at local offset 11" in status.error
-    assert len(await read_partition(local, topic)) == 12
+    copied = await read_partition(local, topic)
+    assert copied[10].key == b"intruder" and 12 <= len(copied) <= 14
+    await asyncio.sleep(1)
+    assert len(await read_partition(local, topic)) == len(copied)  # nothing after the halt
