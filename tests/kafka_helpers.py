@@ -252,6 +252,19 @@ def run_cli(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str
     )
 
 
+def write_config(path: Path, local: str, east: str, topic: str) -> None:
+    """A config file copying ``topic`` from one remote, east, for the CLI."""
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "local": {"bootstrap_servers": local},
+                "remotes": [{"name": "east", "bootstrap_servers": east}],
+                "topics": {"include": [topic]},
+            }
+        )
+    )
+
+
 def make_config(local: str, remotes: dict[str, str], include: list[str], **extra: object) -> Config:
     raw: dict[str, object] = {
         "local": {"bootstrap_servers": local},

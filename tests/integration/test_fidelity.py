@@ -8,8 +8,6 @@ import json
 import time
 from pathlib import Path
 
-import yaml
-
 from syncer.clusters import TP
 from syncer.errors import ExitCode
 from syncer.status import State
@@ -22,6 +20,7 @@ from tests.kafka_helpers import (
     produce,
     read_partition,
     run_cli,
+    write_config,
 )
 
 TWO_DAYS_AGO = int(time.time() * 1000) - 2 * 86_400_000
@@ -30,18 +29,6 @@ TWO_DAYS_AGO = int(time.time() * 1000) - 2 * 86_400_000
 def seen(records: list[Rec]) -> list[tuple[int, bytes | None, bytes | None, object, int]]:
     """What a reader sees at each offset (the timestamp type aside: it says whose clock)."""
     return [(r.offset, r.key, r.value, r.headers, r.timestamp) for r in records]
-
-
-def write_config(path: Path, local: str, east: str, topic: str) -> None:
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "local": {"bootstrap_servers": local},
-                "remotes": [{"name": "east", "bootstrap_servers": east}],
-                "topics": {"include": [topic]},
-            }
-        )
-    )
 
 
 async def test_a_log_append_time_remote_is_mirrored_with_the_times_its_readers_see(

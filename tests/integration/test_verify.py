@@ -13,7 +13,7 @@ import yaml
 from syncer.clusters import TP, Cluster
 from syncer.config import ClusterConfig
 from syncer.errors import ExitCode
-from tests.kafka_helpers import create_topic, produce, produce_transactions, run_cli
+from tests.kafka_helpers import create_topic, produce, produce_transactions, run_cli, write_config
 
 RECORDS = 60_000
 
@@ -26,18 +26,6 @@ def values(planted: int | None = None) -> list[tuple[bytes | None, bytes | None]
         key, value = out[planted]
         out[planted] = (key, (value or b"")[:-1] + b"y")  # one byte differs
     return out
-
-
-def write_config(path: Path, local: str, east: str, topic: str) -> None:
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "local": {"bootstrap_servers": local},
-                "remotes": [{"name": "east", "bootstrap_servers": east}],
-                "topics": {"include": [topic]},
-            }
-        )
-    )
 
 
 async def test_a_planted_divergence_is_found_and_named(
