@@ -31,7 +31,7 @@ from syncer.chunks import Fetched
 from syncer.clusters import TP, Cluster, FetchedPartition, error_for
 from syncer.errors import PartitionHalted, TransientClusterError
 from syncer.fetcher import Lanes
-from syncer.planner import RemoteEnds
+from syncer.holes import RemoteEnds
 from syncer.sources import SourceHealth
 
 log = logging.getLogger(__name__)

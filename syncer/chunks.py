@@ -17,7 +17,7 @@ from syncer.clusters import OFFSET_OUT_OF_RANGE, TP, FetchedPartition, error_for
 from syncer.config import CopierConfig
 from syncer.errors import PartitionHalted, TransientClusterError
 from syncer.fetcher import Lanes
-from syncer.planner import RemoteEnds
+from syncer.holes import RemoteEnds
 from syncer.sources import MAX_BUSY, SourceHealth, pick_source, tail_source, usable_sources
 
 log = logging.getLogger(__name__)

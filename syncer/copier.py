@@ -25,9 +25,9 @@ from syncer.errors import (
     TransientClusterError,
 )
 from syncer.fetcher import Lanes
+from syncer.holes import Filler, HoleKind, RemoteEnds, choose_remote, scan
 from syncer.identity import WriterIdentity
 from syncer.landed import check_landed
-from syncer.planner import Filler, HoleKind, RemoteEnds, choose_remote, scan
 from syncer.sources import SourceHealth
 from syncer.status import PartitionStatus, State
 from syncer.writer import Writer

@@ -15,7 +15,7 @@ from functools import partial
 from syncer.clusters import READ_COMMITTED, TP, Cluster
 from syncer.config import TopicsConfig
 from syncer.errors import TransientClusterError
-from syncer.planner import RemoteEnds
+from syncer.holes import RemoteEnds
 from syncer.retry import retried
 from syncer.topic_ids import LOCAL, id_changes, learned, remote_label
 from syncer.topics import (

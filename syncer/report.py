@@ -12,7 +12,7 @@ from syncer.alignment import StateClock
 from syncer.batches import split_batches
 from syncer.clusters import READ_COMMITTED, TP
 from syncer.coordination import group_owners
-from syncer.planner import RemoteEnds, choose_remote, scan
+from syncer.holes import RemoteEnds, choose_remote, scan
 from syncer.syncer import Syncer
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
-from syncer.planner import RemoteEnds
+from syncer.holes import RemoteEnds
 
 EWMA_WEIGHT = 0.3
 # chunks of one partition queued on one remote at once: one being fetched, one waiting; more

@@ -10,8 +10,8 @@ from enum import StrEnum
 from typing import Any
 
 from syncer.clusters import TP
+from syncer.holes import RemoteEnds
 from syncer.offsets import GroupStatus
-from syncer.planner import RemoteEnds
 from syncer.sources import SourceHealth
 
 

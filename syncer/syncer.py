@@ -24,11 +24,11 @@ from syncer.coordination import GroupMember
 from syncer.copier import PartitionCopier
 from syncer.errors import PartitionHalted, SyncerError
 from syncer.fetcher import Fetcher, Lanes
+from syncer.holes import RemoteEnds
 from syncer.identity import WriterIdentity, load_identity
 from syncer.metrics import Instruments
 from syncer.mirroring import MirroredTopics
 from syncer.offsets import OffsetCopier
-from syncer.planner import RemoteEnds
 from syncer.retry import retried
 from syncer.sources import SourceHealth
 from syncer.status import PartitionStatus, RemoteStatus, Snapshot, State, Summary

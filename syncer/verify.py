@@ -21,7 +21,7 @@ from functools import partial
 from syncer.batches import Batch, Record, decode, is_filler, record_digest, split_batches
 from syncer.clusters import TP, Cluster, error_for
 from syncer.errors import TransientClusterError
-from syncer.planner import aborted_batches
+from syncer.holes import aborted_batches
 from syncer.retry import retried
 
 FANOUT = 16

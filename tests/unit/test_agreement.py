@@ -25,7 +25,7 @@ from syncer.batches import filler_batches, split_batches
 from syncer.chunks import Chunk, Fetched
 from syncer.clusters import TP, FetchedPartition
 from syncer.errors import PartitionHalted
-from syncer.planner import RemoteEnds
+from syncer.holes import RemoteEnds
 from syncer.sources import SourceHealth
 from tests.unit.test_batches import build
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from syncer.alignment import (
+from syncer.alignment import Outcome, StateClock, compare_landed, judge, unanswered
+from syncer.protocol.common import (
     DUPLICATE_SEQUENCE,
     KAFKA_STORAGE_ERROR,
     MESSAGE_TOO_LARGE,
@@ -16,11 +17,6 @@ from syncer.alignment import (
     RECORD_LIST_TOO_LARGE,
     REQUEST_TIMED_OUT,
     UNKNOWN_TOPIC_ID,
-    Outcome,
-    StateClock,
-    compare_landed,
-    judge,
-    unanswered,
 )
 
 INVALID_TIMESTAMP = 32

@@ -6,7 +6,7 @@ from syncer.budget import ByteBudget
 from syncer.chunks import TAIL_SPLIT_FLOOR, Chunk, ChunkScheduler, Fetched, chunk_size
 from syncer.clusters import TP, FetchedPartition
 from syncer.config import CopierConfig
-from syncer.planner import RemoteEnds
+from syncer.holes import RemoteEnds
 from syncer.sources import MAX_BUSY, SourceHealth
 
 FULL = 1024

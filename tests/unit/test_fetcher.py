@@ -12,7 +12,7 @@ from syncer.chunks import ChunkScheduler
 from syncer.clusters import TP, FetchedPartition
 from syncer.config import CopierConfig
 from syncer.fetcher import DATA_CONNECTION, POLL_CONNECTIONS, Fetcher, Lanes
-from syncer.planner import RemoteEnds
+from syncer.holes import RemoteEnds
 from syncer.sources import SourceHealth
 
 A, B, C = TP("t", 0), TP("t", 1), TP("t", 2)

@@ -19,8 +19,8 @@ from syncer.batches import (
     sequence_for,
     split_batches,
 )
-from syncer.planner import Filler, HoleKind, scan
-from tests.unit.test_planner import batch
+from syncer.holes import Filler, HoleKind, scan
+from tests.unit.test_holes import batch
 
 PID, EPOCH = 77, 3
 

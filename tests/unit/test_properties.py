@@ -17,7 +17,7 @@ from syncer.chunks import ChunkScheduler, chunk_size
 from syncer.clusters import TP, FetchedPartition
 from syncer.config import CopierConfig
 from syncer.errors import TransientClusterError
-from syncer.planner import Filler, RemoteEnds, choose_remote, scan
+from syncer.holes import Filler, RemoteEnds, choose_remote, scan
 from syncer.sources import SourceHealth
 from tests.unit.test_batches import build
 from tests.unit.test_rebuild import log_append_time

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from syncer.planner import RemoteEnds
+from syncer.holes import RemoteEnds
 from syncer.sources import (
     BACKOFF_MAX_S,
     MAX_BUSY,

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from syncer.clusters import TP
+from syncer.holes import RemoteEnds
 from syncer.metrics import SyncerCollector
 from syncer.offsets import GroupStatus
-from syncer.planner import RemoteEnds
 from syncer.sources import SourceHealth
 from syncer.status import PartitionStatus, RemoteStatus, Snapshot, State, status_document
 

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from syncer.batches import Batch, split_batches
-from syncer.planner import HoleKind, RemoteEnds, choose_remote, scan
+from syncer.holes import HoleKind, RemoteEnds, choose_remote, scan
 
 
 def batch(
