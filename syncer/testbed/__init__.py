@@ -5,9 +5,10 @@ a cache, each cluster runs in its own JVM with a small heap, and a JSON state fi
 cluster and its bootstrap address so that ``syncer testbed status|down`` can find them again.
 """
 
-from syncer.testbed.bed import ClusterSpec, RunningCluster, Testbed
+from syncer.testbed.bed import ClusterSpec, Testbed
 from syncer.testbed.errors import TestbedError
 from syncer.testbed.jars import KAFKA_VERSION, KafkaJars
+from syncer.testbed.node import RunningCluster
 
 __all__ = [
     "KAFKA_VERSION",

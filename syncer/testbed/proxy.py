@@ -18,7 +18,7 @@ from collections import deque
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from syncer.testbed.bed import RunningCluster
+    from syncer.testbed.node import RunningCluster
 
 log = logging.getLogger(__name__)
 
