@@ -8,12 +8,11 @@ assignment: every assigned partition stays paused, so it never fetches from them
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import socket
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer
@@ -26,7 +25,7 @@ from aiokafka.coordinator.protocol import (
 
 from syncer.assignment import assign, decode_owned, encode_owned, weights_from_gaps
 from syncer.clusters import TP, client_options
-from syncer.config import Config
+from syncer.config import Config, CoordinationConfig
 
 log = logging.getLogger(__name__)
 
@@ -49,14 +48,10 @@ class GapStickyAssignor(AbstractPartitionAssignor):  # type: ignore[misc]
         self, cluster: Any, members: Mapping[str, ConsumerProtocolMemberMetadata]
     ) -> dict[str, ConsumerProtocolMemberAssignment]:
         topics = {t for meta in members.values() for t in meta.subscription}
-        gaps = {
-            TP(topic, p): self.gaps.get(TP(topic, p), 0)
-            for topic in topics
-            for p in (cluster.partitions_for_topic(topic) or ())
-        }
+        gaps = subscribed_gaps(topics, cluster.partitions_for_topic, self.gaps)
         owned = {member: decode_owned(meta.user_data) for member, meta in members.items()}
         plan = assign(owned, weights_from_gaps(gaps))
-        return {member: _assignment(parts) for member, parts in plan.items()}
+        return {member: member_assignment(parts) for member, parts in plan.items()}
 
     def metadata(self, topics: Iterable[str]) -> ConsumerProtocolMemberMetadata:
         return ConsumerProtocolMemberMetadata(
@@ -67,11 +62,84 @@ class GapStickyAssignor(AbstractPartitionAssignor):  # type: ignore[misc]
         self.owned = set(assignment.partitions())
 
 
-def _assignment(partitions: set[TP]) -> ConsumerProtocolMemberAssignment:
+def subscribed_gaps(
+    topics: Iterable[str],
+    partitions_of: Callable[[str], Iterable[int] | None],
+    measured: Mapping[TP, int],
+) -> dict[TP, int]:
+    """Every partition of the topics some member subscribes to, with the gap the leader last
+    measured; one it never measured (new, or measuring failed) counts as caught up. A topic
+    the leader's metadata does not know yet has no partitions to give."""
+    return {
+        TP(topic, p): measured.get(TP(topic, p), 0)
+        for topic in topics
+        for p in (partitions_of(topic) or ())
+    }
+
+
+def member_assignment(partitions: set[TP]) -> ConsumerProtocolMemberAssignment:
+    """One member's share in the consumer protocol's SyncGroup format (no user data)."""
     by_topic: dict[str, list[int]] = {}
     for tp in sorted(partitions):
         by_topic.setdefault(tp.topic, []).append(tp.partition)
     return ConsumerProtocolMemberAssignment(0, sorted(by_topic.items()), b"")
+
+
+class Membership:
+    """What the group gave this process and whether it may still write to it, on plain
+    values (the clock is passed in), so that ``GroupMember`` only does the I/O.
+
+    Writing needs a lease: a join or an answered heartbeat renews it for ``lease_s``. The
+    config keeps the lease below the session timeout, so a member whose heartbeats go
+    unanswered stops writing before the group can count it gone and give its partitions to
+    another member. A revocation does not end the lease: the revoked partitions' copiers
+    drain their writes first, and the group gives those partitions to nobody else until this
+    member rejoins (or its session expires, after the lease)."""
+
+    def __init__(self, lease_s: float) -> None:
+        self.lease_s = lease_s
+        self.assigned: set[TP] = set()
+        self.rebalances = 0
+        self._renewed_at: float | None = None  # never joined: nothing is ours to write
+
+    def __repr__(self) -> str:
+        return f"<Membership [owns: {len(self.assigned)}, rebalances: {self.rebalances}]>"
+
+    def may_write(self, now: float) -> bool:
+        return self._renewed_at is not None and now - self._renewed_at < self.lease_s
+
+    def heartbeat(self, answered: bool, now: float) -> None:
+        """An answered heartbeat (also "rebalance in progress": still a member) renews the
+        lease; a failed one (no answer, unknown member: the session expired) does not."""
+        if answered:
+            self._renewed_at = now
+
+    def assign(self, assigned: Iterable[TP], now: float) -> set[TP]:
+        """A join just succeeded: these are ours now, and the lease starts again (before the
+        copiers start, so their first writes are not refused). The partitions not held
+        before."""
+        assigned = set(assigned)
+        self._renewed_at = now
+        self.rebalances += 1
+        new = assigned - self.assigned
+        self.assigned = assigned
+        return new
+
+    def revoke(self, revoked: Iterable[TP]) -> None:
+        self.assigned -= set(revoked)
+
+
+def group_options(group: CoordinationConfig) -> dict[str, Any]:
+    """The consumer's group settings. No instance id means dynamic membership (aiokafka wants
+    None, not ""). ``_poll`` polls without pause (every partition paused), so the poll
+    interval is only a backstop: at least Kafka's default and three session timeouts."""
+    return {
+        "group_id": group.group,
+        "group_instance_id": group.instance_id or None,
+        "session_timeout_ms": group.session_timeout_ms,
+        "heartbeat_interval_ms": group.heartbeat_interval_ms,
+        "max_poll_interval_ms": max(300_000, group.session_timeout_ms * 3),
+    }
 
 
 class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -91,7 +159,10 @@ def member_name(config: Config) -> str:
 
 class GroupMember:
     """One process's membership. ``on_assigned``/``on_revoked`` start and stop copiers; a
-    revocation returns only once the revoked partitions' writes are finished or abandoned."""
+    revocation returns only once the revoked partitions' writes are finished or abandoned.
+
+    ``start()`` joins nothing yet (``subscribe`` does, and starts the member if needed);
+    ``stop()`` leaves the group and is idempotent; ``async with`` does both."""
 
     def __init__(self, config: Config, on_assigned: Callback, on_revoked: Callback) -> None:
         self.config = config
@@ -100,50 +171,65 @@ class GroupMember:
         self.assignor = GapStickyAssignor()
         self.on_assigned = on_assigned
         self.on_revoked = on_revoked
-        self.assigned: set[TP] = set()
-        self.rebalances = 0
+        self.membership = Membership(self.group.lease_ms / 1000)
         self._consumer: AIOKafkaConsumer | None = None
         self._topics: tuple[str, ...] = ()
         self._poll_task: asyncio.Task[None] | None = None
-        self._last_heartbeat = 0.0
 
     def __repr__(self) -> str:
         return f"<GroupMember {self.group.group}/{self.name} [owns: {len(self.assigned)}]>"
 
+    async def __aenter__(self) -> GroupMember:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    @property
+    def assigned(self) -> set[TP]:
+        return self.membership.assigned
+
+    @property
+    def rebalances(self) -> int:
+        return self.membership.rebalances
+
     def may_write(self) -> bool:
         """False once no heartbeat was answered within the lease: the group may have moved
         our partitions to another member already, so we stop writing at once."""
-        return time.monotonic() - self._last_heartbeat < self.group.lease_ms / 1000
+        return self.membership.may_write(time.monotonic())
 
     async def subscribe(self, topics: Iterable[str]) -> None:
         """Join (first call) or change the subscription to the local mirrored topics."""
         wanted = tuple(sorted(topics))
-        if self._consumer is None:
-            await self._start()
+        await self.start()
         if wanted != self._topics and self._consumer is not None:
             self._topics = wanted
             self._consumer.subscribe(topics=list(wanted), listener=_Listener(self))
 
-    async def _start(self) -> None:
-        consumer = AIOKafkaConsumer(
+    async def start(self) -> None:
+        """Connect the group's consumer to the local cluster and start polling; idempotent."""
+        if self._consumer is not None:
+            return
+        consumer = self._open_consumer()
+        await consumer.start()
+        self._consumer = consumer
+        self._track_heartbeats(consumer)
+        self._poll_task = asyncio.create_task(self._poll(consumer), name="group-poll")
+        self._poll_task.add_done_callback(self._poll_died)
+
+    def _open_consumer(self) -> AIOKafkaConsumer:
+        return AIOKafkaConsumer(
             bootstrap_servers=self.config.local.bootstrap_servers,
             client_id=f"syncer-{self.name}",
-            group_id=self.group.group,
-            group_instance_id=self.group.instance_id or None,
-            session_timeout_ms=self.group.session_timeout_ms,
-            heartbeat_interval_ms=self.group.heartbeat_interval_ms,
-            max_poll_interval_ms=max(300_000, self.group.session_timeout_ms * 3),
             enable_auto_commit=False,
             auto_offset_reset="latest",
             partition_assignment_strategy=(self.assignor,),
             max_partition_fetch_bytes=1024,
             fetch_max_bytes=1024,
+            **group_options(self.group),
             **client_options(self.config.local),
         )
-        await consumer.start()
-        self._consumer = consumer
-        self._track_heartbeats(consumer)
-        self._poll_task = asyncio.create_task(self._poll(consumer), name="group-poll")
 
     def _track_heartbeats(self, consumer: AIOKafkaConsumer) -> None:
         # aiokafka does not expose when a heartbeat was last answered; wrap its coordinator's
@@ -152,10 +238,9 @@ class GroupMember:
         original = coordinator._do_heartbeat
 
         async def tracked() -> bool:
-            ok = bool(await original())
-            if ok:
-                self._last_heartbeat = time.monotonic()
-            return ok
+            answered = bool(await original())
+            self.membership.heartbeat(answered, time.monotonic())
+            return answered
 
         coordinator._do_heartbeat = tracked
 
@@ -167,13 +252,19 @@ class GroupMember:
                 consumer.pause(*assignment)
             await consumer.getmany(timeout_ms=1000)
 
+    def _poll_died(self, task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            log.error(
+                "group %s: member %s stopped polling: %r",
+                self.group.group,
+                self.name,
+                task.exception(),
+            )
+
     async def _assigned(self, assigned: set[TP]) -> None:
         assert self._consumer is not None
         self._consumer.pause(*assigned)
-        self._last_heartbeat = time.monotonic()  # the join just succeeded
-        self.rebalances += 1
-        new = assigned - self.assigned
-        self.assigned = set(assigned)
+        new = self.membership.assign(assigned, time.monotonic())
         log.info(
             "group %s: member %s owns %d partitions (%d new)",
             self.group.group,
@@ -184,7 +275,7 @@ class GroupMember:
         await self.on_assigned(assigned)
 
     async def _revoked(self, revoked: set[TP]) -> None:
-        self.assigned -= revoked
+        self.membership.revoke(revoked)
         if revoked:
             log.info(
                 "group %s: member %s gives up %d partitions",
@@ -198,15 +289,18 @@ class GroupMember:
         self.assignor.gaps = dict(gaps)
 
     async def stop(self) -> None:
-        """Leave the group (the others take over at once); idempotent."""
+        """Leave the group (the others take over at once); idempotent. The consumer is
+        closed even when the caller is cancelled while the poll task ends."""
         task, self._poll_task = self._poll_task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        consumer, self._consumer = self._consumer, None
-        if consumer is not None:
-            await consumer.stop()
+        try:
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+        finally:
+            consumer, self._consumer = self._consumer, None
+            self._topics = ()  # a restarted member subscribes again
+            if consumer is not None:
+                await consumer.stop()
 
 
 async def group_owners(config: Config) -> dict[TP, str]:
@@ -223,14 +317,20 @@ async def group_owners(config: Config) -> dict[TP, str]:
         responses = await admin.describe_consumer_groups([config.coordination.group])
     finally:
         await admin.close()
+    return owners_of([group for response in responses for group in response.groups])
+
+
+def owners_of(groups: Iterable[Sequence[Any]]) -> dict[TP, str]:
+    """Partition → member name, from DescribeGroups answers (a group's members are its sixth
+    field; a member's client id is fourth from its end, its assignment last). A member
+    between a join and its assignment owns nothing yet."""
     owners: dict[TP, str] = {}
-    for response in responses:
-        for group in response.groups:
-            for member in group[5]:
-                client_id, assignment = member[-4], member[-1]
-                if not assignment:
-                    continue
-                decoded = ConsumerProtocolMemberAssignment.decode(assignment)
-                for tp in decoded.partitions():
-                    owners[tp] = str(client_id).removeprefix("syncer-")
+    for group in groups:
+        for member in group[5]:
+            client_id, assignment = member[-4], member[-1]
+            if not assignment:
+                continue
+            decoded = ConsumerProtocolMemberAssignment.decode(assignment)
+            for tp in decoded.partitions():
+                owners[tp] = str(client_id).removeprefix("syncer-")
     return owners

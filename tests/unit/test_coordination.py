@@ -1,0 +1,354 @@
+"""The group member's decisions, with no broker: when this process may write, what the leader's
+assignor makes of the members' JoinGroup metadata (through aiokafka's own protocol classes),
+in what order the member learns of a rebalance and tells the copiers, and its lifecycle."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from typing import Any
+
+import pytest
+from aiokafka.coordinator.protocol import ConsumerProtocol, ConsumerProtocolMemberAssignment
+from aiokafka.protocol.admin import DescribeGroupsResponse_v1
+
+from syncer.clusters import TP
+from syncer.config import Config, CoordinationConfig
+from syncer.coordination import (
+    GapStickyAssignor,
+    GroupMember,
+    Membership,
+    _Listener,
+    group_options,
+    member_assignment,
+    owners_of,
+    subscribed_gaps,
+)
+
+LEASE_S = 6.0
+A, B, C = TP("t", 0), TP("t", 1), TP("t", 2)
+
+
+# the lease: may this process write? -----------------------------------------------------
+
+
+def test_a_member_that_never_joined_may_not_write() -> None:
+    membership = Membership(LEASE_S)
+    assert not membership.may_write(0.0)
+    assert not membership.may_write(1e9)
+    membership.heartbeat(False, 5.0)
+    assert not membership.may_write(5.0)
+
+
+def test_a_join_grants_writes_for_the_lease_and_no_longer() -> None:
+    membership = Membership(LEASE_S)
+    membership.assign({A}, now=100.0)
+    assert membership.may_write(100.0) and membership.may_write(105.9)
+    assert not membership.may_write(106.0)
+
+
+def test_answered_heartbeats_renew_the_lease_and_unanswered_ones_let_it_lapse() -> None:
+    membership = Membership(LEASE_S)
+    membership.assign({A}, now=0.0)
+    membership.heartbeat(True, 5.0)
+    assert membership.may_write(10.9)  # renewed at 5, not 0
+    membership.heartbeat(False, 10.0)  # e.g. the session expired: unknown member
+    assert membership.may_write(10.9) and not membership.may_write(11.0)
+    membership.heartbeat(True, 12.0)  # rejoined and answered again
+    assert membership.may_write(12.0)
+
+
+def test_a_revocation_keeps_the_lease_so_copiers_can_drain() -> None:
+    membership = Membership(LEASE_S)
+    membership.assign({A, B}, now=0.0)
+    membership.revoke({A})
+    assert membership.assigned == {B}
+    assert membership.may_write(1.0)
+
+
+def test_an_assignment_names_what_is_new_and_counts_the_rebalance() -> None:
+    membership = Membership(LEASE_S)
+    assert membership.assign([A, B], now=0.0) == {A, B}
+    assert membership.assign([B, C], now=1.0) == {C}
+    assert membership.assigned == {B, C} and membership.rebalances == 2
+    membership.revoke({B, C})  # aiokafka revokes everything before each join (eager)
+    assert membership.assign([B], now=2.0) == {B}
+    assert membership.assigned == {B} and membership.rebalances == 3
+
+
+# the member: what it tells the copiers, and in what order -------------------------------
+
+
+class StubCoordinator:
+    def __init__(self, answers: Iterable[bool | Exception]) -> None:
+        self.answers = list(answers)
+
+    async def _do_heartbeat(self) -> bool:
+        answer = self.answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+class StubConsumer:
+    """The parts of AIOKafkaConsumer the member touches; nothing crosses a wire."""
+
+    def __init__(self, heartbeats: Iterable[bool | Exception] = ()) -> None:
+        self._coordinator = StubCoordinator(heartbeats)
+        self.owned: set[TP] = set()
+        self.paused: set[TP] = set()
+        self.subscriptions: list[list[str]] = []
+        self.starts = self.stops = self.polls = 0
+        self.fail_poll: Exception | None = None
+
+    async def start(self) -> None:
+        self.starts += 1
+
+    async def stop(self) -> None:
+        self.stops += 1
+
+    def subscribe(self, topics: list[str], listener: Any) -> None:
+        self.subscriptions.append(topics)
+
+    def assignment(self) -> set[TP]:
+        return set(self.owned)
+
+    def pause(self, *tps: TP) -> None:
+        self.paused.update(tps)
+
+    async def getmany(self, timeout_ms: int) -> dict[TP, list[Any]]:
+        self.polls += 1
+        if self.fail_poll is not None:
+            raise self.fail_poll
+        await asyncio.sleep(0.005)
+        return {}
+
+
+def config(instance_id: str = "") -> Config:
+    return Config.from_dict(
+        {
+            "local": {"bootstrap_servers": "127.0.0.1:1"},
+            "remotes": [{"name": "east", "bootstrap_servers": "127.0.0.1:2"}],
+            "topics": {"include": ["t"]},
+            "coordination": {"group": "g", "instance_id": instance_id},
+        }
+    )
+
+
+class Member(GroupMember):
+    """A member whose consumer is a stub (the real one is exercised in test_group.py)."""
+
+    def __init__(self, consumer: StubConsumer | None = None) -> None:
+        self.told: list[tuple[str, set[TP], bool, set[TP]]] = []
+        super().__init__(config(), self._told_assigned, self._told_revoked)
+        self.stub = consumer or StubConsumer()
+
+    def _open_consumer(self) -> Any:
+        return self.stub
+
+    async def _told_assigned(self, tps: set[TP]) -> None:
+        self.told.append(("assigned", tps, self.may_write(), set(self.assigned)))
+
+    async def _told_revoked(self, tps: set[TP]) -> None:
+        self.told.append(("revoked", tps, self.may_write(), set(self.assigned)))
+
+
+async def test_a_member_before_its_first_assignment_may_not_write() -> None:
+    async with Member() as member:
+        assert not member.may_write()
+
+
+async def test_copiers_start_once_the_partitions_are_paused_and_writable() -> None:
+    async with Member() as member:
+        await _Listener(member).on_partitions_assigned({A, B})
+        assert member.told == [("assigned", {A, B}, True, {A, B})]
+        assert member.stub.paused >= {A, B}  # never fetched by the group's consumer
+        assert member.rebalances == 1
+
+
+async def test_revoked_partitions_are_no_longer_owned_when_their_copiers_are_stopped() -> None:
+    async with Member() as member:
+        listener = _Listener(member)
+        await listener.on_partitions_assigned({A, B})
+        await listener.on_partitions_revoked({A, B})
+        await listener.on_partitions_assigned({B, C})
+    assert [(what, tps, owned) for what, tps, _w, owned in member.told] == [
+        ("assigned", {A, B}, {A, B}),
+        ("revoked", {A, B}, set()),
+        ("assigned", {B, C}, {B, C}),
+    ]
+    assert member.told[1][2]  # still writable while the revoked copiers drain
+
+
+async def test_heartbeats_renew_the_lease_and_failures_do_not() -> None:
+    stub = StubConsumer(heartbeats=[True, False, ConnectionError("gone"), True])
+    async with Member(stub) as member:
+        heartbeat = stub._coordinator._do_heartbeat  # as wrapped by the member
+        assert await heartbeat() is True and member.may_write()
+        member.membership.lease_s = 0.02
+        await asyncio.sleep(0.03)
+        assert await heartbeat() is False and not member.may_write()
+        with pytest.raises(ConnectionError):
+            await heartbeat()
+        assert not member.may_write()
+        assert await heartbeat() is True and member.may_write()
+
+
+# lifecycle ------------------------------------------------------------------------------
+
+
+async def test_async_with_polls_with_everything_paused_and_stops_once() -> None:
+    member = Member()
+    async with member:
+        member.stub.owned = {A}
+        while member.stub.polls < 2:
+            await asyncio.sleep(0.005)
+        assert member.stub.paused == {A}
+        await member.start()  # idempotent
+        assert member.stub.starts == 1
+    assert member.stub.stops == 1 and member._poll_task is None
+    await member.stop()  # idempotent
+    assert member.stub.stops == 1
+
+
+async def test_subscribe_starts_the_member_and_resubscribes_only_on_a_change() -> None:
+    member = Member()
+    try:
+        await member.subscribe(["t", "a"])
+        await member.subscribe(["a", "t"])
+        await member.subscribe(["a"])
+        assert member.stub.starts == 1
+        assert member.stub.subscriptions == [["a", "t"], ["a"]]
+    finally:
+        await member.stop()
+
+
+async def test_a_poll_loop_that_dies_says_why(caplog: pytest.LogCaptureFixture) -> None:
+    stub = StubConsumer()
+    stub.fail_poll = RuntimeError("boom")
+    async with Member(stub) as member:
+        while member._poll_task is not None and not member._poll_task.done():
+            await asyncio.sleep(0.005)
+    assert "stopped polling: RuntimeError('boom')" in caplog.text
+    assert stub.stops == 1
+
+
+# the assignor: what the leader makes of the members' metadata ---------------------------
+
+
+class Metadata:
+    """The leader's view of the topics' partition counts (ClusterMetadata's one used call)."""
+
+    def __init__(self, partitions: dict[str, int]) -> None:
+        self.partitions = partitions
+
+    def partitions_for_topic(self, topic: str) -> set[int] | None:
+        count = self.partitions.get(topic)
+        return None if count is None else set(range(count))
+
+
+def join(assignors: dict[str, GapStickyAssignor], topics: list[str], leader: str) -> None:
+    """One rebalance as aiokafka runs it, bytes on the wire included: every member's
+    metadata is encoded into its JoinGroup, the leader assigns, every member decodes its
+    share from SyncGroup."""
+    joined = {
+        name: ConsumerProtocol.METADATA.decode(assignor.metadata(topics).encode())
+        for name, assignor in assignors.items()
+    }
+    plan = assignors[leader].assign(Metadata({"t": 6, "u": 2}), joined)
+    for name, assignor in assignors.items():
+        assignor.on_assignment(ConsumerProtocol.ASSIGNMENT.decode(plan[name].encode()))
+
+
+def test_an_assignment_round_trips_through_the_consumer_protocol() -> None:
+    assignors = {"m1": GapStickyAssignor(), "m2": GapStickyAssignor()}
+    join(assignors, ["t"], leader="m1")
+    first = {name: a.owned for name, a in assignors.items()}
+    assert sorted(first["m1"] | first["m2"]) == [TP("t", p) for p in range(6)]
+    assert not first["m1"] & first["m2"] and len(first["m1"]) == len(first["m2"]) == 3
+    # what each owns travels in its next JoinGroup: a third member takes only a share
+    assignors["m3"] = GapStickyAssignor()
+    join(assignors, ["t"], leader="m2")
+    assert assignors["m1"].owned <= first["m1"] and assignors["m2"].owned <= first["m2"]
+    assert [len(assignors[m].owned) for m in ("m1", "m2", "m3")] == [2, 2, 2]
+
+
+def test_only_subscribed_topics_are_assigned_and_junk_user_data_owns_nothing() -> None:
+    leader = GapStickyAssignor()
+    members = {
+        "old": ConsumerProtocol.METADATA(0, ["u"], b"\x00not json"),
+        "new": ConsumerProtocol.METADATA(0, ["u"], b""),
+    }
+    plan = {
+        m: set(a.partitions())
+        for m, a in leader.assign(Metadata({"t": 6, "u": 2}), members).items()
+    }
+    assert plan["old"] | plan["new"] == {TP("u", 0), TP("u", 1)}
+    assert len(plan["old"]) == len(plan["new"]) == 1
+
+
+def test_the_leaders_measured_gaps_weigh_partitions() -> None:
+    leader = GapStickyAssignor()
+    leader.gaps = {TP("t", 0): 1_000_000}  # the rest caught up or never measured
+    members = {m: ConsumerProtocol.METADATA(0, ["t"], b"") for m in ("a", "b")}
+    plan = {m: set(a.partitions()) for m, a in leader.assign(Metadata({"t": 6}), members).items()}
+    heavy = next(m for m, parts in plan.items() if TP("t", 0) in parts)
+    # t-0 weighs 7 (1 + its gap over the mean gap), the others 1 each: it is a share alone
+    assert plan[heavy] == {TP("t", 0)}
+
+
+def test_subscribed_gaps_cover_every_known_partition_once() -> None:
+    counts = {"t": 3, "u": 1}
+    gaps = subscribed_gaps(
+        ["t", "gone"],
+        lambda t: range(counts[t]) if t in counts else None,
+        {
+            TP("t", 1): 50,
+            TP("u", 0): 99,  # not subscribed
+        },
+    )
+    assert gaps == {TP("t", 0): 0, TP("t", 1): 50, TP("t", 2): 0}
+
+
+def test_a_member_assignment_groups_partitions_by_topic() -> None:
+    encoded = member_assignment({TP("u", 3), TP("t", 1), TP("t", 0)}).encode()
+    decoded = ConsumerProtocolMemberAssignment.decode(encoded)
+    assert decoded.assignment == [("t", [0, 1]), ("u", [3])]
+    assert decoded.user_data == b""
+
+
+# the consumer's settings and the owners shown by `syncer status` ------------------------
+
+
+def test_group_options_for_dynamic_and_static_members() -> None:
+    dynamic = group_options(CoordinationConfig(group="g"))
+    assert dynamic["group_instance_id"] is None  # "" would ask for static membership
+    assert dynamic["max_poll_interval_ms"] == 300_000
+    static = group_options(
+        CoordinationConfig(group="g", instance_id="a", session_timeout_ms=200_000)
+    )
+    assert static["group_instance_id"] == "a"
+    assert static["max_poll_interval_ms"] == 600_000
+    assert static["group_id"] == "g" and static["session_timeout_ms"] == 200_000
+
+
+def test_owners_come_from_the_group_description() -> None:
+    share = member_assignment({TP("t", 0), TP("t", 2)}).encode()
+    response = DescribeGroupsResponse_v1(
+        0,
+        [
+            (
+                0,
+                "g",
+                "Stable",
+                "consumer",
+                "syncer-gap-sticky",
+                [
+                    ("id-1", "syncer-host-1", "/127.0.0.1", b"", share),
+                    ("id-2", "syncer-host-2", "/127.0.0.1", b"", b""),  # not assigned yet
+                ],
+            )
+        ],
+    )
+    groups = DescribeGroupsResponse_v1.decode(response.encode()).groups
+    assert owners_of(groups) == {TP("t", 0): "host-1", TP("t", 2): "host-1"}
