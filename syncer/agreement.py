@@ -31,8 +31,7 @@ from syncer.chunks import Fetched
 from syncer.clusters import TP, Cluster, FetchedPartition, error_for
 from syncer.errors import PartitionHalted, TransientClusterError
 from syncer.fetcher import Lanes
-from syncer.holes import RemoteEnds
-from syncer.sources import SourceHealth
+from syncer.partition import PartitionSources
 
 log = logging.getLogger(__name__)
 
@@ -101,11 +100,6 @@ def compare(ours: Mapping[int, bytes], theirs: Mapping[int, bytes]) -> Compariso
     return Comparison(len(common), tuple(sorted(o for o in common if ours[o] != theirs[o])))
 
 
-def every_remote_dropped(remotes: Mapping[str, object], dropped: Mapping[str, str]) -> bool:
-    """No remote left to serve the partition: it halts."""
-    return all(name in dropped for name in remotes)
-
-
 class SourceDropped(Exception):
     """The remote that served a chunk was dropped for this partition."""
 
@@ -115,24 +109,20 @@ class CheckFailed(Exception):
 
 
 class Agreement:
-    """Per partition: the remotes checked so far, the ones dropped (remote → reason) and
-    what was written last."""
+    """Per partition: the remotes checked so far and what was written last; a remote that
+    disagrees is dropped through the partition's ``PartitionSources``."""
 
     def __init__(
         self,
         tp: TP,
         local: Cluster,
         fetchers: Mapping[str, Lanes],
-        health: Mapping[str, SourceHealth],
-        ends: Mapping[str, RemoteEnds],
-        dropped: dict[str, str],
+        sources: PartitionSources,
     ) -> None:
         self.tp = tp
         self.local = local
         self.fetchers = fetchers
-        self.health = health
-        self.ends = ends
-        self.dropped = dropped
+        self.sources = sources
         self.checked: set[str] = set()
         self.last: Written | None = None
         self._passed: Fetched | None = None  # the chunk ``check`` let through last
@@ -143,7 +133,7 @@ class Agreement:
         last = "-" if self.last is None else f"{self.last.remote} to {self.last.high}"
         return (
             f"<Agreement {self.tp.topic}[{self.tp.partition}] [checked: {sorted(self.checked)},"
-            f" dropped: {sorted(self.dropped)}, written last: {last}]>"
+            f" dropped: {sorted(self.sources.dropped)}, written last: {last}]>"
         )
 
     @property
@@ -155,8 +145,8 @@ class Agreement:
         ``PartitionHalted`` if no remote is left, ``CheckFailed`` if a remote needed to
         tell did not answer."""
         remote = got.remote
-        if remote in self.dropped:
-            raise SourceDropped(f"remote {remote} was dropped: {self.dropped[remote]}")
+        if remote in self.sources.dropped:
+            raise SourceDropped(f"remote {remote} was dropped: {self.sources.dropped[remote]}")
         self._note_failures(remote)
         self._passed = None
         if got.covered_end <= frontier:
@@ -173,7 +163,7 @@ class Agreement:
         if not told and not await self._against_local(got, frontier):
             await self._against_remotes(got, frontier)  # nothing below to compare with
         self.checked.add(remote)
-        self._failures[remote] = self.health[remote].errors
+        self._failures[remote] = self.sources.health(remote).errors
         self._passed = got
 
     def written(self, got: Fetched) -> None:
@@ -191,7 +181,7 @@ class Agreement:
         """A remote that failed fetches since it was checked may be back with other data (a
         topic deleted and recreated, a cluster restored): compare it again before writing
         from it rather than splice another log onto what was copied."""
-        failures = self.health[remote].errors
+        failures = self.sources.health(remote).errors
         if self._failures.setdefault(remote, failures) != failures:
             self._failures[remote] = failures
             self.checked.discard(remote)
@@ -283,14 +273,15 @@ class Agreement:
     async def _remote_digests(
         self, remote: str, low: int, high: int, max_bytes: int = BELOW_BYTES
     ) -> dict[int, bytes]:
-        low = max(low, self.ends[remote].start) if remote in self.ends else low
+        ends = self.sources.ends
+        low = max(low, ends[remote].start) if remote in ends else low
         try:
             answer = await asyncio.wait_for(
                 self.fetchers[remote].fetch(self.tp, low, max_bytes), LOOKUP_TIMEOUT_S
             )
             batches = _records_of(answer, f"{self.where}: comparing remote {remote} at {low}")
         except (TransientClusterError, TimeoutError, OSError) as exc:
-            self.health[remote].failed(time.monotonic(), f"{type(exc).__name__}: {exc}")
+            self.sources.health(remote).failed(time.monotonic(), f"{type(exc).__name__}: {exc}")
             raise CheckFailed(f"comparing {remote}'s records at {low}: {exc}") from exc
         return record_digests(batches, low, high)
 
@@ -307,31 +298,29 @@ class Agreement:
             self.checked.add(reference)
         if not result.differing:
             return
-        loser, winner = sorted((got.remote, reference), key=lambda n: self.health[n].rank)[::-1]
+        ranked = sorted((got.remote, reference), key=lambda n: self.sources.health(n).rank)
+        loser, winner = ranked[::-1]
         reason = f"records differ from remote {winner}'s at offset {result.differing[0]}"
         if loser == got.remote:
             self._disagrees(loser, reason, f"remote {loser}'s {reason}")
         self._drop(loser, reason)
 
     def _reference(self, remote: str, offset: int) -> str | None:
-        now = time.monotonic()
+        now, health = time.monotonic(), self.sources.health
         others = [
             name
-            for name, e in self.ends.items()
-            if name != remote
-            and name not in self.dropped
-            and e.start <= offset < e.end
-            and self.health[name].healthy(now)
+            for name, e in self.sources.usable().items()
+            if name != remote and e.start <= offset < e.end and health(name).healthy(now)
         ]
         if not others:
             return None
-        return min(others, key=lambda n: (n not in self.checked, self.health[n].rank))
+        return min(others, key=lambda n: (n not in self.checked, health(n).rank))
 
     def _disagrees(self, remote: str, reason: str, halt: str) -> None:
         """Drop ``remote``; halt the partition if it was the last one left."""
         self._drop(remote, reason)
-        if every_remote_dropped(self.fetchers, self.dropped):
-            others = "; ".join(f"{n}: {r}" for n, r in self.dropped.items() if n != remote)
+        if self.sources.every_dropped():
+            others = "; ".join(f"{n}: {r}" for n, r in self.sources.dropped.items() if n != remote)
             raise PartitionHalted(
                 f"{self.where}: {halt}: a foreign producer wrote into the local partition, or"
                 " the remote holds other data than what was copied before (its topic deleted"
@@ -341,7 +330,7 @@ class Agreement:
         raise SourceDropped(f"remote {remote} dropped: {reason}")
 
     def _drop(self, remote: str, reason: str) -> None:
-        self.dropped[remote] = reason
+        self.sources.drop(remote, reason)
         self.checked.discard(remote)
         log.error("%s: remote %s dropped as a source: %s", self.where, remote, reason)
 

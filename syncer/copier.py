@@ -21,14 +21,13 @@ from syncer.errors import (
     HoleFound,
     MisalignedWrite,
     PartitionHalted,
-    SourceDataLost,
     TransientClusterError,
 )
 from syncer.fetcher import Lanes
-from syncer.holes import Filler, HoleKind, RemoteEnds, choose_remote, scan
+from syncer.holes import Filler, HoleKind, scan
 from syncer.identity import WriterIdentity
 from syncer.landed import check_landed
-from syncer.sources import SourceHealth
+from syncer.partition import PartitionSources
 from syncer.status import PartitionStatus, State
 from syncer.writer import Writer
 from syncer.writes import PartitionWrites, Resync, Sent
@@ -44,6 +43,14 @@ FILLER_REASONS = {
 }
 
 
+def next_backoff(backoff: float, moved: bool, config: CopierConfig) -> float:
+    """The wait before the next retry after ``backoff``: back to the first step if records
+    were copied since the last error (it was moving), else twice as long, up to the cap."""
+    if moved:
+        return config.retry_backoff_ms / 1000
+    return min(backoff * 2, config.retry_backoff_max_ms / 1000)
+
+
 class PartitionCopier:
     """Copies one partition from the remotes to local, offset for offset."""
 
@@ -55,8 +62,7 @@ class PartitionCopier:
         fetchers: Mapping[str, Lanes],
         identity: WriterIdentity,
         config: CopierConfig,
-        remote_ends: Mapping[str, RemoteEnds] | None = None,
-        health: Mapping[str, SourceHealth] | None = None,
+        sources: PartitionSources,
         memory: ByteBudget | None = None,
         *,
         fill_holes: bool = False,
@@ -73,22 +79,22 @@ class PartitionCopier:
         self.fetchers = fetchers
         self.identity = identity
         self.config = config
-        self.status = PartitionStatus(tp, remote_ends=dict(remote_ends or {}))
-        for name in fetchers:
-            self.status.remote_ends.setdefault(name, RemoteEnds(0, 0))
-        self.health = health or {
-            name: SourceHealth(name, rank) for rank, name in enumerate(fetchers)
-        }
-        ends, dropped = self.status.remote_ends, self.status.dropped
-        self.chunks = ChunkScheduler(tp, fetchers, self.health, ends, dropped, config, memory)
-        self.agreement = Agreement(tp, local, fetchers, self.health, ends, dropped)
+        # the remotes' ends, the dropped ones and their health: changed only through it
+        self.sources = sources
+        self.status = PartitionStatus(tp, remote_ends=sources.ends, dropped=sources.dropped)
+        # the one seam left (issue 18): the scheduler still writes the ends it learns
+        ends = sources.scheduler_ends()
+        self.chunks = ChunkScheduler(
+            tp, fetchers, sources.healths, ends, sources.dropped, config, memory
+        )
+        self.agreement = Agreement(tp, local, fetchers, sources)
         self._stopping = False
         self.writes = PartitionWrites(
             tp,
             local,
             writer,
             self.status,
-            self.health,
+            sources,
             self.state_clock,
             max_in_flight=config.max_in_flight,
             retry_backoff_s=config.retry_backoff_ms / 1000,
@@ -98,7 +104,7 @@ class PartitionCopier:
         s = self.status
         return (
             f"<PartitionCopier {self.tp.topic}[{self.tp.partition}] {s.state.value}"
-            f" [local end: {s.local_end}, remote end: {s.remote_end}]>"
+            f" [local end: {s.local_end}, remote end: {self.sources.remote_end()}]>"
         )
 
     def request_stop(self) -> None:
@@ -145,10 +151,8 @@ class PartitionCopier:
                     await self._halt(halted)
                     return
                 await asyncio.sleep(backoff)
-                if self.status.records_copied > copied:
-                    backoff = self.config.retry_backoff_ms / 1000  # it was moving: start over
-                else:
-                    backoff = min(backoff * 2, self.config.retry_backoff_max_ms / 1000)
+                moved = self.status.records_copied > copied
+                backoff = next_backoff(backoff, moved, self.config)
             except Exception as exc:  # a bug: halt visibly rather than die unseen
                 log.exception("%s[%d]: internal error", self.tp.topic, self.tp.partition)
                 error = PartitionHalted(f"internal error: {type(exc).__name__}: {exc}")
@@ -189,7 +193,7 @@ class PartitionCopier:
         await self.chunks.reset(frontier)
         try:
             while not self._stopping:
-                target = self.status.remote_end
+                target = self.sources.remote_end()
                 if until is not None:
                     target = min(until, target)
                 if until is not None and frontier >= target:
@@ -232,8 +236,7 @@ class PartitionCopier:
 
     async def _check_landed(self, low: int, high: int) -> None:
         """Compare local ``[low, high)`` with a remote that holds it; halt on a difference."""
-        usable = [n for n in self.fetchers if n not in self.status.dropped] or list(self.fetchers)
-        name = max(usable, key=lambda n: self.status.remote_ends[n].end)
+        name = self.sources.landed_reference()
         source = self.fetchers[name].lanes[0].cluster
         found = await check_landed(self.local, source, self.tp, low, high)
         log.info(
@@ -259,8 +262,7 @@ class PartitionCopier:
         start above 0: the start to align it to."""
         if not self.align_start or frontier != 0 or self.status.local_end != 0:
             return None
-        usable = {n: e for n, e in self.status.remote_ends.items() if n not in self.status.dropped}
-        return choose_remote(0, usable).lost_below
+        return self.sources.start_to_align()
 
     async def _align_start(self, start: int) -> int:
         """Fill offsets ``[0, start)`` and delete them, so the local partition starts where
@@ -288,19 +290,9 @@ class PartitionCopier:
     def _no_source(self, frontier: int) -> None:
         """Nothing can continue at ``frontier``: data lost at the source, or every source is
         dropped or backing off (then the caller waits and tries again)."""
-        usable = {n: e for n, e in self.status.remote_ends.items() if n not in self.status.dropped}
-        choice = choose_remote(frontier, usable)
-        if choice.lost_below is not None:
-            raise SourceDataLost(
-                f"{self.tp.topic}[{self.tp.partition}]: records {frontier}.."
-                f"{choice.lost_below - 1} are gone at every remote (start {choice.lost_below}"
-                f" is beyond the local end {frontier})"
-            )
-        if not usable:
-            raise PartitionHalted(
-                f"{self.tp.topic}[{self.tp.partition}]: every remote was dropped as a source: "
-                + "; ".join(f"{n}: {r}" for n, r in self.status.dropped.items())
-            )
+        halt = self.sources.stuck(frontier)
+        if halt is not None:
+            raise halt
 
     async def _write(self, got: Fetched, frontier: int) -> int:
         found = scan(

@@ -49,6 +49,11 @@ class SourceHealth:
                 else (EWMA_WEIGHT * rate + (1 - EWMA_WEIGHT) * self.bytes_per_s)
             )
 
+    def count_served(self, nbytes: int, records: int) -> None:
+        """Records of this remote landed locally (status shows what each remote served)."""
+        self.served_bytes += nbytes
+        self.served_records += records
+
     def failed(self, now: float, error: str, started: float | None = None) -> None:
         """A fetch that began at ``started`` failed. Fetches already under way when the
         previous failure was seen fail with it (one cut link fails every chunk in flight on

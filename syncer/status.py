@@ -1,10 +1,13 @@
 """What a running syncer shows: each partition's live figures (``PartitionStatus``, kept up
-to date by its copier) and ``Snapshot``, a plain value of the whole process at one moment
-that ``/status``, ``/readyz`` and ``/metrics`` read, so none of them reaches into a Syncer."""
+to date by its copier; its remotes' ends and dropped ones are views of the partition's
+``PartitionSources``, which owns them) and ``Snapshot``, a plain value of the whole process
+at one moment that ``/status``, ``/readyz`` and ``/metrics`` read, so none of them reaches
+into a Syncer."""
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -12,6 +15,7 @@ from typing import Any
 from syncer.clusters import TP
 from syncer.holes import RemoteEnds
 from syncer.offsets import GroupStatus
+from syncer.partition import furthest_end
 from syncer.sources import SourceHealth
 
 
@@ -26,11 +30,12 @@ class State(StrEnum):
 
 @dataclass
 class PartitionStatus:
-    """Live figures of one partition, as status and metrics show them."""
+    """Live figures of one partition, as status and metrics show them. ``remote_ends`` and
+    ``dropped`` are read-only views here: ``PartitionSources`` changes them."""
 
     tp: TP
     local_end: int = -1
-    remote_ends: dict[str, RemoteEnds] = field(default_factory=dict)
+    remote_ends: Mapping[str, RemoteEnds] = field(default_factory=dict)
     state: State = State.STARTING
     error: str | None = None
     records_copied: int = 0
@@ -40,7 +45,7 @@ class PartitionStatus:
     errors: dict[str, int] = field(default_factory=dict)  # kind → count
     filled: int = 0  # offsets written as filler records (policy fill)
     newest_timestamp_ms: int = 0  # of the newest record written (the batch's max timestamp)
-    dropped: dict[str, str] = field(default_factory=dict)  # remote → why it is not used
+    dropped: Mapping[str, str] = field(default_factory=dict)  # remote → why it is not used
     # writes go one at a time: the broker may hold no producer state for the partition
     one_at_a_time: bool = True
     # the newest record written is older than the local brokers' producer.id.expiration.ms
@@ -48,10 +53,8 @@ class PartitionStatus:
 
     @property
     def remote_end(self) -> int:
-        """The furthest end among the remotes still used: a dropped remote's end is no
-        target (catch-up would wait for it forever)."""
-        usable = (e.end for n, e in self.remote_ends.items() if n not in self.dropped)
-        return max(usable, default=-1)
+        """The furthest end among the remotes still used (``partition.furthest_end``)."""
+        return furthest_end(self.remote_ends, self.dropped)
 
     @property
     def lag(self) -> int:

@@ -29,6 +29,7 @@ from syncer.identity import WriterIdentity, load_identity
 from syncer.metrics import Instruments
 from syncer.mirroring import MirroredTopics
 from syncer.offsets import OffsetCopier
+from syncer.partition import PartitionSources
 from syncer.retry import retried
 from syncer.sources import SourceHealth
 from syncer.status import PartitionStatus, RemoteStatus, Snapshot, State, Summary
@@ -372,8 +373,7 @@ class Syncer:
             fetchers,
             self._identity,
             self.config.copier,
-            ends,
-            health,
+            PartitionSources(tp, health, ends),
             self.memory,
             fill_holes=self.config.topics.fills(tp.topic),
             align_start=self.config.topics.align_start,

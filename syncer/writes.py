@@ -11,14 +11,14 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
 
 from syncer.alignment import Outcome, StateClock, Verdict, judge
 from syncer.clusters import TP, Cluster, ProduceResult, error_for, is_retriable
 from syncer.errors import ClusterError, MisalignedWrite, PartitionHalted, TransientClusterError
-from syncer.sources import SourceHealth
+from syncer.partition import PartitionSources
 from syncer.status import PartitionStatus
 from syncer.writer import Writer
 
@@ -70,7 +70,7 @@ class PartitionWrites:
         local: Cluster,
         writer: Writer,
         status: PartitionStatus,
-        health: Mapping[str, SourceHealth],
+        sources: PartitionSources,
         state_clock: StateClock,
         *,
         max_in_flight: int,
@@ -80,7 +80,7 @@ class PartitionWrites:
         self.local = local
         self.writer = writer
         self.status = status
-        self.health = health
+        self.sources = sources
         self.state_clock = state_clock
         self.max_in_flight = max_in_flight
         self.retry_backoff_s = retry_backoff_s
@@ -145,10 +145,7 @@ class PartitionWrites:
         s.bytes_copied += sent.size
         if sent.remote:  # not for the fillers that align a partition's start
             s.served[sent.remote] = s.served.get(sent.remote, 0) + sent.size
-        health = self.health.get(sent.remote)
-        if health is not None:
-            health.served_bytes += sent.size
-            health.served_records += sent.records
+        self.sources.served(sent.remote, sent.size, sent.records)
 
     # judging --------------------------------------------------------------------------
 

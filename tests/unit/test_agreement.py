@@ -18,7 +18,6 @@ from syncer.agreement import (
     SourceDropped,
     Written,
     compare,
-    every_remote_dropped,
     proof_needed,
 )
 from syncer.batches import filler_batches, split_batches
@@ -26,6 +25,7 @@ from syncer.chunks import Chunk, Fetched
 from syncer.clusters import TP, FetchedPartition
 from syncer.errors import PartitionHalted
 from syncer.holes import RemoteEnds
+from syncer.partition import PartitionSources
 from syncer.sources import SourceHealth
 from tests.unit.test_batches import build
 
@@ -71,12 +71,6 @@ def test_two_sources_agree_only_on_what_both_hold() -> None:
     assert compare({1: b"a", 2: b"b"}, {1: b"x", 2: b"y"}).differing == (1, 2)
 
 
-def test_the_partition_halts_only_when_every_remote_is_dropped() -> None:
-    remotes = {"east": 0, "west": 1}
-    assert not every_remote_dropped(remotes, {"east": "differs"})
-    assert every_remote_dropped(remotes, {"east": "differs", "west": "differs"})
-
-
 # --- comparisons, with stand-ins for the clusters ---------------------------------------------
 
 
@@ -106,13 +100,12 @@ class Side:
 
 def agreement(local: bytes, **remotes: bytes) -> tuple[Agreement, dict[str, Side]]:
     sources = {name: Side(raw) for name, raw in remotes.items()}
+    health = {name: SourceHealth(name, rank) for rank, name in enumerate(remotes)}
     check = Agreement(
         TPX,
         Side(local),  # type: ignore[arg-type]
         sources,  # type: ignore[arg-type]
-        {name: SourceHealth(name, rank) for rank, name in enumerate(remotes)},
-        {name: RemoteEnds(0, 100) for name in remotes},
-        {},
+        PartitionSources(TPX, health, {name: RemoteEnds(0, 100) for name in remotes}),
     )
     return check, sources
 
@@ -150,7 +143,7 @@ async def test_a_remote_that_disagrees_with_the_local_log_is_dropped_and_another
     check, _ = agreement(OURS, east=THEIRS, west=OURS)  # east listed first, yet wrong
     with pytest.raises(SourceDropped):
         await check.check(chunk_at(10, "east"), 10)
-    assert check.dropped == {"east": "records differ from the local log's at offset 9"}
+    assert check.sources.dropped == {"east": "records differ from the local log's at offset 9"}
     await check.check(chunk_at(10, "west"), 10)
     assert check.checked == {"west"}
     with pytest.raises(SourceDropped):  # a chunk of east's fetched before: never written
@@ -163,7 +156,7 @@ async def test_when_every_remote_disagrees_with_the_local_log_the_partition_halt
         await check.check(chunk_at(10, "east"), 10)
     with pytest.raises(PartitionHalted, match="every other remote was dropped too"):
         await check.check(chunk_at(10, "west"), 10)
-    assert set(check.dropped) == {"east", "west"}
+    assert set(check.sources.dropped) == {"east", "west"}
 
 
 async def test_a_local_filler_where_the_source_holds_aborted_data_is_no_divergence() -> None:
@@ -188,7 +181,7 @@ async def test_a_remote_that_failed_since_it_was_checked_is_compared_again() -> 
     assert sources["east"].fetches == 1
     await check.check(chunk_at(11), 11)  # checked: the next chunks are written as they come
     assert sources["east"].fetches == 1
-    check.health["east"].failed(0.0, "link cut")  # ... its topic deleted and recreated?
+    check.sources.health("east").failed(0.0, "link cut")  # ... its topic deleted and recreated?
     sources["east"].raw = build(9, [(b"k", b"another log")])
     with pytest.raises(PartitionHalted, match="deleted and recreated"):
         await check.check(chunk_at(11), 11)
@@ -205,7 +198,7 @@ async def test_a_remote_taking_over_must_agree_with_what_was_written_before_it()
     west = chunk("west", build(15, [(b"k", b"w%d" % i) for i in range(10)]))
     with pytest.raises(SourceDropped):
         await check.check(west, 20)
-    assert check.dropped == {
+    assert check.sources.dropped == {
         "west": "records differ from those written from remote east at offset 19"
     }
     assert sources["west"].fetches == fetches  # the overlap told: no fetch needed
@@ -219,9 +212,9 @@ async def test_a_remote_taking_over_at_a_batch_border_is_fetched_below_it() -> N
     check.written(east)
     sources["west"].raw = build(10, [(b"k", b"e%d" % i) for i in range(10)])  # the same log
     await check.check(chunk_at(20, "west"), 20)
-    assert check.checked == {"east", "west"} and not check.dropped
+    assert check.checked == {"east", "west"} and not check.sources.dropped
     sources["west"].raw = build(10, [(b"k", b"w%d" % i) for i in range(10)])
-    check.health["west"].failed(0.0, "link cut")
+    check.sources.health("west").failed(0.0, "link cut")
     with pytest.raises(SourceDropped):
         await check.check(chunk_at(20, "west"), 20)
 

@@ -13,6 +13,8 @@ import pytest
 from syncer.alignment import OUT_OF_ORDER_SEQUENCE, REQUEST_TIMED_OUT, StateClock
 from syncer.clusters import TP, ProduceResult
 from syncer.errors import MisalignedWrite, PartitionHalted, TransientClusterError
+from syncer.partition import PartitionSources
+from syncer.sources import SourceHealth
 from syncer.status import PartitionStatus
 from syncer.writes import PartitionWrites, Resync, Sent
 
@@ -48,7 +50,7 @@ def writes(writer: StandInWriter, local: StandInLocal, expiry_ms: int = DAY_MS) 
         local,  # type: ignore[arg-type]
         writer,  # type: ignore[arg-type]
         PartitionStatus(A),
-        {},
+        PartitionSources(A, {"east": SourceHealth("east", 0)}),
         StateClock(expiry_ms),
         max_in_flight=5,
         retry_backoff_s=0.0,
@@ -107,6 +109,25 @@ async def test_records_older_than_the_expiry_go_one_at_a_time() -> None:
     writer.sent[1].set_result(ProduceResult(0, 10))
     await room
     assert w.confirmed == 20
+
+
+async def test_a_write_that_landed_counts_for_the_partition_and_its_remote() -> None:
+    writer, local = StandInWriter(), StandInLocal(0)
+    w = writes(writer, local)
+    await w.checked_local_end(unreachable_check)
+    w.submit(batch(0), b"raw")
+    w.submit(batch(10), b"raw")
+    writer.sent[0].set_result(ProduceResult(0, 0))
+    writer.sent[1].set_result(ProduceResult(0, 3))  # elsewhere: counted nowhere
+    await asyncio.sleep(0)
+    east = w.sources.health("east")
+    assert (east.served_bytes, east.served_records) == (100, 10)
+    assert w.status.served == {"east": 100} and w.status.local_end == 10
+    w.submit(Sent(20, 25, 5, 40, "", now_ms(), filled=5), b"raw")  # fillers of no remote
+    writer.sent[2].set_result(ProduceResult(0, 20))
+    await asyncio.sleep(0)
+    assert (east.served_bytes, east.served_records) == (100, 10)
+    assert w.status.filled == 5 and w.status.served == {"east": 100}
 
 
 async def test_a_write_that_landed_elsewhere_halts_naming_both_offsets() -> None:
