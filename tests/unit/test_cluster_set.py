@@ -142,3 +142,29 @@ async def test_start_and_stop_are_idempotent(brokers: Brokers) -> None:
     await clusters.stop()
     await clusters.stop()
     assert len(brokers.closed) == 3
+
+
+async def test_a_cluster_start_cancelled_mid_bootstrap_closes_its_client(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cluster = Cluster(CONFIG.local, role="local")
+    closed: list[bool] = []
+    bootstrapping = asyncio.Event()
+
+    async def bootstrap() -> None:
+        bootstrapping.set()
+        await asyncio.Event().wait()  # a broker that never answers
+
+    async def close() -> None:
+        closed.append(True)
+
+    monkeypatch.setattr(cluster._client, "bootstrap", bootstrap)
+    monkeypatch.setattr(cluster._client, "close", close)
+    starting = asyncio.create_task(cluster.start())
+    await bootstrapping.wait()
+    starting.cancel()  # e.g. Ctrl-C while a remote is slow to answer
+    with pytest.raises(asyncio.CancelledError):
+        await starting
+    assert closed == [True]
+    await cluster.stop()  # never started: nothing more to close
+    assert closed == [True]
