@@ -18,9 +18,9 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
-from syncer.clusters import TP, Cluster
+from syncer.clusters import TP, Cluster, ClusterSet
 from syncer.config import Config
-from syncer.errors import ExitCode, SyncerError, UnreachableError
+from syncer.errors import ExitCode, SyncerError
 from syncer.http import StatusServer
 from syncer.progress import CatchUpProgress
 from syncer.report import (
@@ -218,24 +218,13 @@ def _verify(args: argparse.Namespace) -> int:
         return ExitCode.USAGE
 
     async def main() -> int:
-        local = Cluster(config.local, role="local")
-        remotes = {
-            r.name: Cluster(r, role="remote")
-            for r in config.remotes
-            if not args.remote or r.name in args.remote
-        }
-        if args.remote and set(args.remote) - set(remotes):
-            unknown = ", ".join(sorted(set(args.remote) - set(remotes)))
+        clusters = ClusterSet(config, remotes=args.remote, lanes=False)
+        if args.remote and set(args.remote) - set(clusters.remotes):
+            unknown = ", ".join(sorted(set(args.remote) - set(clusters.remotes)))
             print(f"syncer: verify: no remote named {unknown} in the config", file=sys.stderr)
             return ExitCode.USAGE
-        try:
-            await local.start()
-            for remote in remotes.values():
-                await remote.start()
-            verdicts = await _verdicts(config, local, remotes, args)
-        finally:
-            for cluster in (local, *remotes.values()):
-                await cluster.stop()
+        async with clusters:
+            verdicts = await _verdicts(config, clusters.local, clusters.remotes, args)
         if not verdicts:
             print("syncer: verify: no partition to compare", file=sys.stderr)
             return ExitCode.USAGE
@@ -280,17 +269,12 @@ def _report(args: argparse.Namespace, *, holes: bool, title: str) -> int:
     watch = getattr(args, "watch", None)
 
     async def main() -> int:
-        syncer = Syncer(config)
+        syncer = Syncer(config)  # not started: its clusters are, and its topics plan from them
         names = list(syncer.remotes)
-        down: dict[str, str] = {}
         try:
-            await syncer.local.start()
-            for name, remote in list(syncer.remotes.items()):
-                try:
-                    await remote.start()
-                except UnreachableError as exc:
-                    down[name] = str(exc).rpartition(": ")[2]
-                    del syncer.remotes[name]  # the others are still worth showing
+            # a remote that does not answer is left out: the others are still worth showing
+            await syncer.clusters.start(required=False)
+            down = {n: str(e).rpartition(": ")[2] for n, e in syncer.clusters.unreachable.items()}
             if watch is None:
                 rows, remotes, notes = await _snapshot(syncer, names, down, urls, holes=holes)
                 print_report(
@@ -300,7 +284,7 @@ def _report(args: argparse.Namespace, *, holes: bool, title: str) -> int:
             await _watch(syncer, names, down, urls, watch, title)
             return 0
         finally:
-            await syncer.stop()
+            await syncer.clusters.stop()
 
     return _run_async(main())
 

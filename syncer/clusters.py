@@ -11,12 +11,23 @@ cluster layer. ``Cluster`` is put together from what each part owns:
 Error codes leave as our errors (``error_for``) or named constants. Outside this layer (these
 modules and ``protocol``) aiokafka is used only for what it does whole: its producer and
 consumer (``identity``), its group membership (``coordination``), its record-batch codec
-(``batches``), and in the test bed."""
+(``batches``), and in the test bed.
+
+``ClusterSet`` is every connection of one process (local, each remote, each remote's extra
+lanes), opened and closed together; ``Syncer`` and the ``plan``, ``status`` and ``verify``
+commands all connect through it."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from collections.abc import Collection
+from typing import Self
+
 from syncer.admin import TopicAdmin
+from syncer.config import Config
 from syncer.connection import TP, client_options, error_for, is_retriable
+from syncer.errors import UnreachableError
 from syncer.wire import (
     EARLIEST,
     LATEST,
@@ -36,6 +47,7 @@ __all__ = [
     "READ_UNCOMMITTED",
     "TP",
     "Cluster",
+    "ClusterSet",
     "FetchedPartition",
     "ProduceResult",
     "client_options",
@@ -47,3 +59,101 @@ __all__ = [
 class Cluster(WireRequests, TopicAdmin):
     """A connection to one cluster, with its requests and admin calls.
     ``async with Cluster(cfg, role="local") as cluster: ...``"""
+
+
+class ClusterSet:
+    """Every cluster connection of one process: the local cluster, each remote, and each
+    remote's extra lanes (more clients of it, each with its own TCP connections). Opened
+    through one ``AsyncExitStack``, so a failure part-way closes what was opened, and closed
+    in reverse (the local cluster last). ``async with ClusterSet(config) as clusters: ...``
+
+    ``remotes`` (the config's, or only the ones named) are the remotes in use, and only this
+    object changes it: ``start(required=False)`` (``status``, which shows the remotes that
+    answer) leaves out, for good, a remote that does not answer, keeping its error in
+    ``unreachable``. With ``lanes=False`` a remote has one lane (for the commands that only
+    read ends)."""
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        remotes: Collection[str] | None = None,
+        lanes: bool = True,
+    ) -> None:
+        chosen = [r for r in config.remotes if remotes is None or r.name in remotes]
+        self.local = Cluster(config.local, role="local")
+        self.remotes: dict[str, Cluster] = {r.name: Cluster(r, role="remote") for r in chosen}
+        self.extra_lanes: dict[str, list[Cluster]] = {}  # remote → its lanes beyond the first
+        for remote in chosen:
+            count = remote.connections if lanes else 1
+            self.extra_lanes[remote.name] = [
+                Cluster(remote, role="remote", lane=i) for i in range(1, count)
+            ]
+        self.unreachable: dict[str, UnreachableError] = {}  # ``start(required=False)``
+        self._stack: contextlib.AsyncExitStack | None = None
+
+    def __repr__(self) -> str:
+        lanes = sum(len(self.lanes(name)) for name in self.remotes)
+        state = "open" if self._stack is not None else "closed"
+        return (
+            f"<ClusterSet {state} [remotes: {len(self.remotes)}, lanes: {lanes},"
+            f" unreachable: {len(self.unreachable)}]>"
+        )
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    def lanes(self, remote: str) -> list[Cluster]:
+        """The clients of ``remote``: its first lane, then the extra ones."""
+        return [self.remotes[remote], *self.extra_lanes[remote]]
+
+    async def start(self, *, required: bool = True) -> None:
+        """Connect the local cluster, then every lane of every remote at once (over a long
+        link, one after another adds up); idempotent. With ``required=False`` a remote that
+        is unreachable is left out (``unreachable``) instead of failing the start."""
+        if self._stack is not None:
+            return
+        async with contextlib.AsyncExitStack() as stack:
+            await stack.enter_async_context(self.local)
+            names = list(self.remotes)
+            opened = await asyncio.gather(
+                *(self._open(name) for name in names), return_exceptions=True
+            )
+            for result in opened:  # closed with the rest should a remote fail the start
+                if isinstance(result, contextlib.AsyncExitStack):
+                    await stack.enter_async_context(result)
+            for name, result in zip(names, opened, strict=True):
+                if isinstance(result, UnreachableError) and not required:
+                    self.unreachable[name] = result
+                    del self.remotes[name], self.extra_lanes[name]
+                elif isinstance(result, BaseException):
+                    raise result
+            self._stack = stack.pop_all()
+
+    async def _open(self, remote: str) -> contextlib.AsyncExitStack:
+        """Connect every lane of ``remote``; all of them or none stay open."""
+        async with contextlib.AsyncExitStack() as stack:
+            lanes = self.lanes(remote)
+            results = await asyncio.gather(
+                *(stack.enter_async_context(lane) for lane in lanes), return_exceptions=True
+            )
+            for result in results:
+                if isinstance(result, BaseException):
+                    raise result
+            return stack.pop_all()
+
+    async def stop(self) -> None:
+        """Close every connection, the last opened first; idempotent."""
+        stack, self._stack = self._stack, None
+        if stack is not None:
+            await stack.aclose()
+
+    def open_connections(self) -> dict[str, int]:
+        """Open TCP connections per remote, over all its lanes."""
+        return {
+            name: sum(lane.open_connections() for lane in self.lanes(name)) for name in self.remotes
+        }

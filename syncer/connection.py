@@ -134,12 +134,22 @@ class ClusterConnection:
         await self.stop()
 
     async def start(self) -> None:
+        """Bootstrap (a few attempts); idempotent. A start that fails or is cancelled closes
+        the client: whatever it had connected is not left open."""
         if self._started:
             return
+        try:
+            await self._bootstrap()
+        except asyncio.CancelledError:
+            await self._client.close()
+            raise
+        self._started = True
+
+    async def _bootstrap(self) -> None:
         for attempt in range(1, BOOTSTRAP_ATTEMPTS + 1):
             try:
                 await self._client.bootstrap()
-                break
+                return
             except (kafka_errors.KafkaError, OSError) as exc:
                 refused = await self._refused()  # credentials: no point in trying again
                 if refused is not None or attempt == BOOTSTRAP_ATTEMPTS:
@@ -149,7 +159,6 @@ class ClusterConnection:
                         raise AuthenticationError(f"{where}: {refused}") from exc
                     raise UnreachableError(f"{where} is unreachable: {exc}") from exc
                 await asyncio.sleep(attempt)  # a blip at start-up (a busy broker) is not fatal
-        self._started = True
 
     async def _refused(self) -> str | None:
         """Why the first bootstrap server refuses us, if it does over credentials or

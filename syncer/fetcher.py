@@ -19,6 +19,7 @@ seconds (records still come back the moment they arrive).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import heapq
 import itertools
 import logging
@@ -28,6 +29,7 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Self
 
 from syncer.clusters import TP, Cluster, FetchedPartition
 from syncer.config import CopierConfig
@@ -323,7 +325,8 @@ class Lanes:
     """One remote read over several lanes: independent clients, each with its own TCP
     connections and its own Fetcher. A fetch goes to the lane with nothing pending for that
     partition, then the fewest bytes pending, so the chunks of one hot partition and the
-    partitions of a remote spread over every connection. Same interface as a Fetcher."""
+    partitions of a remote spread over every connection. Same interface as a Fetcher,
+    lifecycle included: ``async with lanes:`` or ``start()``/``stop()``."""
 
     def __init__(self, fetchers: list[Fetcher]) -> None:
         assert fetchers
@@ -341,13 +344,22 @@ class Lanes:
     def fetches(self) -> int:
         return sum(f.fetches for f in self.lanes)
 
+    async def __aenter__(self) -> Self:
+        self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
     def start(self) -> None:
         for fetcher in self.lanes:
             fetcher.start()
 
     async def stop(self) -> None:
-        for fetcher in self.lanes:
-            await fetcher.stop()
+        """Stop every lane's fetcher, each even if another's stop fails; idempotent."""
+        async with contextlib.AsyncExitStack() as stack:
+            for fetcher in self.lanes:
+                stack.push_async_callback(fetcher.stop)
 
     async def fetch(
         self,

@@ -1,8 +1,9 @@
 """The shape Fetcher and Writer share: one background task that gathers what copiers want
-into requests, and the request tasks it starts. ``start()`` is idempotent; ``stop()`` cancels
-them all and cancels what still waits. Should the background task die of a bug, everything
-waiting fails at once with the reason (and so does whatever is asked later): no caller
-awaits forever."""
+into requests, and the request tasks it starts. ``async with loop:`` runs it for the block
+(or ``start()``, idempotent, and ``stop()``, which cancels them all, waits for them and
+cancels what still waits; idempotent too). Should the background task die of a bug,
+everything waiting fails at once with the reason (and so does whatever is asked later): no
+caller awaits forever."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ import abc
 import asyncio
 import logging
 from collections.abc import Coroutine
-from typing import Any
+from typing import Any, Self
 
 from syncer.errors import TransientClusterError
+from syncer.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +27,15 @@ class RequestLoop(abc.ABC):
         self._requests: set[asyncio.Task[None]] = set()
         self.dead: TransientClusterError | None = None  # why the background task died
 
+    async def __aenter__(self) -> Self:
+        self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
     def start(self) -> None:
+        """Start the background task (once; a dead loop is not restarted)."""
         if self._task is None:
             self._task = asyncio.create_task(self._run(), name=self.name)
             self._task.add_done_callback(self._died)
@@ -40,12 +50,14 @@ class RequestLoop(abc.ABC):
             self._fail_waiting(self.dead)
 
     async def stop(self) -> None:
+        """Cancel the background task and the requests in flight, wait for them, and cancel
+        what still waits (even if this stop is itself cancelled); idempotent."""
         tasks = [t for t in (self._task, *self._requests) if t is not None]
         self._task = None
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        self._cancel_waiting()
+        try:
+            await cancel_and_wait(*tasks, msg=f"{self.name} stopped")
+        finally:
+            self._cancel_waiting()
 
     def _spawn(self, request: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(request)

@@ -18,7 +18,7 @@ from functools import partial
 
 from syncer.alignment import StateClock
 from syncer.budget import ByteBudget
-from syncer.clusters import TP, Cluster
+from syncer.clusters import TP, ClusterSet
 from syncer.config import ClusterConfig, Config, CopierConfig
 from syncer.coordination import GroupMember
 from syncer.copier import PartitionCopier
@@ -33,10 +33,9 @@ from syncer.partition import PartitionSources
 from syncer.retry import retried
 from syncer.sources import SourceHealth
 from syncer.status import PartitionStatus, RemoteStatus, Snapshot, State, Summary
+from syncer.tasks import cancel_and_wait
 from syncer.topic_ids import LOCAL, remote_label
-from syncer.topics import (
-    TopicPlan,
-)
+from syncer.topics import TopicPlan
 from syncer.writer import Writer
 from syncer.writes import read_state_clock
 
@@ -48,13 +47,9 @@ class Syncer:
 
     def __init__(self, config: Config) -> None:
         self.config = config
-        self.local = Cluster(config.local, role="local")
-        self.remotes = {r.name: Cluster(r, role="remote") for r in config.remotes}
-        # lanes beyond the first: more clients of a remote, each with its own connections
-        self._extra_lanes = {
-            r.name: [Cluster(r, role="remote", lane=i) for i in range(1, r.connections)]
-            for r in config.remotes
-        }
+        self.clusters = ClusterSet(config)  # local, remotes and their lanes: one lifecycle
+        self.local = self.clusters.local
+        self.remotes = self.clusters.remotes
         self.copiers: dict[TP, PartitionCopier] = {}
         self._tasks: dict[TP, asyncio.Task[PartitionStatus]] = {}
         self._fetchers: dict[str, Lanes] = {}
@@ -63,7 +58,7 @@ class Syncer:
         self.state_clock = StateClock(0)  # read from the local brokers at start
         self._started_at = time.monotonic()
         self._stop = asyncio.Event()
-        self._started = False
+        self._running: contextlib.AsyncExitStack | None = None  # what start opened
         self.topics = MirroredTopics(config.topics, self.local, self.remotes)
         self.member: GroupMember | None = None
         # one measured health per remote, shared by every partition of this process
@@ -108,46 +103,37 @@ class Syncer:
     # lifecycle --------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Connect to every cluster and load the writer identity."""
-        if self._started:
+        """Connect to every cluster, load the writer identity, and start the writer and the
+        fetchers; idempotent. Should any of it fail, what was started is stopped."""
+        if self._running is not None:
             return
         self._started_at = time.monotonic()
-        try:
-            await self.local.start()
-            # lanes connect at once: over a long link, one after another adds up
-            results = await asyncio.gather(
-                *(remote.start() for remote in self._remote_clusters()), return_exceptions=True
+        async with contextlib.AsyncExitStack() as stack:
+            await stack.enter_async_context(self.clusters)
+            self._identity = await retried(
+                partial(load_identity, self.local, self.config.state_topic, self.config.name),
+                what="loading the writer identity",
             )
-            for result in results:
-                if isinstance(result, BaseException):
-                    raise result
-        except SyncerError:
-            await self._close_clusters()
-            raise
-        self._identity = await retried(
-            partial(load_identity, self.local, self.config.state_topic, self.config.name),
-            what="loading the writer identity",
-        )
-        self.state_clock = await read_state_clock(self.local)
-        self._writer = Writer(
-            self.local,
-            max_in_flight=self.config.copier.max_in_flight,
-            may_write=self._may_write,
-            observe=self.instruments.produce_seconds.observe,
-            topic_ids=self.topics.ids[LOCAL],  # learned before a copier of a topic starts
-        )
-        self._writer.start()
-        for name, cluster in self.remotes.items():
-            sizes = self._fetch_sizes(cluster.config)
-            lanes = [cluster, *self._extra_lanes[name]]
-            observe = self.instruments.fetch_seconds.labels(name).observe
-            ids = self.topics.ids[remote_label(name)]
-            self._fetchers[name] = Lanes([Fetcher(lane, sizes, observe, ids) for lane in lanes])
-            self._fetchers[name].start()
-        self._started = True
+            self.state_clock = await read_state_clock(self.local)
+            for name in self.remotes:
+                self._fetchers[name] = await stack.enter_async_context(self._lanes(name))
+            self._writer = await stack.enter_async_context(
+                Writer(
+                    self.local,
+                    max_in_flight=self.config.copier.max_in_flight,
+                    may_write=self._may_write,
+                    observe=self.instruments.produce_seconds.observe,
+                    topic_ids=self.topics.ids[LOCAL],  # learned before a topic's copiers start
+                )
+            )
+            self._running = stack.pop_all()
 
-    def _remote_clusters(self) -> list[Cluster]:
-        return [c for n, first in self.remotes.items() for c in (first, *self._extra_lanes[n])]
+    def _lanes(self, remote: str) -> Lanes:
+        """A fetcher on each lane of ``remote``, sized by its own fetch limits."""
+        sizes = self._fetch_sizes(self.remotes[remote].config)
+        observe = self.instruments.fetch_seconds.labels(remote).observe
+        ids = self.topics.ids[remote_label(remote)]
+        return Lanes([Fetcher(c, sizes, observe, ids) for c in self.clusters.lanes(remote)])
 
     def _fetch_sizes(self, remote: ClusterConfig) -> CopierConfig:
         copier = self.config.copier
@@ -161,10 +147,7 @@ class Syncer:
 
     def open_connections(self) -> dict[str, int]:
         """Open TCP connections per remote, over all its lanes."""
-        return {
-            name: sum(c.open_connections() for c in (first, *self._extra_lanes[name]))
-            for name, first in self.remotes.items()
-        }
+        return self.clusters.open_connections()
 
     def _may_write(self) -> bool:
         return not self._grouped or self.member is None or self.member.may_write()
@@ -177,25 +160,16 @@ class Syncer:
         await self._finish(list(self._tasks.values()))
         if self.member is not None:
             await self.member.stop()
-        if self._writer is not None:
-            await self._writer.stop()
-        for fetcher in self._fetchers.values():
-            await fetcher.stop()
-        await self._close_clusters()
-        self._started = False
+        running, self._running = self._running, None
+        if running is not None:
+            await running.aclose()  # the writer, the fetchers, then the clusters
 
     async def _finish(self, tasks: list[asyncio.Task[PartitionStatus]]) -> None:
         """Wait for stopping copiers to drain, bounded; cancel the ones that do not."""
         tasks = [t for t in tasks if not t.done()]
         if tasks:
             _done, late = await asyncio.wait(tasks, timeout=self.config.copier.shutdown_timeout_s)
-            for task in late:
-                task.cancel("shutdown timeout")
-            await asyncio.gather(*late, return_exceptions=True)
-
-    async def _close_clusters(self) -> None:
-        for cluster in (self.local, *self._remote_clusters()):
-            await cluster.stop()
+            await cancel_and_wait(*late, msg="shutdown timeout")
 
     # the two modes ----------------------------------------------------------------------
 
@@ -214,8 +188,7 @@ class Syncer:
         try:
             await asyncio.gather(*self._tasks.values(), return_exceptions=True)
         finally:
-            watcher.cancel()
-            await asyncio.gather(watcher, return_exceptions=True)
+            await cancel_and_wait(watcher)
         if self.config.groups.include:
             try:
                 await self.offsets.copy_once()  # the local log now reaches the remote ends
@@ -235,8 +208,7 @@ class Syncer:
             await self._run_until_stopped()
         finally:
             if offsets is not None:
-                offsets.cancel()
-                await asyncio.gather(offsets, return_exceptions=True)
+                await cancel_and_wait(offsets)
         return self.summary()
 
     async def _run_until_stopped(self) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
+
 from syncer.clusters import TP
 from syncer.fetcher import Lanes
 
@@ -52,3 +54,22 @@ async def test_a_lane_already_fetching_the_partition_is_avoided_even_if_lighter(
     remote = lanes(busy, loaded)
     assert await remote.fetch(HOT, 0, 1000) == "loaded"
     assert await remote.fetch(OTHER, 0, 1000) == "busy"  # fewest bytes when neither has it
+
+
+async def test_async_with_starts_every_lane_and_stops_each_even_if_one_fails() -> None:
+    events: list[str] = []
+
+    class Lifecycle(FakeLane):
+        def start(self) -> None:
+            events.append(f"start {self.name}")
+
+        async def stop(self) -> None:
+            events.append(f"stop {self.name}")
+            if self.name == "b":
+                raise RuntimeError("b failed to stop")
+
+    with pytest.raises(RuntimeError, match="b failed"):
+        async with lanes(Lifecycle("a"), Lifecycle("b"), Lifecycle("c")) as remote:
+            assert events == ["start a", "start b", "start c"]
+            assert len(remote) == 3
+    assert sorted(events[3:]) == ["stop a", "stop b", "stop c"]

@@ -90,3 +90,53 @@ async def test_forget_cancels_what_is_queued_so_it_never_goes_out() -> None:
     assert queued.cancelled() and not first.done()
     assert cluster.requests == 1  # the queued one was never sent
     await writer.stop()
+
+
+async def test_async_with_runs_a_writer_for_the_block_and_resolves_what_it_left() -> None:
+    cluster = SilentCluster()
+    async with Writer(cluster, max_in_flight=1) as writer:  # type: ignore[arg-type]
+        in_flight = writer.submit(A, b"first")
+        for _ in range(100):
+            if cluster.requests:
+                break
+            await asyncio.sleep(0.01)
+        queued = writer.submit(A, b"second")  # behind the one in flight
+        assert cluster.requests == 1
+    assert in_flight.cancelled() and queued.cancelled()  # nobody awaits them forever
+    assert repr(writer) == "<Writer local [queued: 0, in flight: 0]>"
+    await writer.stop()  # again: nothing left to do
+
+
+async def test_a_stop_that_is_itself_cancelled_still_resolves_what_waits() -> None:
+    class Stubborn(SilentCluster):
+        give_in: bool
+
+        async def produce(
+            self, node: int, batches: dict[TP, bytes], *, timeout_ms: int, **_ids: object
+        ) -> dict[TP, ProduceResult]:
+            self.requests += 1
+            while True:  # ignores its cancellation until told: the stop waits for it
+                try:
+                    await asyncio.Event().wait()
+                except asyncio.CancelledError:
+                    if self.give_in:
+                        raise
+
+    cluster = Stubborn()
+    cluster.give_in = False
+    writer = Writer(cluster, max_in_flight=1)  # type: ignore[arg-type]
+    writer.start()
+    writer.submit(A, b"first")
+    for _ in range(100):
+        if cluster.requests:
+            break
+        await asyncio.sleep(0.01)
+    queued = writer.submit(A, b"second")
+    stopping = asyncio.create_task(writer.stop())
+    await asyncio.sleep(0.05)
+    stopping.cancel()  # the stop's own caller gives up on it
+    with pytest.raises(asyncio.CancelledError):
+        await stopping
+    assert queued.cancelled()
+    cluster.give_in = True
+    await writer.stop()  # the request still running ends now

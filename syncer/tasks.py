@@ -1,0 +1,57 @@
+"""Ending a task we own: cancel it and wait until it has ended, without losing our own
+cancellation.
+
+Awaiting a cancelled task by hand (``task.cancel(); await task`` under a ``suppress``) mixes
+two outcomes: the task's own ``CancelledError`` (expected: we asked for it) and the caller's
+(someone cancels the stopping code itself, e.g. a second Ctrl-C or a shutdown timeout).
+Swallowing the second leaves the caller running when it was told to stop. Here the task is
+waited for with ``asyncio.wait``, which never raises the task's outcome, so a
+``CancelledError`` out of it can only be the caller's, and it is raised.
+
+What the task ended with (cancelled, a result, or an exception it raised before or while
+being cancelled) is its own business and is not raised: whoever wanted the outcome watches
+the task otherwise (the request loops' done-callbacks log a death and fail what waits). It is
+retrieved all the same, so asyncio never logs "exception was never retrieved" for it.
+
+A task that ignores the cancellation (it catches ``CancelledError`` and goes on; an
+``asyncio.wait_for`` of Python 3.11 can lose a cancellation that arrives as its inner future
+completes, gh-86296) is cancelled again every ``again_after_s`` until it ends: a stop must
+end, and a drain on cancellation is meant to be short."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+AGAIN_AFTER_S = 1.0
+
+
+async def cancel_and_wait(
+    *tasks: asyncio.Future[Any], msg: str | None = None, again_after_s: float = AGAIN_AFTER_S
+) -> None:
+    """Cancel ``tasks`` and return once every one has ended; raise only the caller's own
+    cancellation (the tasks then end on their own, their outcomes retrieved)."""
+    pending = {task for task in tasks if not task.done()}
+    for task in pending:
+        task.cancel(msg)
+    try:
+        while pending:
+            _done, pending = await asyncio.wait(pending, timeout=again_after_s)
+            for task in pending:
+                log.warning("%s did not end when cancelled: cancelling it again", _name(task))
+                task.cancel(msg)
+    finally:
+        for task in tasks:
+            task.add_done_callback(_retrieve)  # soon, if it is done already
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()
+
+
+def _name(task: asyncio.Future[Any]) -> str:
+    return task.get_name() if isinstance(task, asyncio.Task) else repr(task)
