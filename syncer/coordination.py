@@ -26,6 +26,7 @@ from aiokafka.coordinator.protocol import (
 from syncer.assignment import assign, decode_owned, encode_owned, weights_from_gaps
 from syncer.clusters import TP, client_options
 from syncer.config import Config, CoordinationConfig
+from syncer.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -294,8 +295,7 @@ class GroupMember:
         task, self._poll_task = self._poll_task, None
         try:
             if task is not None:
-                task.cancel()
-                await asyncio.gather(task, return_exceptions=True)
+                await cancel_and_wait(task)
         finally:
             consumer, self._consumer = self._consumer, None
             self._topics = ()  # a restarted member subscribes again

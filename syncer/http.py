@@ -26,6 +26,7 @@ from syncer.errors import ConfigError
 from syncer.metrics import exposition
 from syncer.status import State, status_document
 from syncer.syncer import Syncer
+from syncer.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -78,9 +79,7 @@ class StatusServer:
 
     async def stop(self) -> None:
         if self._prober is not None:
-            self._prober.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._prober
+            await cancel_and_wait(self._prober)
             self._prober = None
         if self._server is not None:
             self._server.close()

@@ -17,12 +17,12 @@ from aiokafka import AIOKafkaProducer
 
 from syncer.clusters import Cluster
 from syncer.config import ClusterConfig, Config
-from syncer.errors import SyncerError
 from syncer.http import StatusServer
 from syncer.report import gather_rows, merge_live, remote_rows
 from syncer.status import status_document
 from syncer.syncer import Syncer
 from syncer.tables import print_report
+from syncer.tasks import cancel_and_wait
 from syncer.testbed.bed import ClusterSpec, Testbed
 from syncer.testbed.tools import perf_produce
 
@@ -140,10 +140,7 @@ async def _sync(config: Config, bed: Testbed, seconds: float | None) -> int:
 
 async def _cancel(*tasks: asyncio.Task[None]) -> None:
     """Stop the demo's helpers; what they were doing when stopped does not matter."""
-    for task in tasks:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, SyncerError):
-            await task
+    await cancel_and_wait(*tasks)
 
 
 async def _report_every(syncer: Syncer, period: float) -> None:

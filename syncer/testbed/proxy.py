@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import logging
 import signal
 import time
 from collections import deque
 from typing import TYPE_CHECKING
+
+from syncer.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
     from syncer.testbed.node import RunningCluster
@@ -93,11 +94,7 @@ class LinkProxy:
     async def cut(self) -> None:
         """Drop every open connection (new ones are still accepted)."""
         links = list(self._links)
-        for task in links:
-            task.cancel()
-        for task in links:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(*links)
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
