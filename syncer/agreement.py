@@ -28,11 +28,12 @@ from enum import StrEnum
 
 from syncer.batches import Batch, decode, is_filler, record_digest, record_digests, split_batches
 from syncer.chunks import Fetched
-from syncer.clusters import TP, Cluster, FetchedPartition, error_for
+from syncer.clusters import TP, Cluster, FetchedPartition
 from syncer.errors import PartitionHalted, TransientClusterError
 from syncer.fetcher import Lanes
 from syncer.holes import RemoteEnds
 from syncer.sources import SourceHealth
+from syncer.wire import FetchOutcome
 
 log = logging.getLogger(__name__)
 
@@ -349,10 +350,9 @@ class Agreement:
 def _records_of(answer: FetchedPartition, context: str) -> list[Batch]:
     """The batches of a fetch answer; a retriable error is raised, any other is no records
     (the comparison then has nothing to tell)."""
-    if answer.error_code:
-        error = error_for(answer.error_code, context)
-        if isinstance(error, TransientClusterError):
-            raise error
+    if answer.outcome.retriable:
+        raise answer.error(context)
+    if answer.outcome is not FetchOutcome.OK:
         return []
     return split_batches(answer.records)
 
