@@ -173,7 +173,7 @@ async def reassemble(remotes: dict[str, Log]) -> list[tuple[str, int, int, bytes
                     assert isinstance(item, Batch)
                     written.append(("batch", item.base_offset, item.next_offset, bytes(item.raw)))
             frontier = found.next_offset
-            scheduler.written(got)
+            got.ticket.release()
     finally:
         await scheduler.close()
     return written
