@@ -321,7 +321,9 @@ class ChunkPlan:
         for start in sorted(self.ready):
             got = self.ready[start]
             if min(start, got.first_offset) > frontier:
-                return None
+                # not this one, but a later chunk may begin below it: one whose first batch
+                # holds the frontier, past an answer that came back empty
+                continue
             del self.ready[start]
             if got.covered_end > frontier or (got.chunk.end is None and start == frontier):
                 if self.writing is not None:
