@@ -28,10 +28,11 @@ from enum import StrEnum
 
 from syncer.batches import Batch, decode, is_filler, record_digest, record_digests, split_batches
 from syncer.chunks import Fetched
-from syncer.clusters import TP, Cluster, FetchedPartition, error_for
+from syncer.clusters import TP, Cluster, FetchedPartition
 from syncer.errors import PartitionHalted, TransientClusterError
-from syncer.fetcher import Lanes
+from syncer.lanes import Lanes
 from syncer.partition import PartitionSources
+from syncer.wire import FetchOutcome
 
 log = logging.getLogger(__name__)
 
@@ -338,10 +339,9 @@ class Agreement:
 def _records_of(answer: FetchedPartition, context: str) -> list[Batch]:
     """The batches of a fetch answer; a retriable error is raised, any other is no records
     (the comparison then has nothing to tell)."""
-    if answer.error_code:
-        error = error_for(answer.error_code, context)
-        if isinstance(error, TransientClusterError):
-            raise error
+    if answer.outcome.retriable:
+        raise answer.error(context)
+    if answer.outcome is not FetchOutcome.OK:
         return []
     return split_batches(answer.records)
 

@@ -57,3 +57,63 @@ class ByteBudget:
                 self._room = asyncio.Event()
             self._room.clear()
             await self._room.wait()
+
+    def ticket(self, nbytes: int) -> Ticket:
+        """Reserve ``nbytes`` as one ticket: what one chunk holds, released once."""
+        return Ticket(self, self.reserve(nbytes))
+
+
+class Ticket:
+    """The bytes one chunk holds in a ``ByteBudget``, from its fetch until its writes are
+    answered. It passes from the chunk scheduler to the copier with the chunk; whoever holds
+    it last releases it. Released once however often it is released: a chunk thrown away
+    after the copier arranged its release must not give its bytes back twice."""
+
+    __slots__ = ("_budget", "_released", "nbytes")
+
+    def __init__(self, budget: ByteBudget | None, nbytes: int) -> None:
+        self._budget = budget
+        self.nbytes = nbytes
+        self._released = False
+
+    def __repr__(self) -> str:
+        state = "released" if self._released else "held"
+        return f"<Ticket {self.nbytes} bytes {state}>"
+
+    @classmethod
+    def empty(cls) -> Ticket:
+        """A ticket for no bytes of no budget (a chunk made outside a scheduler)."""
+        return cls(None, 0)
+
+    @property
+    def released(self) -> bool:
+        return self._released
+
+    def settle(self, actual: int) -> None:
+        """The fetch brought ``actual`` bytes: hold that many instead of the reservation."""
+        if self._released:
+            return
+        if self._budget is not None:
+            self._budget.settle(self.nbytes, actual)
+        self.nbytes = actual
+
+    def release(self) -> None:
+        """Give the bytes back now, unless they are given back already (or arranged to be)."""
+        if self._released:
+            return
+        self._released = True
+        if self._budget is not None:
+            self._budget.release(self.nbytes)
+
+    def release_when_done(self, future: asyncio.Future[Any] | None) -> None:
+        """Give the bytes back once ``future`` (the last write sent for them) is done. From
+        now on a ``release`` does nothing: the write's answer releases them."""
+        if self._released:
+            return
+        if future is None or future.done():
+            self.release()
+            return
+        self._released = True
+        budget, nbytes = self._budget, self.nbytes
+        if budget is not None:
+            future.add_done_callback(lambda _future: budget.release(nbytes))

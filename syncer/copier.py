@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from syncer.agreement import Agreement, CheckFailed, SourceDropped
 from syncer.alignment import StateClock
 from syncer.batches import Batch, fill_around, filler_batches, rewrite_for_local, trim_for_local
-from syncer.budget import ByteBudget
+from syncer.budget import ByteBudget, Ticket
 from syncer.chunks import ChunkScheduler, Fetched
 from syncer.clusters import TP, Cluster
 from syncer.config import CopierConfig
@@ -23,10 +23,10 @@ from syncer.errors import (
     PartitionHalted,
     TransientClusterError,
 )
-from syncer.fetcher import Lanes
 from syncer.holes import Filler, HoleKind, scan
 from syncer.identity import WriterIdentity
 from syncer.landed import check_landed
+from syncer.lanes import Lanes
 from syncer.partition import PartitionSources
 from syncer.status import PartitionStatus, State
 from syncer.writer import Writer
@@ -83,10 +83,7 @@ class PartitionCopier:
         self.sources = sources
         self.status = PartitionStatus(tp, remote_ends=sources.ends, dropped=sources.dropped)
         # the one seam left (issue 18): the scheduler still writes the ends it learns
-        ends = sources.scheduler_ends()
-        self.chunks = ChunkScheduler(
-            tp, fetchers, sources.healths, ends, sources.dropped, config, memory
-        )
+        self.chunks = ChunkScheduler(tp, fetchers, sources, config, memory)
         self.agreement = Agreement(tp, local, fetchers, sources)
         self._stopping = False
         self.writes = PartitionWrites(
@@ -228,7 +225,7 @@ class PartitionCopier:
                     continue
                 frontier = await self._write(got, frontier)
                 self.agreement.written(got)
-                self._release_when_answered(self.chunks.written(got))
+                self._release_when_answered(got.ticket)
                 del got  # the next fetch must not wait on its memory
         finally:
             await self.chunks.close()
@@ -251,11 +248,11 @@ class PartitionCopier:
         if found is not None:
             raise MisalignedWrite(f"{self.tp.topic}[{self.tp.partition}]: {found.describe()}")
 
-    def _release_when_answered(self, size: int) -> None:
-        """Keep ``size`` bytes in the process's budget until the last write sent for them is
-        answered (one partition's writes are answered in order): the budget bounds what is
+    def _release_when_answered(self, ticket: Ticket) -> None:
+        """Keep ``ticket``'s bytes in the process's budget until the last write sent for them
+        is answered (one partition's writes are answered in order): the budget bounds what is
         fetched and what is being written together."""
-        self.chunks.memory.release_when_done(size, self.writes.last_future)
+        ticket.release_when_done(self.writes.last_future)
 
     def _start_to_align(self, frontier: int) -> int | None:
         """With ``align_start``, a local partition still empty (end 0) whose remotes all

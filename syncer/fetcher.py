@@ -19,7 +19,6 @@ seconds (records still come back the moment they arrive).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import heapq
 import itertools
 import logging
@@ -29,13 +28,13 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Self
 
 from syncer.clusters import TP, Cluster, FetchedPartition
 from syncer.config import CopierConfig
 from syncer.errors import SyncerError, TransientClusterError
 from syncer.loops import RequestLoop
-from syncer.protocol import UNKNOWN_TOPIC_ID
+from syncer.sources import MAX_BUSY
+from syncer.wire import FetchOutcome
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +49,9 @@ POLL_CONNECTIONS = (0, 2, 3, 4, 5, 6, 7, 8)
 HOLD_S = 30.0
 QUIET_S = 10.0  # a partition that brought no records for this long is quiet
 QUIET_WAIT_MS = 5_000  # the wait of a poll for quiet partitions only
+# a fetch waits in the queue behind at most MAX_BUSY requests of its partition, each cut off
+# after the chunk timeout: one that waits longer fails, not left waiting for a lost slot
+QUEUED_REQUESTS = MAX_BUSY
 
 
 class RequestKind(Enum):
@@ -60,7 +62,7 @@ class RequestKind(Enum):
     QUIET = "quiet"  # brought nothing for QUIET_S: polled apart, with QUIET_WAIT_MS
 
 
-def _hold_always() -> bool:
+def hold_always() -> bool:
     return True
 
 
@@ -76,6 +78,14 @@ class _Want:
     since: float = field(compare=False)
     hold: Callable[[], bool] = field(compare=False)  # may an empty poll answer be held?
     empty: FetchedPartition | None = field(default=None, compare=False)  # the last one held
+    expiry: asyncio.TimerHandle | None = field(default=None, compare=False)  # while queued
+
+    def dequeued(self) -> _Want:
+        """Sent, or done: its wait in the queue is over."""
+        if self.expiry is not None:
+            self.expiry.cancel()
+            self.expiry = None
+        return self
 
 
 class Fetcher(RequestLoop):
@@ -138,7 +148,7 @@ class Fetcher(RequestLoop):
         max_bytes: int | None = None,
         *,
         poll: bool = False,
-        hold: Callable[[], bool] = _hold_always,
+        hold: Callable[[], bool] = hold_always,
     ) -> FetchedPartition:
         """Records of ``tp`` from ``offset`` (raw), about ``max_bytes`` of them (whole
         batches, at least one). ``poll``: the partition is caught up, so wait for records to
@@ -148,22 +158,35 @@ class Fetcher(RequestLoop):
             raise self.dead
         loop = asyncio.get_running_loop()
         future: asyncio.Future[FetchedPartition] = loop.create_future()
-        limit = min(
-            max_bytes or self.config.partition_fetch_max_bytes,
-            self.config.partition_fetch_max_bytes,
-        )
+        full = self.config.partition_fetch_max_bytes
+        limit = min(max_bytes or full, full)
         want = _Want(offset, next(self._order), max(1, limit), poll, future, loop.time(), hold)
-        heapq.heappush(self._wants.setdefault(tp, []), want)
-        self._wakeup.set()
+        self._queue(tp, want)
         self.pending_bytes += limit
         self.pending[tp] = self.pending.get(tp, 0) + 1
         try:
             return await future
         finally:
+            want.dequeued()  # answered, failed, or given up by its caller
             self.pending_bytes -= limit
             self.pending[tp] -= 1
             if not self.pending[tp]:
                 del self.pending[tp]
+
+    def _queue(self, tp: TP, want: _Want) -> None:
+        """Queue ``want`` for the next request of its kind. Only the request is timed once it
+        goes out; here the wait for it to go out is bounded (a dead loop fails it at once)."""
+        heapq.heappush(self._wants.setdefault(tp, []), want)
+        wait_s = QUEUED_REQUESTS * self.config.chunk_timeout_ms / 1000
+        want.expiry = asyncio.get_running_loop().call_later(wait_s, self._expire, tp, want)
+        self._wakeup.set()
+
+    def _expire(self, tp: TP, want: _Want) -> None:
+        if not want.future.done():
+            want.future.set_exception(
+                TimeoutError(f"{tp.topic}[{tp.partition}]: fetch at {want.offset} never sent")
+            )
+        self._wakeup.set()  # the loop drops the failed want from the queue
 
     def release(self, tp: TP) -> None:
         """Hand ``tp``'s held polls back now (its copier is stopping)."""
@@ -212,7 +235,7 @@ class Fetcher(RequestLoop):
             else:
                 kind = RequestKind.POLL
             if self._has_room(node, kind, by_node):
-                by_node[(node, kind)][tp] = heapq.heappop(queue)
+                by_node[(node, kind)][tp] = heapq.heappop(queue).dequeued()
         for (node, kind), wants in by_node.items():
             if kind is RequestKind.DATA:
                 connection = DATA_CONNECTION
@@ -266,11 +289,11 @@ class Fetcher(RequestLoop):
                     continue
                 if got is None:
                     want.future.set_exception(TransientClusterError(f"{tp} missing from fetch"))
-                elif got.error_code == UNKNOWN_TOPIC_ID:
+                elif got.outcome is FetchOutcome.TOPIC_GONE:
                     want.future.set_exception(TransientClusterError(self._unknown_id(tp)))
                 elif self._holds(want, got, now):
                     want.empty = got
-                    heapq.heappush(self._wants.setdefault(tp, []), want)
+                    self._queue(tp, want)
                 else:
                     want.future.set_result(got)
         except Exception as exc:
@@ -317,62 +340,7 @@ class Fetcher(RequestLoop):
 
     def _holds(self, want: _Want, got: FetchedPartition, now: float) -> bool:
         """Keep an empty answer to a poll from its copier and poll again?"""
-        nothing_new = not got.error_code and not got.records and got.stable_end == want.offset
+        nothing_new = (
+            got.outcome is FetchOutcome.OK and not got.records and got.stable_end == want.offset
+        )
         return want.poll and nothing_new and now - want.since < self._hold_s and want.hold()
-
-
-class Lanes:
-    """One remote read over several lanes: independent clients, each with its own TCP
-    connections and its own Fetcher. A fetch goes to the lane with nothing pending for that
-    partition, then the fewest bytes pending, so the chunks of one hot partition and the
-    partitions of a remote spread over every connection. Same interface as a Fetcher,
-    lifecycle included: ``async with lanes:`` or ``start()``/``stop()``."""
-
-    def __init__(self, fetchers: list[Fetcher]) -> None:
-        assert fetchers
-        self.lanes = fetchers
-        self.config = fetchers[0].config
-        self.name = fetchers[0].cluster.name
-
-    def __repr__(self) -> str:
-        return f"<Lanes {self.name} x{len(self.lanes)}>"
-
-    def __len__(self) -> int:
-        return len(self.lanes)
-
-    @property
-    def fetches(self) -> int:
-        return sum(f.fetches for f in self.lanes)
-
-    async def __aenter__(self) -> Self:
-        self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stop()
-
-    def start(self) -> None:
-        for fetcher in self.lanes:
-            fetcher.start()
-
-    async def stop(self) -> None:
-        """Stop every lane's fetcher, each even if another's stop fails; idempotent."""
-        async with contextlib.AsyncExitStack() as stack:
-            for fetcher in self.lanes:
-                stack.push_async_callback(fetcher.stop)
-
-    async def fetch(
-        self,
-        tp: TP,
-        offset: int,
-        max_bytes: int | None = None,
-        *,
-        poll: bool = False,
-        hold: Callable[[], bool] = _hold_always,
-    ) -> FetchedPartition:
-        lane = min(self.lanes, key=lambda f: (f.pending.get(tp, 0), f.pending_bytes))
-        return await lane.fetch(tp, offset, max_bytes, poll=poll, hold=hold)
-
-    def release(self, tp: TP) -> None:
-        for fetcher in self.lanes:
-            fetcher.release(tp)

@@ -62,12 +62,6 @@ class PartitionSources:
         """The remotes that serve this partition, most trusted first."""
         return tuple(self._health)
 
-    def scheduler_ends(self) -> dict[str, RemoteEnds]:
-        """The ends themselves, for ``ChunkScheduler``, which still writes what a fetch
-        learned into them. The one remaining seam (issue 18): the scheduler is to call
-        ``update_end`` instead, and then this goes."""
-        return self._ends
-
     # changes --------------------------------------------------------------------------
 
     def update_end(self, remote: str, ends: RemoteEnds) -> None:

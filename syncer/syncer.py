@@ -23,9 +23,10 @@ from syncer.config import ClusterConfig, Config, CopierConfig
 from syncer.coordination import GroupMember
 from syncer.copier import PartitionCopier
 from syncer.errors import PartitionHalted, SyncerError
-from syncer.fetcher import Fetcher, Lanes
+from syncer.fetcher import Fetcher
 from syncer.holes import RemoteEnds
 from syncer.identity import WriterIdentity, load_identity
+from syncer.lanes import Lanes
 from syncer.metrics import Instruments
 from syncer.mirroring import MirroredTopics
 from syncer.offsets import OffsetCopier

@@ -19,10 +19,11 @@ from dataclasses import dataclass
 from functools import partial
 
 from syncer.batches import Batch, Record, decode, is_filler, record_digest, split_batches
-from syncer.clusters import TP, Cluster, error_for
+from syncer.clusters import TP, Cluster
 from syncer.errors import TransientClusterError
 from syncer.holes import aborted_batches
 from syncer.retry import retried
+from syncer.wire import FetchOutcome
 
 FANOUT = 16
 LEAF_RECORDS = 64  # a range this short is compared record by record
@@ -91,8 +92,8 @@ class RangeReader:
         )[self.tp]
         self.fetches += 1
         where = f"{self.cluster.name}: fetch of {self.tp.topic}[{self.tp.partition}] at {offset}"
-        if fetched.error_code:
-            raise error_for(fetched.error_code, where)  # retried if Kafka says it may pass
+        if fetched.outcome is not FetchOutcome.OK:
+            raise fetched.error(where)  # retried if its outcome is retriable
         batches = [b for b in split_batches(fetched.records) if b.next_offset > offset]
         if not batches and offset < fetched.stable_end:
             raise TransientClusterError(f"{where}: no records below its end {fetched.stable_end}")

@@ -1,6 +1,8 @@
 """The raw requests of the data path, sent to a partition's leader: list offsets (a
 partition's ends), fetch, produce (by topic id where the brokers can) and InitProducerId.
-Answers leave as plain values; error codes stay numbers for the caller to judge."""
+Answers leave as plain values. A fetch answer carries its ``FetchOutcome``, decided here from
+the error code, so that no caller judges Kafka's numbers; a produce answer's code is judged by
+``alignment.judge``."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from enum import Enum
 
 from aiokafka import errors as kafka_errors
 from aiokafka.protocol.fetch import FetchRequest
@@ -16,7 +19,8 @@ from aiokafka.protocol.offset import OffsetRequest
 from aiokafka.protocol.produce import ProduceRequest
 from aiokafka.protocol.transaction import InitProducerIdRequest
 
-from syncer.connection import TP, ClusterConnection, error_for
+from syncer.connection import TP, ClusterConnection, error_for, is_retriable
+from syncer.errors import ClusterError, TransientClusterError
 from syncer.protocol import (
     UNKNOWN_TOPIC_ID,
     FetchByIdRequest,
@@ -24,6 +28,7 @@ from syncer.protocol import (
     fetched_by_id,
     produced_by_id,
 )
+from syncer.protocol.common import FENCED_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH
 from syncer.retry import retried
 
 log = logging.getLogger(__name__)
@@ -34,6 +39,41 @@ EARLIEST = -2
 LATEST = -1
 # a fetch asked for an offset below the partition's start or past its end
 OFFSET_OUT_OF_RANGE: int = kafka_errors.OffsetOutOfRangeError.errno
+
+
+class FetchOutcome(Enum):
+    """What a fetch answer means for the one who asked, decided from its error code."""
+
+    OK = "ok"  # records (or none) from the offset asked
+    RETRY = "retry"  # Kafka says it may pass (a timeout, a partition not available yet)
+    LEADER_MOVED = "leader moved"  # another broker leads now: refresh metadata, ask again
+    OUT_OF_RANGE = "out of range"  # the log no longer holds the offset, or ends before it
+    TOPIC_GONE = "topic gone"  # the topic id asked is not there: deleted, maybe recreated
+    FAILED = "failed"  # any other error: asking again will not help
+
+    @property
+    def retriable(self) -> bool:
+        """May the same fetch succeed if asked again (after a metadata refresh)?"""
+        return self in (FetchOutcome.RETRY, FetchOutcome.LEADER_MOVED)
+
+
+# the leader a request went to leads no more (Kafka's clients refresh metadata on these)
+LEADER_MOVED_CODES = frozenset({NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH})
+
+
+def fetch_outcome(code: int) -> FetchOutcome:
+    """The outcome of a fetch answer that carries ``code``."""
+    if code == 0:
+        return FetchOutcome.OK
+    if code in LEADER_MOVED_CODES:
+        return FetchOutcome.LEADER_MOVED
+    if code == OFFSET_OUT_OF_RANGE:
+        return FetchOutcome.OUT_OF_RANGE
+    if code == UNKNOWN_TOPIC_ID:
+        return FetchOutcome.TOPIC_GONE
+    if is_retriable(code):
+        return FetchOutcome.RETRY
+    return FetchOutcome.FAILED
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +90,18 @@ class FetchedPartition:
     @property
     def stable_end(self) -> int:
         return self.last_stable_offset if self.last_stable_offset >= 0 else self.high_watermark
+
+    @property
+    def outcome(self) -> FetchOutcome:
+        return fetch_outcome(self.error_code)
+
+    def error(self, context: str) -> ClusterError:
+        """Our error for a failed answer, to raise or to quote: transient exactly when the
+        outcome is retriable (aiokafka 0.14 knows no leader epochs, so it would not say)."""
+        error = error_for(self.error_code, context)
+        if self.outcome.retriable and not isinstance(error, TransientClusterError):
+            return TransientClusterError(str(error))
+        return error
 
 
 @dataclass(frozen=True, slots=True)

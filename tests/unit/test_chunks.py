@@ -3,10 +3,12 @@ import contextlib
 import itertools
 
 from syncer.budget import ByteBudget
-from syncer.chunks import TAIL_SPLIT_FLOOR, Chunk, ChunkScheduler, Fetched, chunk_size
+from syncer.chunk_plan import TAIL_SPLIT_FLOOR, Chunk, Fetched, chunk_size
+from syncer.chunks import ChunkScheduler
 from syncer.clusters import TP, FetchedPartition
 from syncer.config import CopierConfig
 from syncer.holes import RemoteEnds
+from syncer.partition import PartitionSources
 from syncer.sources import MAX_BUSY, SourceHealth
 
 FULL = 1024
@@ -52,19 +54,19 @@ class NeverAnswers:
 
 
 def scheduler_for(lanes: dict[str, int], memory: ByteBudget | None = None) -> ChunkScheduler:
+    health = {n: SourceHealth(n, rank, lanes=k) for rank, (n, k) in enumerate(lanes.items())}
+    sources = PartitionSources(TP("t", 0), health, {n: RemoteEnds(0, 100_000) for n in lanes})
     return ChunkScheduler(
         TP("t", 0),
         {n: NeverAnswers() for n in lanes},  # type: ignore[misc]
-        {n: SourceHealth(n, rank, lanes=k) for rank, (n, k) in enumerate(lanes.items())},
-        {n: RemoteEnds(0, 100_000) for n in lanes},
-        {},
+        sources,
         CONFIG,
         memory,
     )
 
 
 def launched(scheduler: ChunkScheduler) -> list[Chunk]:
-    chunks = sorted(scheduler._inflight.values(), key=lambda c: c.start)
+    chunks = sorted(scheduler.plan.inflight.values(), key=lambda c: c.start)
     assert chunks[0].start == 0
     for before, after in itertools.pairwise(chunks):
         assert before.end == after.start, chunks  # neither a duplicate nor a hole
@@ -108,17 +110,17 @@ async def test_fetches_wait_for_room_in_the_process_budget() -> None:
     other = scheduler_for({"east": 1, "west": 1}, memory)  # a second partition, same process
     try:
         scheduler.launch(0, 100_000)
-        assert len(scheduler._inflight) == 3 and memory.used >= memory.limit
+        assert len(scheduler.plan.inflight) == 3 and memory.used >= memory.limit
         other.launch(0, 100_000)  # holds nothing of the budget: it waits for room
-        assert not other._inflight and other.starved
+        assert not other.plan.inflight and other.starved
         waiting = asyncio.create_task(memory.room())
         await asyncio.sleep(0)
         assert not waiting.done()
         await scheduler.close()  # the first partition gives its share back
         await asyncio.wait_for(waiting, 1)
         other.launch(0, 100_000)
-        assert other._inflight and not other.starved
-        assert min(c.start for c in other._inflight.values()) == 0
+        assert other.plan.inflight and not other.starved
+        assert min(c.start for c in other.plan.inflight.values()) == 0
     finally:
         await scheduler.close()
         await other.close()
@@ -130,21 +132,21 @@ async def test_a_partition_holding_chunks_fetches_its_frontier_past_the_budget()
     scheduler = scheduler_for({"east": 1, "west": 1}, memory)
     try:
         scheduler.launch(0, 100_000)  # the first chunk fills the budget
-        (first,) = scheduler._inflight.values()
-        scheduler._inflight.clear()  # as if it came back, and chunks after it are ready
-        scheduler._ready[5000] = Fetched(
-            Chunk(5000, 6000, "west", reserved=0),
+        (first,) = scheduler.plan.inflight.values()
+        scheduler.plan.inflight.clear()  # as if it came back, and chunks after it are ready
+        scheduler.plan.ready[5000] = Fetched(
+            Chunk(5000, 6000, "west"),
             None,
             [],
             6000,
             5000,  # type: ignore[arg-type]
         )
-        memory.release(first.reserved)
+        first.ticket.release()
         memory.reserve(10)
         scheduler.launch(0, 100_000)  # budget full, but without its frontier it never frees
-        assert [c.start for c in scheduler._inflight.values()] == [0]
+        assert [c.start for c in scheduler.plan.inflight.values()] == [0]
     finally:
-        scheduler._ready.clear()
+        scheduler.plan.ready.clear()
         await scheduler.close()
 
 
@@ -154,11 +156,11 @@ async def test_long_polls_of_caught_up_partitions_hold_none_of_the_budget() -> N
     behind = scheduler_for({"east": 1}, memory)
     try:
         for scheduler in idle:
-            scheduler.ends["east"] = RemoteEnds(0, 500)
+            scheduler.sources.update_end("east", RemoteEnds(0, 500))
             scheduler.launch(500, 500)  # caught up: one long poll each
-        assert all(len(s._inflight) == 1 for s in idle) and memory.used == 0
+        assert all(len(s.plan.inflight) == 1 for s in idle) and memory.used == 0
         behind.launch(0, 100_000)
-        assert behind._inflight and not behind.starved
+        assert behind.plan.inflight and not behind.starved
     finally:
         for scheduler in (*idle, behind):
             await scheduler.close()
@@ -206,13 +208,13 @@ async def test_a_copier_cancelled_while_its_chunks_close_stays_cancelled() -> No
 def ready(scheduler: ChunkScheduler, start: int, end: int, remote: str) -> Fetched:
     size = 100
     got = Fetched(
-        Chunk(start, end, remote, reserved=scheduler.memory.reserve(size)),
+        Chunk(start, end, remote, ticket=scheduler.memory.ticket(size)),
         FetchedPartition(0, end, end, 0, (), b"x" * size),
         [],
         end,
         start,
     )
-    scheduler._ready[start] = got
+    scheduler.plan.ready[start] = got
     return got
 
 
@@ -221,14 +223,57 @@ async def test_chunks_of_a_dropped_remote_are_thrown_away_not_handed_out() -> No
     ready(scheduler, 0, 50, "west")
     ready(scheduler, 50, 100, "west")
     ready(scheduler, 100, 150, "east")
-    scheduler.excluded["west"] = "records differ"  # type: ignore[index]
+    scheduler.sources.drop("west", "records differ")
     try:
         assert await scheduler.next_ready(0) is None  # nothing of west's, nothing in flight
-        assert list(scheduler._ready) == [100]
+        assert list(scheduler.plan.ready) == [100]
         assert scheduler.memory.used == 100  # west's bytes given back, east's kept
         scheduler.launch(0, 150)
-        assert all(c.remote == "east" for c in scheduler._inflight.values())
-        assert min(c.start for c in scheduler._inflight.values()) == 0  # refetched
+        assert all(c.remote == "east" for c in scheduler.plan.inflight.values())
+        assert min(c.start for c in scheduler.plan.inflight.values()) == 0  # refetched
     finally:
         await scheduler.close()
+    assert scheduler.memory.used == 0
+
+
+async def test_a_ticket_released_twice_gives_its_bytes_back_once() -> None:
+    memory = ByteBudget(1000)
+    ticket = memory.ticket(300)
+    other = memory.ticket(200)
+    ticket.settle(120)  # the fetch brought less than reserved
+    assert memory.used == 320 and ticket.nbytes == 120
+    ticket.release()
+    ticket.release()
+    assert memory.used == 200  # not 80: the second release gave nothing back
+    other.release()
+    assert memory.used == 0
+
+
+async def test_a_ticket_handed_to_a_write_is_released_by_its_answer_only() -> None:
+    memory = ByteBudget(1000)
+    ticket = memory.ticket(400)
+    answer: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+    ticket.release_when_done(answer)
+    ticket.release()  # the scheduler closing: the write still holds the bytes
+    assert memory.used == 400
+    answer.set_result(0)
+    await asyncio.sleep(0)
+    assert memory.used == 0
+    ticket.release_when_done(None)
+    assert memory.used == 0  # and never again
+
+
+async def test_a_chunk_taken_and_never_written_gives_its_bytes_back_at_close() -> None:
+    scheduler = scheduler_for({"east": 1, "west": 1})
+    ready(scheduler, 0, 50, "east")
+    written = ready(scheduler, 50, 100, "west")
+    got = await scheduler.next_ready(0)
+    assert got is not None and got.chunk.start == 0
+    assert await scheduler.next_ready(50) is written  # the first is dropped, not written
+    answer: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+    written.ticket.release_when_done(answer)
+    await scheduler.close()
+    assert scheduler.memory.used == 100  # the written one waits for its answer
+    answer.set_result(0)
+    await asyncio.sleep(0)
     assert scheduler.memory.used == 0

@@ -8,11 +8,21 @@ import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+import pytest
+
 from syncer.chunks import ChunkScheduler
 from syncer.clusters import TP, FetchedPartition
 from syncer.config import CopierConfig
-from syncer.fetcher import DATA_CONNECTION, POLL_CONNECTIONS, Fetcher, Lanes
+from syncer.fetcher import (
+    DATA_CONNECTION,
+    PIPELINE,
+    POLL_CONNECTIONS,
+    QUEUED_REQUESTS,
+    Fetcher,
+)
 from syncer.holes import RemoteEnds
+from syncer.lanes import Lanes
+from syncer.partition import PartitionSources
 from syncer.sources import SourceHealth
 
 A, B, C = TP("t", 0), TP("t", 1), TP("t", 2)
@@ -192,9 +202,8 @@ async def test_a_stopping_copier_does_not_wait_for_its_long_poll() -> None:
     broker = Broker()
     f = fetcher(broker, wait_ms=2_000, timeout_ms=10_000)
     ends = {"east": RemoteEnds(0, 0)}
-    chunks = ChunkScheduler(
-        A, {"east": Lanes([f])}, {"east": SourceHealth("east", 0)}, ends, {}, f.config
-    )
+    sources = PartitionSources(A, {"east": SourceHealth("east", 0)}, ends)
+    chunks = ChunkScheduler(A, {"east": Lanes([f])}, sources, f.config)
     try:
         chunks.launch(0, 0)  # caught up: one long poll at the tail
         waiting = asyncio.create_task(chunks.next_ready(0))
@@ -202,6 +211,80 @@ async def test_a_stopping_copier_does_not_wait_for_its_long_poll() -> None:
         assert not waiting.done() and broker.polled(A) == 1
         chunks.stop_polling()
         assert await asyncio.wait_for(waiting, 0.2) is None  # not after the poll's 2 s
+    finally:
+        await chunks.close()
+        await f.stop()
+
+
+class Silent(Broker):
+    """A broker that takes requests and never answers them."""
+
+    async def fetch(
+        self,
+        node: int,
+        wants: Mapping[TP, tuple[int, int]],
+        *,
+        max_wait_ms: int,
+        max_bytes: int,
+        partition_max_bytes: int,
+        connection: int,
+    ) -> dict[TP, FetchedPartition]:
+        self.requests.append((connection, {tp: offset for tp, (offset, _) in wants.items()}, 0))
+        await asyncio.Event().wait()
+        return {}
+
+
+async def test_a_request_never_answered_fails_after_the_chunk_timeout_from_its_sending() -> None:
+    f = fetcher(Silent(), timeout_ms=200)
+    try:
+        started = asyncio.get_running_loop().time()
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(f.fetch(A, 0), 2)
+        assert 0.2 <= asyncio.get_running_loop().time() - started < 0.4  # timed once
+    finally:
+        await f.stop()
+
+
+async def test_a_fetch_never_sent_fails_after_its_wait_in_the_queue() -> None:
+    broker = Broker()
+    f = fetcher(broker, timeout_ms=100)
+    f._data_busy[1] = PIPELINE  # a slot never freed (a bug): nothing more goes out
+    try:
+        started = asyncio.get_running_loop().time()
+        with pytest.raises(TimeoutError, match="never sent"):
+            await asyncio.wait_for(f.fetch(A, 0), 2)
+        waited = asyncio.get_running_loop().time() - started
+        assert QUEUED_REQUESTS * 0.1 <= waited < QUEUED_REQUESTS * 0.1 + 0.2
+        assert not broker.requests
+        await asyncio.sleep(0.01)
+        assert not f._wants  # the failed fetch left the queue
+    finally:
+        await f.stop()
+
+
+async def test_a_fetch_answered_in_time_is_not_failed_by_its_queue_bound() -> None:
+    broker = Broker(ends={A: 1})
+    f = fetcher(broker, timeout_ms=100)
+    try:
+        assert (await f.fetch(A, 0)).records == b"r"
+        await asyncio.sleep(QUEUED_REQUESTS * 0.1 + 0.05)  # past the bound: nothing fires
+        assert (await f.fetch(A, 0)).records == b"r"
+    finally:
+        await f.stop()
+
+
+async def test_a_chunk_whose_remote_never_answers_does_not_wait_forever() -> None:
+    broker = Silent()
+    f = fetcher(broker, timeout_ms=200)
+    health = {"east": SourceHealth("east", 0)}
+    sources = PartitionSources(A, health, {"east": RemoteEnds(0, 1_000)})
+    chunks = ChunkScheduler(A, {"east": Lanes([f])}, sources, f.config)
+    try:
+        chunks.launch(0, 1_000)
+        got = await asyncio.wait_for(chunks.next_ready(0), 2)
+        assert got is None  # the chunk failed: its remote backs off, nothing else in flight
+        assert health["east"].errors >= 1 and "TimeoutError" in str(health["east"].last_error)
+        assert chunks.memory.used == 0
     finally:
         await chunks.close()
         await f.stop()

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from syncer.clusters import TP
-from syncer.fetcher import Lanes
+from syncer.lanes import Lanes
 
 HOT, OTHER = TP("t", 0), TP("t", 1)
 

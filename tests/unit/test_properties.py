@@ -18,6 +18,7 @@ from syncer.clusters import TP, FetchedPartition
 from syncer.config import CopierConfig
 from syncer.errors import TransientClusterError
 from syncer.holes import Filler, RemoteEnds, choose_remote, scan
+from syncer.partition import PartitionSources
 from syncer.sources import SourceHealth
 from tests.unit.test_batches import build
 from tests.unit.test_rebuild import log_append_time
@@ -153,7 +154,8 @@ async def reassemble(remotes: dict[str, Log]) -> list[tuple[str, int, int, bytes
     end = next(iter(remotes.values())).end
     health = {name: SourceHealth(name, rank) for rank, name in enumerate(remotes)}
     ends = {name: RemoteEnds(0, end) for name in remotes}
-    scheduler = ChunkScheduler(TP("t", 0), remotes, health, ends, {}, SMALL)  # type: ignore[arg-type]
+    sources = PartitionSources(TP("t", 0), health, ends)
+    scheduler = ChunkScheduler(TP("t", 0), remotes, sources, SMALL)  # type: ignore[arg-type]
     written: list[tuple[str, int, int, bytes]] = []
     frontier = 0
     try:
@@ -173,7 +175,7 @@ async def reassemble(remotes: dict[str, Log]) -> list[tuple[str, int, int, bytes
                     assert isinstance(item, Batch)
                     written.append(("batch", item.base_offset, item.next_offset, bytes(item.raw)))
             frontier = found.next_offset
-            scheduler.written(got)
+            got.ticket.release()
     finally:
         await scheduler.close()
     return written

@@ -8,6 +8,7 @@ import uuid
 
 import pytest
 
+from syncer.errors import TransientClusterError
 from syncer.protocol import (
     NO_ID,
     UNKNOWN_TOPIC_ID,
@@ -24,6 +25,17 @@ from syncer.protocol import (
     produced_by_id,
     topics_of,
 )
+from syncer.protocol.common import (
+    FENCED_LEADER_EPOCH,
+    KAFKA_STORAGE_ERROR,
+    LEADER_NOT_AVAILABLE,
+    NETWORK_EXCEPTION,
+    NOT_LEADER_OR_FOLLOWER,
+    REQUEST_TIMED_OUT,
+    UNKNOWN_LEADER_EPOCH,
+    UNKNOWN_TOPIC_OR_PARTITION,
+)
+from syncer.wire import OFFSET_OUT_OF_RANGE, FetchedPartition, FetchOutcome, fetch_outcome
 
 A = uuid.UUID("11111111-2222-3333-4444-555555555555")
 B = uuid.UUID("aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee")
@@ -211,3 +223,57 @@ def test_a_produce_answer_by_id_gives_each_partition_its_code_offset_and_message
     assert first.message is None
     assert (second.topic_id, second.partition, second.error_code) == (B, 3, UNKNOWN_TOPIC_ID)
     assert (second.base_offset, second.message) == (-1, "gone")
+
+
+# fetch answers as outcomes ------------------------------------------------------------------
+
+
+def answer_with(code: int) -> FetchedPartition:
+    return FetchedPartition(code, 10, 10, 0, (), b"")
+
+
+@pytest.mark.parametrize(
+    ("code", "outcome"),
+    [
+        (0, FetchOutcome.OK),
+        (OFFSET_OUT_OF_RANGE, FetchOutcome.OUT_OF_RANGE),
+        (UNKNOWN_TOPIC_ID, FetchOutcome.TOPIC_GONE),
+        (NOT_LEADER_OR_FOLLOWER, FetchOutcome.LEADER_MOVED),
+        (FENCED_LEADER_EPOCH, FetchOutcome.LEADER_MOVED),
+        (UNKNOWN_LEADER_EPOCH, FetchOutcome.LEADER_MOVED),
+        (UNKNOWN_TOPIC_OR_PARTITION, FetchOutcome.RETRY),
+        (LEADER_NOT_AVAILABLE, FetchOutcome.RETRY),
+        (REQUEST_TIMED_OUT, FetchOutcome.RETRY),
+        (KAFKA_STORAGE_ERROR, FetchOutcome.RETRY),
+        (NETWORK_EXCEPTION, FetchOutcome.FAILED),  # aiokafka: not retriable
+        (29, FetchOutcome.FAILED),  # TOPIC_AUTHORIZATION_FAILED
+        (35, FetchOutcome.FAILED),  # UNSUPPORTED_VERSION
+        (-1, FetchOutcome.FAILED),  # UNKNOWN_SERVER_ERROR
+    ],
+)
+def test_each_fetch_error_code_has_its_outcome(code: int, outcome: FetchOutcome) -> None:
+    assert fetch_outcome(code) is outcome
+    assert answer_with(code).outcome is outcome
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        OFFSET_OUT_OF_RANGE,
+        UNKNOWN_TOPIC_ID,
+        NOT_LEADER_OR_FOLLOWER,
+        FENCED_LEADER_EPOCH,  # aiokafka 0.14 does not know it: transient all the same
+        REQUEST_TIMED_OUT,
+        NETWORK_EXCEPTION,
+        35,
+    ],
+)
+def test_an_answer_raises_a_transient_error_exactly_when_its_outcome_is_retriable(
+    code: int,
+) -> None:
+    answer = answer_with(code)
+    error = answer.error("t[0] at 5")
+    retriable = answer.outcome in (FetchOutcome.RETRY, FetchOutcome.LEADER_MOVED)
+    assert answer.outcome.retriable is retriable
+    assert isinstance(error, TransientClusterError) is retriable
+    assert str(error).startswith("t[0] at 5: ")

@@ -7,8 +7,12 @@ import math
 import random
 from collections.abc import AsyncIterator
 
+import pytest
+
 from syncer.batches import Record
-from syncer.clusters import TP, FetchedPartition
+from syncer.clusters import OFFSET_OUT_OF_RANGE, TP, FetchedPartition
+from syncer.errors import ClusterError, TransientClusterError
+from syncer.protocol.common import NOT_LEADER_OR_FOLLOWER
 from syncer.verify import FANOUT, LEAF_RECORDS, RangeReader, compare
 from tests.unit.test_batches import build
 
@@ -105,3 +109,30 @@ async def test_an_error_or_an_empty_answer_below_the_end_is_read_again_not_taken
 async def test_the_end_of_the_partition_ends_the_read() -> None:
     reader = RangeReader(Blinking(40, blinks=0), TP("t", 0))  # type: ignore[arg-type]
     assert [r.offset async for r in reader.records(30, 100)] == list(range(30, 40))
+
+
+class Refusing(Blinking):
+    """A cluster whose fetches all answer one error code."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(100, blinks=0)
+        self.code = code
+
+    async def fetch(
+        self, node: int, wants: dict[TP, int], **_: object
+    ) -> dict[TP, FetchedPartition]:
+        return {tp: FetchedPartition(self.code, -1, -1, -1, (), b"") for tp in wants}
+
+
+async def test_an_answer_that_can_never_pass_ends_the_read_with_its_error() -> None:
+    reader = RangeReader(Refusing(OFFSET_OUT_OF_RANGE), TP("t", 0))  # type: ignore[arg-type]
+    with pytest.raises(ClusterError, match="OffsetOutOfRange") as raised:
+        await anext(reader.records(0, 100))
+    assert not isinstance(raised.value, TransientClusterError)
+    assert reader.fetches == 1  # not retried
+
+
+async def test_an_answer_whose_leader_moved_is_a_transient_error() -> None:
+    reader = RangeReader(Refusing(NOT_LEADER_OR_FOLLOWER), TP("t", 0))  # type: ignore[arg-type]
+    with pytest.raises(TransientClusterError, match="fetch of t\\[0\\] at 7"):
+        await reader._batches(7)

@@ -1,0 +1,357 @@
+"""The decisions of one partition's chunked fetch, over plain values: which chunks to fetch
+now and from which remote, what a fetch answer covered and what must be fetched again, and
+which fetched chunk continues the local log at the frontier. No tasks, no I/O: the time comes
+in as a value. ``chunks.ChunkScheduler`` runs one fetch task per chunk this plan launches and
+feeds each answer or failure back.
+
+What the plan holds: chunks in flight, chunks fetched and ready (a bounded reorder buffer),
+ranges to fetch again, the next offset to fetch and an estimate of a record's size. Each
+chunk holds a ``Ticket`` of the process's byte budget, from its launch until its writes are
+answered (or it is thrown away)."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from syncer.batches import Batch, split_batches
+from syncer.budget import ByteBudget, Ticket
+from syncer.holes import RemoteEnds
+from syncer.sources import MAX_BUSY, SourceHealth, pick_source, tail_source, usable_sources
+from syncer.wire import FetchedPartition
+
+DEFAULT_RECORD_BYTES = 1024
+# the last chunks of a gap shrink down to this fraction of a full fetch
+TAIL_SPLIT_FLOOR = 16
+# a chunk asks for its records' expected bytes and this much more (records vary in size)
+ASK_MARGIN = 1.05
+
+
+def chunk_size(remaining: int, holders: int, full: int) -> int:
+    """Records in the next chunk: a ``full`` fetch, but near the end of the gap a share of
+    what is left, halving down to a floor, so every remote finishes at about the same time
+    instead of the others waiting for one that took a big last chunk."""
+    floor = max(1, full // TAIL_SPLIT_FLOOR)
+    return min(full, remaining, max(floor, -(-remaining // (2 * holders))))
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    start: int
+    end: int | None  # None: the open tail, long-polled when caught up
+    remote: str
+    launched: float = field(default=0.0, compare=False)
+    # the bytes it holds in the process's budget: reserved at launch, settled on its answer
+    ticket: Ticket = field(default_factory=Ticket.empty, compare=False)
+    number: int = field(default=0, compare=False)  # which launch of the plan it is
+
+
+@dataclass(frozen=True, slots=True)
+class Fetched:
+    chunk: Chunk
+    fetched: FetchedPartition
+    batches: list[Batch]
+    covered_end: int  # one past the last offset the batches hold (chunk.start if none)
+    first_offset: int  # where its first batch begins: often before the chunk's start
+
+    @property
+    def remote(self) -> str:
+        return self.chunk.remote
+
+    @property
+    def size(self) -> int:
+        return len(self.fetched.records)
+
+    @property
+    def ticket(self) -> Ticket:
+        """Its bytes in the budget: the copier releases them when its writes are answered."""
+        return self.chunk.ticket
+
+
+class ChunkPlan:
+    """Per partition: chunks in flight, what came back, what must be fetched again.
+    ``fetch_bytes(remote)`` is what one fetch from ``remote`` may bring."""
+
+    def __init__(
+        self,
+        health: Mapping[str, SourceHealth],
+        ends: Mapping[str, RemoteEnds],
+        excluded: Mapping[str, str],
+        fetch_bytes: Callable[[str], int],
+        max_chunks: int,
+        memory: ByteBudget,
+    ) -> None:
+        self.health = health
+        self.ends = ends
+        self.excluded = excluded
+        self.fetch_bytes = fetch_bytes
+        self.max_chunks = max_chunks
+        self.memory = memory
+        self.inflight: dict[int, Chunk] = {}  # by number
+        self.ready: dict[int, Fetched] = {}  # by the chunk's start
+        self.todo: list[tuple[int, int]] = []  # ranges to fetch again, in order
+        self.next_fetch = 0
+        self.target = 0
+        self.record_bytes = float(DEFAULT_RECORD_BYTES)
+        self.starved = False  # the frontier's fetch waits for room in the byte budget
+        self.writing: Fetched | None = None  # taken by the copier, its ticket with it
+        self._numbers = itertools.count(1)
+
+    def __repr__(self) -> str:
+        return (
+            f"<ChunkPlan [in flight: {len(self.inflight)}, ready: {len(self.ready)},"
+            f" todo: {len(self.todo)}, next: {self.next_fetch}]>"
+        )
+
+    def busy(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for chunk in self.inflight.values():
+            counts[chunk.remote] = counts.get(chunk.remote, 0) + 1
+        return counts
+
+    def chunk_records(self, remote: str) -> int:
+        """Records that fill one fetch of ``remote`` (its own partition_fetch_max_bytes)."""
+        return max(1, int(self.fetch_bytes(remote) / self.record_bytes))
+
+    @property
+    def chunk_budget(self) -> int:
+        """Chunks fetched or waiting to be written at once: ``max_chunks``, but at least
+        enough to keep every lane of the partition's remotes busy."""
+        lanes = sum(h.lanes for n, h in self.health.items() if n not in self.excluded)
+        return max(self.max_chunks, MAX_BUSY * lanes)
+
+    # launching ------------------------------------------------------------------------------
+
+    def launches(self, frontier: int, target: int, now: float) -> list[Chunk]:
+        """The chunks to fetch now, each holding its ticket: while the reorder budget and
+        the byte budget allow, re-fetches first, then new chunks up to ``target``, else
+        (caught up) one long poll at the tail; and the chunk at ``frontier`` if none holds
+        it. Call ``discard_excluded`` first."""
+        self.target = target
+        self.next_fetch = max(self.next_fetch, frontier)
+        self.todo = [(s, e) for s, e in self.todo if s < target and e > frontier]
+        started: list[Chunk] = []
+        while len(self.inflight) + len(self.ready) < self.chunk_budget and self.memory.has_room():
+            chunk = self._next_chunk(frontier, target, now)
+            if chunk is None:
+                break
+            started.append(self._start(chunk, now))
+        self.starved = False
+        if not self._covers(frontier):
+            # the chunk everything waits for goes out even when the reorder buffer is full,
+            # and past the process's byte budget when this partition holds some of it (what
+            # it holds is freed only by writing from the frontier on); one that holds none
+            # waits for room, so the budget bounds how many partitions fetch at once
+            if self.inflight or self.ready or self.memory.has_room():
+                chunk = self._gap_chunk(frontier, now)
+                if chunk is not None:
+                    started.append(self._start(chunk, now))
+            else:
+                self.starved = True
+        return started
+
+    def _start(self, chunk: Chunk, now: float) -> Chunk:
+        ticket = self.memory.ticket(self._expected_bytes(chunk))
+        number = next(self._numbers)
+        chunk = dataclasses.replace(chunk, launched=now, ticket=ticket, number=number)
+        self.inflight[number] = chunk
+        return chunk
+
+    def _expected_bytes(self, chunk: Chunk) -> int:
+        """What a fetch may bring, reserved in the budget until its size is known: a chunk's
+        records, or up to the target for an open fetch. A long poll at the tail reserves
+        nothing: caught-up partitions mostly get nothing back, and thousands of them must
+        not hold the budget that partitions with a backlog wait for (what a poll does bring
+        is counted when it arrives)."""
+        if self.polls(chunk):
+            return 0
+        end = self.target if chunk.end is None else chunk.end
+        expected = int(max(0, end - chunk.start) * self.record_bytes * ASK_MARGIN) + 1
+        return min(self.fetch_bytes(chunk.remote), expected)
+
+    def polls(self, chunk: Chunk) -> bool:
+        """An open fetch at or past the remote's end as last seen: a long poll."""
+        known = self.ends.get(chunk.remote)
+        return chunk.end is None and (known is None or chunk.start >= known.end)
+
+    def ask_bytes(self, chunk: Chunk) -> int | None:
+        """The bytes to ask for: about the chunk's records (the broker cannot stop at an
+        offset, and what it sends past the chunk's end another remote is fetching already);
+        None for an open fetch (as much as one fetch brings)."""
+        if chunk.end is None:
+            return None
+        return int((chunk.end - chunk.start) * self.record_bytes * ASK_MARGIN) + 1
+
+    def _covers(self, frontier: int) -> bool:
+        """Is the chunk holding ``frontier`` in flight or fetched already?"""
+        for chunk in self.inflight.values():
+            if chunk.start <= frontier and (chunk.end is None or frontier < chunk.end):
+                return True
+        return any(
+            min(got.chunk.start, got.first_offset) <= frontier < got.covered_end
+            or (got.chunk.end is None and got.chunk.start == frontier)
+            for got in self.ready.values()
+        )
+
+    def _gap_chunk(self, frontier: int, now: float) -> Chunk | None:
+        for start, end in self.todo:
+            if start <= frontier < end:
+                remote = pick_source(frontier, self.ends, self.health, {}, self.excluded, now)
+                if remote is not None:
+                    self.todo.remove((start, end))
+                    return Chunk(frontier, end, remote)
+                return None
+        later = [s for s in self.ready if s > frontier]
+        remote = pick_source(frontier, self.ends, self.health, {}, self.excluded, now)
+        if remote is None:
+            return None
+        return Chunk(frontier, min(later) if later else None, remote)
+
+    def _next_chunk(self, frontier: int, target: int, now: float) -> Chunk | None:
+        """Re-fetches first; then, while several remotes or lanes hold the next offsets, a
+        chunk cut to size for the best of them; otherwise one open-ended fetch at a time (a
+        single connection gains nothing from cutting, and the tail is long-polled this way)."""
+        busy = self.busy()
+        for start, end in list(self.todo):
+            waiting = self._successor_covers(start, end)
+            if waiting is not False:
+                if waiting is True:
+                    self.todo.remove((start, end))  # the next chunk brought it already
+                continue
+            remote = pick_source(start, self.ends, self.health, busy, self.excluded, now)
+            if remote is None:
+                return None
+            self.todo.remove((start, end))
+            return Chunk(start, end, remote)
+        start = self.next_fetch
+        holders = usable_sources(start, self.ends, self.health, self.excluded, now)
+        lanes = sum(self.health[n].lanes for n in holders)
+        if start < target and lanes > 1:
+            remote = pick_source(start, self.ends, self.health, busy, self.excluded, now)
+            if remote is None:
+                return None
+            end = min(target, start + chunk_size(target - start, lanes, self.chunk_records(remote)))
+            self.next_fetch = end
+            return Chunk(start, end, remote)
+        if any(chunk.end is None for chunk in self.inflight.values()) or len(self.ready) > 1:
+            return None  # one open-ended fetch at a time, at most two fetched ahead
+        if holders:
+            return Chunk(start, None, holders[0])
+        if any(e.end > start for n, e in self.ends.items() if n not in self.excluded):
+            return None  # ahead, but none holds ``start`` now: the copier says why
+        remote = tail_source(self.ends, self.health, self.excluded, now)
+        return None if remote is None else Chunk(start, None, remote)
+
+    def _successor_covers(self, start: int, end: int) -> bool | None:
+        """Does the chunk that starts at ``end`` also hold ``[start, end)``? Its first batch
+        usually begins before its start, so a short remainder needs no fetch of its own.
+        None: that chunk is still in flight, so wait and see."""
+        after = self.ready.get(end)
+        if after is not None:
+            return after.first_offset <= start
+        if any(chunk.start == end for chunk in self.inflight.values()):
+            return None
+        return False
+
+    # answers --------------------------------------------------------------------------------
+
+    def answered(self, chunk: Chunk, fetched: FetchedPartition) -> Fetched:
+        """``chunk``'s fetch brought ``fetched`` (no error): it is ready, holding the bytes it
+        brought; what it fell short of is fetched again."""
+        del self.inflight[chunk.number]
+        chunk.ticket.settle(len(fetched.records))
+        batches = split_batches(fetched.records)
+        covered = max((b.next_offset for b in batches), default=chunk.start)
+        covered = max(covered, chunk.start)
+        size = len(fetched.records)
+        records = sum(b.record_count for b in batches)
+        if records:
+            self.record_bytes = 0.7 * self.record_bytes + 0.3 * (size / records)
+        if chunk.end is not None and covered < chunk.end:
+            self._refetch(covered, chunk.end)
+        self.next_fetch = max(self.next_fetch, covered)
+        first = min((b.base_offset for b in batches), default=chunk.start)
+        got = Fetched(chunk, fetched, batches, covered, first)
+        replaced = self.ready.get(chunk.start)
+        if replaced is not None:
+            replaced.ticket.release()
+        self.ready[chunk.start] = got
+        return got
+
+    def failed(self, chunk: Chunk, *, again: bool = True) -> None:
+        """``chunk``'s fetch failed (or its remote was dropped): its bytes go back to the
+        budget and its range is fetched again (not when the partition stops: ``again``)."""
+        del self.inflight[chunk.number]
+        chunk.ticket.release()
+        if again:
+            self._refetch(chunk.start, chunk.end)
+
+    def _refetch(self, start: int, end: int | None) -> None:
+        if end is not None and end > start:
+            self.todo.append((start, end))
+            self.todo.sort()
+
+    def discard_excluded(self) -> list[Chunk]:
+        """Throw away what remotes dropped for this partition fetched or are fetching: none
+        of it may be written. Their ranges are fetched again from the others. The chunks
+        returned were in flight: their fetches are not wanted any more."""
+        self._discard_ready_excluded()
+        dropped = [c for c in self.inflight.values() if c.remote in self.excluded]
+        for chunk in dropped:
+            self.failed(chunk)
+        return dropped
+
+    def _discard_ready_excluded(self) -> None:
+        for start, got in list(self.ready.items()):
+            if got.remote in self.excluded:
+                del self.ready[start]
+                got.ticket.release()
+                self._refetch(start, got.chunk.end)
+
+    # handing out ----------------------------------------------------------------------------
+
+    def take(self, frontier: int) -> Fetched | None:
+        """The fetched chunk that continues the local log at ``frontier``, if it is here;
+        chunks the frontier has passed are thrown away, and so are those of dropped remotes
+        (the fetches of dropped remotes still in flight are for ``discard_excluded``). Its
+        ticket goes with it."""
+        self._discard_ready_excluded()
+        for start in sorted(self.ready):
+            got = self.ready[start]
+            if min(start, got.first_offset) > frontier:
+                # not this one, but a later chunk may begin below it: one whose first batch
+                # holds the frontier, past an answer that came back empty
+                continue
+            del self.ready[start]
+            if got.covered_end > frontier or (got.chunk.end is None and start == frontier):
+                if self.writing is not None:
+                    self.writing.ticket.release()  # once only: the copier's release stands
+                self.writing = got
+                return got
+            got.ticket.release()  # not needed: the frontier is past it
+        return None
+
+    def clear(self) -> list[Chunk]:
+        """Forget every chunk, giving back the bytes of those in flight, ready, or taken and
+        not handed to a write; the ones in flight are returned (their fetches are not
+        wanted). What is to be fetched again stays to do."""
+        for chunk in self.inflight.values():
+            chunk.ticket.release()
+        for got in self.ready.values():
+            got.ticket.release()
+        if self.writing is not None:
+            self.writing.ticket.release()
+            self.writing = None
+        dropped = list(self.inflight.values())
+        self.inflight.clear()
+        self.ready.clear()
+        return dropped
+
+    def restart(self, frontier: int) -> list[Chunk]:
+        """Start over at ``frontier``: nothing in flight, ready, or to fetch again."""
+        dropped = self.clear()
+        self.todo.clear()
+        self.next_fetch = frontier
+        return dropped

@@ -1,0 +1,322 @@
+"""The chunk plan driven through random histories with no task and no broker: remotes with
+different ends, answers that cover random amounts, failures, a remote dropped mid-way, the
+process's byte budget full. Whatever happens, what ``take`` hands out continues the log at
+the frontier in offset order, no range is forgotten, nothing of a dropped remote is handed
+out, the reorder buffer stays bounded, and every byte reserved comes back."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from syncer.budget import ByteBudget, Ticket
+from syncer.chunk_plan import Chunk, ChunkPlan, Fetched
+from syncer.clusters import FetchedPartition
+from syncer.holes import RemoteEnds
+from syncer.sources import SourceHealth, usable_sources
+from tests.unit.test_batches import build
+
+FETCH_BYTES = {"east": 300, "west": 900, "north": 150}
+
+
+@dataclass
+class Log:
+    """The batches of the partition (with gaps between some), as (base, next, raw)."""
+
+    batches: list[tuple[int, int, bytes]]
+
+    @classmethod
+    def of(cls, layout: list[tuple[int, int]]) -> Log:
+        batches, offset = [], 0
+        for gap, records in layout:
+            offset += gap
+            raw = build(offset, [(b"k", b"v%d" % (offset + i)) for i in range(records)])
+            batches.append((offset, offset + records, raw))
+            offset += records
+        return cls(batches)
+
+    def answer(self, start: int, end: int, count: int) -> FetchedPartition:
+        """What a remote whose log ends at ``end`` answers a fetch from ``start``: whole
+        batches from the one holding ``start`` (or the next), ``count`` of them at most."""
+        held = [raw for base, nxt, raw in self.batches if nxt > start and nxt <= end]
+        return FetchedPartition(0, end, end, 0, (), b"".join(held[:count]))
+
+
+@dataclass
+class History:
+    """The plan and what the copier around it would have seen."""
+
+    plan: ChunkPlan
+    log: Log
+    memory: ByteBudget
+    health: dict[str, SourceHealth]
+    ends: dict[str, RemoteEnds]
+    excluded: dict[str, str]
+    other: Ticket  # what another partition holds of the budget
+    frontier: int = 0
+    now: float = 0.0
+    writing: list[Ticket] = field(default_factory=list)  # of chunks written, not answered
+    dropped_any: bool = False
+
+    @property
+    def target(self) -> int:
+        return max(e.end for n, e in self.ends.items() if n not in self.excluded)
+
+    def launch(self) -> None:
+        plan = self.plan
+        plan.discard_excluded()  # as the scheduler does before every launch
+        before = len(plan.inflight) + len(plan.ready)
+        launched = plan.launches(self.frontier, self.target, self.now)
+        after = len(plan.inflight) + len(plan.ready)
+        assert after == before + len(launched)
+        # the reorder buffer grows past its budget by the frontier's chunk only
+        beyond = after - max(before, plan.chunk_budget)
+        assert beyond <= 1, (before, after, plan.chunk_budget)
+        if beyond == 1:
+            assert launched[-1].start == self.frontier
+        for chunk in launched:
+            assert chunk.remote not in self.excluded
+            assert chunk.end is None or chunk.start < chunk.end
+            assert self.ends[chunk.remote].start <= chunk.start
+        if plan.starved:
+            assert not plan.inflight and not plan.ready and not self.memory.has_room()
+        elif self.frontier < self.target and self.holders(self.frontier):
+            # the chunk every write waits for is fetched, however full the buffer is
+            assert self.covered(self.frontier), (self.frontier, plan.inflight, plan.ready)
+
+    def holders(self, offset: int) -> list[str]:
+        return usable_sources(offset, self.ends, self.health, self.excluded, self.now)
+
+    def covered(self, offset: int) -> bool:
+        plan = self.plan
+        return any(
+            c.start <= offset and (c.end is None or offset < c.end) for c in plan.inflight.values()
+        ) or any(
+            min(g.chunk.start, g.first_offset) <= offset < g.covered_end
+            or (g.chunk.end is None and g.chunk.start == offset)
+            for g in plan.ready.values()
+        )
+
+    def answer(self, chunk: Chunk, count: int) -> None:
+        if chunk.remote in self.excluded:  # as the scheduler does for a dropped remote
+            self.plan.failed(chunk)
+            return
+        fetched = self.log.answer(chunk.start, self.ends[chunk.remote].end, count)
+        got = self.plan.answered(chunk, fetched)
+        assert got.ticket.nbytes == len(fetched.records)  # settled to what came
+        assert got.covered_end >= chunk.start
+
+    def fail(self, chunk: Chunk) -> None:
+        self.health[chunk.remote].failed(self.now, "link cut", chunk.launched)
+        self.plan.failed(chunk)
+
+    def take(self, written: bool) -> Fetched | None:
+        got = self.plan.take(self.frontier)
+        if got is None:
+            return None
+        assert got.remote not in self.excluded  # never a dropped remote's records
+        assert not got.ticket.released
+        # it continues the log exactly at the frontier: nothing skipped, nothing before it
+        assert min(got.chunk.start, got.first_offset) <= self.frontier
+        assert got.covered_end > self.frontier or (
+            got.chunk.end is None and got.chunk.start == self.frontier
+        )
+        starts = [b.base_offset for b in got.batches]
+        assert starts == sorted(starts)
+        if not written:  # its check failed: the copier starts over at the same frontier
+            self.plan.restart(self.frontier)
+            assert got.ticket.released
+            return got
+        self.frontier = max(self.frontier, got.covered_end)
+        self.writing.append(got.ticket)  # released when its writes are answered
+        return got
+
+    def answered_writes(self) -> None:
+        for ticket in self.writing:
+            ticket.release()
+        self.writing.clear()
+
+    def check(self) -> None:
+        plan = self.plan
+        tickets = [c.ticket for c in plan.inflight.values()]
+        tickets += [got.ticket for got in plan.ready.values()]
+        if plan.writing is not None:
+            tickets.append(plan.writing.ticket)
+        tickets += [self.other, *self.writing]
+        held = sum(t.nbytes for t in {id(t): t for t in tickets}.values() if not t.released)
+        assert self.memory.used == held  # every byte reserved is held by exactly one ticket
+        if not self.dropped_any:
+            self.check_nothing_forgotten()
+
+    def check_nothing_forgotten(self) -> None:
+        """Every offset from the frontier to the target is in flight, fetched, to be fetched
+        again, or not reached yet by the next fetch."""
+        plan = self.plan
+        spans = [(c.start, c.end if c.end is not None else 1 << 62) for c in plan.inflight.values()]
+        spans += [(min(g.chunk.start, g.first_offset), g.covered_end) for g in plan.ready.values()]
+        spans += plan.todo
+        spans.append((plan.next_fetch, 1 << 62))
+        spans.sort()
+        reached = self.frontier
+        for low, high in spans:
+            if low > reached:
+                break
+            reached = max(reached, high)
+        assert reached >= self.target, (self.frontier, spans, self.target)
+
+    def finish(self) -> None:
+        """Every remote healthy, every answer whole, the other partition's bytes written: the
+        frontier reaches the target."""
+        self.now += 1_000
+        self.other.release()
+        for _ in range(200):
+            self.answered_writes()
+            if self.frontier >= self.target:
+                break
+            self.launch()
+            assert self.plan.inflight or self.plan.ready, "nothing fetched"
+            for chunk in list(self.plan.inflight.values()):
+                self.answer(chunk, 3)
+            while self.take(written=True) is not None:
+                pass
+            self.check()
+        assert self.frontier >= self.target, "a range was never fetched"
+        assert self.frontier == self.log_end_within(self.target)
+        self.plan.clear()
+        self.answered_writes()
+        assert self.memory.used == 0  # every byte reserved came back
+
+    def log_end_within(self, target: int) -> int:
+        return max(nxt for _b, nxt, _r in self.log.batches if nxt <= target)
+
+
+LAYOUTS = st.lists(
+    st.tuples(st.sampled_from([0, 0, 0, 1, 3]), st.integers(1, 12)), min_size=3, max_size=30
+)
+ACTIONS = st.lists(
+    st.tuples(
+        st.sampled_from(["launch", "answer", "answer", "fail", "take", "drop", "free", "tick"]),
+        st.integers(0, 1_000),
+    ),
+    min_size=20,
+    max_size=80,
+)
+
+
+def history(
+    layout: list[tuple[int, int]], remotes: list[str], cuts: list[int], limit: int, full: bool
+) -> History:
+    log = Log.of(layout)
+    ends = {}
+    for name, cut in zip(remotes, cuts, strict=False):
+        ends[name] = RemoteEnds(0, log.batches[max(1, cut % len(log.batches))][1])
+    ends[remotes[0]] = RemoteEnds(0, log.batches[-1][1])  # one remote holds it all
+    health = {n: SourceHealth(n, rank, lanes=1 + rank % 2) for rank, n in enumerate(remotes)}
+    memory = ByteBudget(limit)
+    excluded: dict[str, str] = {}
+    plan = ChunkPlan(health, ends, excluded, FETCH_BYTES.__getitem__, 4, memory)
+    other = memory.ticket(limit if full else 0)
+    return History(plan, log, memory, health, ends, excluded, other)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    layout=LAYOUTS,
+    remotes=st.sampled_from([["east"], ["east", "west"], ["west", "east", "north"]]),
+    cuts=st.lists(st.integers(0, 100), min_size=3, max_size=3),
+    limit=st.sampled_from([1, 3_000, 20_000, 1 << 30]),
+    full=st.booleans(),
+    actions=ACTIONS,
+)
+def test_any_history_hands_out_the_log_in_order_and_gives_every_byte_back(
+    layout: list[tuple[int, int]],
+    remotes: list[str],
+    cuts: list[int],
+    limit: int,
+    full: bool,
+    actions: list[tuple[str, int]],
+) -> None:
+    run = history(layout, remotes, cuts, limit, full)
+    for action, pick in actions:
+        inflight = sorted(run.plan.inflight.values(), key=lambda c: c.number)
+        if action == "launch":
+            run.launch()
+        elif action == "answer" and inflight:
+            run.answer(inflight[pick % len(inflight)], pick % 5)  # 0: an empty answer
+        elif action == "fail" and inflight:
+            run.fail(inflight[pick % len(inflight)])
+        elif action == "take":
+            run.take(written=pick % 4 != 0)
+        elif action == "drop" and len(remotes) - len(run.excluded) > 1:
+            # a remote other than the one that holds it all disagreed: dropped
+            name = remotes[1 + pick % (len(remotes) - 1)]
+            run.excluded[name] = "records differ"
+            run.dropped_any = True
+        elif action == "free":
+            run.answered_writes()
+            if pick % 2:
+                run.other.release()  # the other partition wrote what it held
+        elif action == "tick":
+            run.now += pick / 100
+        run.check()
+    run.finish()
+
+
+def chunk_at(run: History, start: int) -> Chunk:
+    (chunk,) = (c for c in run.plan.inflight.values() if c.start == start)
+    return chunk
+
+
+def test_the_chunk_holding_the_frontier_is_handed_out_past_an_empty_answer_before_it() -> None:
+    """Found by the property above: the frontier's chunk failed, the chunk after it came
+    back empty, and the one after that holds the frontier in its first batch. It must be
+    handed out (it stalled the partition once the reorder buffer was full)."""
+    run = history([(0, 4), (0, 3), (0, 1)], ["west", "east"], [0, 0, 0], 1 << 30, False)
+    run.launch()
+    assert [(c.start, c.end) for c in run.plan.inflight.values()][:4] == [
+        (0, 1),
+        (1, 2),
+        (2, 3),
+        (3, 4),
+    ]
+    run.fail(chunk_at(run, 0))
+    run.answer(chunk_at(run, 1), 0)  # nothing came back
+    run.answer(chunk_at(run, 3), 1)  # the batch [0, 4)
+    got = run.take(written=True)
+    assert got is not None and got.chunk.start == 3 and run.frontier == 4
+    run.check()
+
+
+def test_a_range_the_next_chunk_does_not_hold_is_fetched_again() -> None:
+    run = history([(0, 1)] * 8, ["west", "east"], [0, 0, 0], 1 << 30, False)
+    run.launch()
+    run.answer(chunk_at(run, 1), 0)  # nothing came back: [1, 2) to fetch again
+    run.answer(chunk_at(run, 2), 3)  # its first batch begins at 2, not before
+    again = run.plan.launches(0, 8, run.now)  # the frontier's chunk is still in flight
+    assert (1, 2) in [(c.start, c.end) for c in again]
+
+
+def test_an_open_fetch_goes_on_where_the_last_answer_ended() -> None:
+    run = history([(0, 4), (0, 3), (0, 1)], ["west"], [0, 0, 0], 1 << 30, False)
+    run.launch()
+    (first,) = run.plan.inflight.values()
+    assert (first.start, first.end) == (0, None)  # one remote, one lane: one open fetch
+    run.answer(first, 1)
+    (second,) = run.plan.launches(0, 8, run.now)
+    assert (second.start, second.end) == (4, None)  # not again from 0
+
+
+def test_a_chunk_taken_and_not_written_gives_its_bytes_back_when_the_next_is_taken() -> None:
+    run = history([(0, 4), (0, 3), (0, 1)], ["west"], [0, 0, 0], 1 << 30, False)
+    run.launch()
+    run.answer(next(iter(run.plan.inflight.values())), 1)
+    first = run.plan.take(0)
+    run.plan.launches(4, 8, run.now)
+    run.answer(next(iter(run.plan.inflight.values())), 2)
+    second = run.plan.take(4)
+    assert first is not None and second is not None
+    assert first.ticket.released and not second.ticket.released
+    second.ticket.release()
+    assert run.memory.used == 0
