@@ -1,22 +1,33 @@
-"""Start, find and stop single-node KRaft clusters on loopback: the bed as a whole, recorded
-in one state file (``DIR/testbed.json``) so that another process can find it again. One
-cluster's settings and JVM are ``node``."""
+"""Start, find and stop KRaft clusters on loopback: the bed as a whole, recorded in one state
+file (``DIR/testbed.json``) so that another process can find it again. A one-node cluster's
+settings and JVM are ``node``; a cluster of several nodes is ``quorum``."""
 
 from __future__ import annotations
 
 import json
 import socket
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TypeAlias
 
+from syncer.testbed import tools
 from syncer.testbed.errors import TestbedError
 from syncer.testbed.jars import KafkaJars
 from syncer.testbed.node import RunningCluster, log4j_properties
+from syncer.testbed.process import random_cluster_id
+from syncer.testbed.quorum import (
+    NODE_HEAP,
+    MultiNodeCluster,
+    quorum_voters,
+    rack_of,
+    replication_properties,
+)
 
 # RunningCluster and log4j_properties lived here first; tests and benchmarks import them here
 __all__ = [
     "STATE_FILE",
+    "AnyCluster",
     "ClusterSpec",
     "RunningCluster",
     "Testbed",
@@ -25,6 +36,8 @@ __all__ = [
 ]
 
 STATE_FILE = "testbed.json"
+
+AnyCluster: TypeAlias = RunningCluster | MultiNodeCluster
 
 
 def free_port() -> int:
@@ -36,7 +49,11 @@ def free_port() -> int:
 @dataclass(frozen=True)
 class ClusterSpec:
     """What to start: a name, optional fixed ports, and an address to advertise instead of
-    the listening one (so a proxy can stand in front of the broker)."""
+    the listening one (so a proxy can stand in front of the broker). With ``nodes`` > 1, a
+    cluster of that many nodes (``quorum``) on consecutive ports from ``port`` if given,
+    replicated as ``replication_factor``/``min_insync_replicas`` say (default 3 or all nodes,
+    and one fewer in sync); ``auto_leader_rebalance`` turns the controller's periodic
+    preferred-leader election on. A proxy in front or a secured listener is for one node."""
 
     name: str
     port: int | None = None
@@ -47,6 +64,10 @@ class ClusterSpec:
     security: str = "PLAINTEXT"
     scram_users: Mapping[str, str] = field(default_factory=dict)  # name → password
     authorizer: bool = False  # ACLs enforced (everything allowed where a topic has none)
+    nodes: int = 1
+    replication_factor: int | None = None
+    min_insync_replicas: int | None = None
+    auto_leader_rebalance: bool = False
 
 
 class Testbed:
@@ -57,7 +78,7 @@ class Testbed:
     def __init__(self, state_dir: Path | str, jars: KafkaJars | None = None) -> None:
         self.state_dir = Path(state_dir).resolve()
         self.jars = jars or KafkaJars.default()
-        self.clusters: dict[str, RunningCluster] = {}
+        self.clusters: dict[str, AnyCluster] = {}
 
     def __repr__(self) -> str:
         running = sum(c.is_running() for c in self.clusters.values())
@@ -74,7 +95,7 @@ class Testbed:
             raise TestbedError(f"no test bed state at {bed.state_path}")
         raw = json.loads(bed.state_path.read_text())
         bed.jars = KafkaJars(Path(raw["cache_dir"]), raw["kafka_version"])
-        bed.clusters = {c["name"]: RunningCluster(**c) for c in raw["clusters"]}
+        bed.clusters = {c["name"]: _from_state(c) for c in raw["clusters"]}
         return bed
 
     @classmethod
@@ -95,10 +116,10 @@ class Testbed:
         tmp.write_text(json.dumps(raw, indent=2) + "\n")
         tmp.replace(self.state_path)
 
-    def up(self, specs: Iterable[ClusterSpec]) -> list[RunningCluster]:
+    def up(self, specs: Iterable[ClusterSpec]) -> list[AnyCluster]:
         """Start the named clusters (all at once) and wait until each answers."""
         self.jars.ensure()
-        started = []
+        started: list[AnyCluster] = []
         for spec in specs:
             cluster = self._place(spec)
             self.clusters[spec.name] = cluster
@@ -129,11 +150,49 @@ class Testbed:
         self.save()
         cluster.wait_ready()
 
-    def _place(self, spec: ClusterSpec) -> RunningCluster:
+    # one node, one partition -------------------------------------------------------------
+
+    def multi(self, name: str) -> MultiNodeCluster:
+        """The cluster ``name``, which must have several nodes."""
+        cluster = self.clusters.get(name)
+        if cluster is None:
+            raise TestbedError(f"no cluster {name!r} in {self.state_path}")
+        if not isinstance(cluster, MultiNodeCluster):
+            raise TestbedError(f"cluster {name!r} has one node: stop or start it whole")
+        return cluster
+
+    def stop_node(self, name: str, node_id: int) -> None:
+        """A clean shutdown of one node: it hands its leaderships over first."""
+        self.multi(name).node(node_id).stop()
+        self.save()
+
+    def kill_node(self, name: str, node_id: int) -> None:
+        """kill -9 of one node: its leaderships move once the controller fences it."""
+        self.multi(name).node(node_id).kill()
+        self.save()
+
+    def start_node(self, name: str, node_id: int) -> None:
+        cluster = self.multi(name)
+        cluster.start_node(node_id, self.jars)
+        self.save()
+        cluster.wait_node(node_id)
+
+    def elect_preferred(self, name: str, partitions: Iterable[tuple[str, int]]) -> str:
+        """A preferred leader election (Kafka's kafka-leader-election) for ``partitions``."""
+        return tools.elect_preferred_leaders(self.clusters[name].direct, partitions, jars=self.jars)
+
+    def reassign(self, name: str, moves: Mapping[tuple[str, int], Sequence[int]]) -> None:
+        """Move partitions to new replicas (Kafka's kafka-reassign-partitions) and wait
+        until the moves are complete."""
+        tools.reassign_partitions(self.clusters[name].direct, moves, jars=self.jars)
+
+    def _place(self, spec: ClusterSpec) -> AnyCluster:
         if spec.name in self.clusters:
             known = self.clusters[spec.name]
             if known.is_running():
                 raise TestbedError(f"cluster {spec.name!r} is already running at {known.listen}")
+        if spec.nodes > 1:
+            return self._place_several(spec)
         port = spec.port or free_port()
         return RunningCluster(
             name=spec.name,
@@ -147,3 +206,52 @@ class Testbed:
             scram_users=dict(spec.scram_users),
             authorizer=spec.authorizer,
         )
+
+    def _place_several(self, spec: ClusterSpec) -> MultiNodeCluster:
+        if spec.advertised or spec.security != "PLAINTEXT" or spec.scram_users:
+            raise TestbedError(
+                f"cluster {spec.name!r}: a proxy in front or a secured listener needs nodes=1"
+            )
+        ids = range(1, spec.nodes + 1)
+        ports = {i: spec.port + i - 1 if spec.port else free_port() for i in ids}
+        controllers = {
+            i: spec.controller_port + i - 1 if spec.controller_port else free_port() for i in ids
+        }
+        props = replication_properties(
+            spec.nodes,
+            spec.replication_factor,
+            spec.min_insync_replicas,
+            spec.auto_leader_rebalance,
+        )
+        props.update(spec.properties)
+        cluster_id = random_cluster_id()
+        members = [
+            RunningCluster(
+                name=f"{spec.name}/{i}",
+                port=ports[i],
+                controller_port=controllers[i],
+                advertised=f"127.0.0.1:{ports[i]}",
+                directory=str(self.state_dir / spec.name / f"node{i}"),
+                properties=dict(props),
+                authorizer=spec.authorizer,
+                node_id=i,
+                voters=quorum_voters(controllers),
+                rack=rack_of(i),
+                cluster_id=cluster_id,
+                heap=NODE_HEAP,
+            )
+            for i in ids
+        ]
+        return MultiNodeCluster(
+            spec.name,
+            members,
+            int(props["default.replication.factor"]),
+            int(props["min.insync.replicas"]),
+        )
+
+
+def _from_state(raw: dict[str, object]) -> AnyCluster:
+    """A cluster as the state file records it: several nodes, or one."""
+    if "members" in raw:
+        return MultiNodeCluster.from_state(raw)
+    return RunningCluster(**raw)  # type: ignore[arg-type]

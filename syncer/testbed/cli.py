@@ -1,6 +1,7 @@
-"""``syncer testbed up|status|down|demo``: the bed from the command line. It registers
-itself on syncer's parser (``add_parser``) and answers for its own errors: a
-``TestbedError`` ends the command with one line and ``ExitCode.TESTBED``."""
+"""``syncer testbed up|status|down|node|elect|reassign|leaders|demo``: the bed from the
+command line. It registers itself on syncer's parser (``add_parser``) and answers for its own
+errors: a ``TestbedError`` ends the command with one line and ``ExitCode.TESTBED``. The verbs
+on one node or partition are ``ops``."""
 
 from __future__ import annotations
 
@@ -14,16 +15,22 @@ from rich.console import Console
 from rich.table import Table
 
 from syncer.testbed import demo as demo_cli
+from syncer.testbed import ops
 from syncer.testbed.bed import ClusterSpec, Testbed
 from syncer.testbed.errors import TestbedError
+from syncer.testbed.node import RunningCluster
 from syncer.testbed.probe import probe_metadata
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser("testbed", help="start and stop real Kafka clusters on loopback")
     verbs = parser.add_subparsers(dest="verb", required=True)
-    up = verbs.add_parser("up", help="start clusters (KRaft, one node each)")
-    up.add_argument("--clusters", required=True, help="comma-separated names, e.g. local,east")
+    up = verbs.add_parser("up", help="start clusters (KRaft, one node each unless NAME:N)")
+    up.add_argument(
+        "--clusters",
+        required=True,
+        help="comma-separated names, each with :N for N nodes, e.g. local:3,east:3,west",
+    )
     up.add_argument("--state", required=True, type=Path, help="directory for data and state")
     up.add_argument(
         "--advertise",
@@ -37,15 +44,53 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         action="append",
         default=[],
         metavar="NAME=PORT",
-        help="listen on a fixed port instead of a free one",
+        help="listen on a fixed port instead of a free one (N nodes: PORT, PORT+1, ...)",
+    )
+    up.add_argument(
+        "--replication-factor",
+        action="append",
+        default=[],
+        metavar="NAME=RF",
+        help="default replication factor of a cluster of several nodes (default 3)",
+    )
+    up.add_argument(
+        "--min-insync-replicas",
+        action="append",
+        default=[],
+        metavar="NAME=N",
+        help="min.insync.replicas of a cluster of several nodes (default RF - 1)",
+    )
+    up.add_argument(
+        "--auto-leader-rebalance",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="turn on the controller's periodic preferred-leader election (every 10 s)",
     )
     for verb, text in (("status", "show the clusters"), ("down", "stop every cluster")):
         p = verbs.add_parser(verb, help=text)
         p.add_argument("--state", required=True, type=Path)
         if verb == "status":
             p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    ops.add_parsers(verbs)
     demo_cli.add_parser(verbs)
     parser.set_defaults(func=run)
+
+
+def parse_clusters(text: str) -> list[tuple[str, int]]:
+    """``local:3,east:3,west`` → ``[("local", 3), ("east", 3), ("west", 1)]``."""
+    out: list[tuple[str, int]] = []
+    for item in (i.strip() for i in text.split(",")):
+        if not item:
+            continue
+        name, sep, count = item.partition(":")
+        if not name or (sep and not count.isdigit()) or (sep and int(count) < 1):
+            raise SystemExit(f"syncer: --clusters wants NAME or NAME:N (N >= 1), got {item!r}")
+        out.append((name, int(count) if sep else 1))
+    names = [n for n, _ in out]
+    if not names or len(set(names)) != len(names):
+        raise SystemExit(f"syncer: --clusters wants distinct names, got {text!r}")
+    return out
 
 
 def _pairs(values: list[str], what: str) -> dict[str, str]:
@@ -71,6 +116,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _up(args)
     if args.verb == "demo":
         return demo_cli.run(args)
+    if args.verb in ops.VERBS:
+        return ops.run(args)
     bed = Testbed.load(args.state)
     if args.verb == "down":
         bed.down()
@@ -80,15 +127,26 @@ def _dispatch(args: argparse.Namespace) -> int:
 
 
 def _up(args: argparse.Namespace) -> int:
-    names = [n.strip() for n in args.clusters.split(",") if n.strip()]
-    if not names or len(set(names)) != len(names):
-        raise SystemExit(f"syncer: --clusters wants distinct names, got {args.clusters!r}")
+    wanted = parse_clusters(args.clusters)
     advertised = _pairs(args.advertise, "advertise")
     ports = {k: int(v) for k, v in _pairs(args.port, "port").items()}
+    rfs = {k: int(v) for k, v in _pairs(args.replication_factor, "replication-factor").items()}
+    isrs = {k: int(v) for k, v in _pairs(args.min_insync_replicas, "min-insync-replicas").items()}
     bed = (
         Testbed.load(args.state) if (args.state / "testbed.json").exists() else Testbed(args.state)
     )
-    specs = [ClusterSpec(n, port=ports.get(n), advertised=advertised.get(n)) for n in names]
+    specs = [
+        ClusterSpec(
+            n,
+            port=ports.get(n),
+            advertised=advertised.get(n),
+            nodes=count,
+            replication_factor=rfs.get(n),
+            min_insync_replicas=isrs.get(n),
+            auto_leader_rebalance=n in args.auto_leader_rebalance,
+        )
+        for n, count in wanted
+    ]
     for cluster in bed.up(specs):
         print(f"{cluster.name}\t{cluster.bootstrap}\t{cluster.log_path}")
     return 0
@@ -97,27 +155,50 @@ def _up(args: argparse.Namespace) -> int:
 def _status(bed: Testbed, *, as_json: bool) -> int:
     rows: list[dict[str, Any]] = []
     for cluster in bed.clusters.values():
-        running = cluster.is_running()
-        answers = running and probe_metadata(cluster.bootstrap, timeout=3.0)
+        nodes = [_node_row(m) for m in cluster.members]
         rows.append(
             {
                 "name": cluster.name,
                 "bootstrap": cluster.bootstrap,
                 "listen": cluster.listen,
-                "pid": cluster.pid if running else None,
-                "running": running,
-                "answers": answers,
+                "pid": cluster.pid if nodes[0]["running"] else None,
+                "running": all(n["running"] for n in nodes),
+                "answers": all(n["answers"] for n in nodes),
                 "log": str(cluster.log_path),
+                "nodes": nodes,
             }
         )
     if as_json:
         print(json.dumps({"kafka_version": bed.jars.version, "clusters": rows}, indent=2))
     else:
         table = Table(title=f"Kafka {bed.jars.version} test bed · {bed.state_dir}")
-        for column in ("cluster", "bootstrap", "pid", "state", "log"):
+        for column in ("cluster", "node", "address", "rack", "pid", "state", "log"):
             table.add_column(column)
         for row in rows:
-            state = "up" if row["answers"] else ("starting" if row["running"] else "down")
-            table.add_row(row["name"], row["bootstrap"], str(row["pid"] or "-"), state, row["log"])
+            for node in row["nodes"]:
+                state = "up" if node["answers"] else ("starting" if node["running"] else "down")
+                table.add_row(
+                    row["name"],
+                    str(node["id"]),
+                    node["listen"],
+                    node["rack"] or "-",
+                    str(node["pid"] or "-"),
+                    state,
+                    node["log"],
+                )
         Console().print(table)
     return 0 if all(r["answers"] for r in rows) else 1
+
+
+def _node_row(node: RunningCluster) -> dict[str, Any]:
+    running = node.is_running()
+    return {
+        "id": node.node_id,
+        "listen": node.listen,
+        "port": node.port,
+        "rack": node.rack,
+        "pid": node.pid if running else None,
+        "running": running,
+        "answers": running and probe_metadata(node.bootstrap, timeout=3.0),
+        "log": str(node.log_path),
+    }

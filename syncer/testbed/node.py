@@ -1,6 +1,6 @@
-"""One node of the bed: a single-node KRaft cluster's settings, files and JVM. What it is
-listening on and where its files are is recorded in the bed's state file; how it runs as a
-process is ``process``."""
+"""One node of the bed: a KRaft node's settings, files and JVM — a single-node cluster of its
+own, or one member of a cluster of several (``quorum``). What it is listening on and where its
+files are is recorded in the bed's state file; how it runs as a process is ``process``."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from syncer.testbed.errors import TestbedError
 from syncer.testbed.jars import KafkaJars
 from syncer.testbed.probe import probe_metadata
 from syncer.testbed.process import (
+    HEAP,
     exited,
     is_our_java,
     java_command,
@@ -47,7 +48,9 @@ logger.kafka_request.level = WARN
 
 @dataclass
 class RunningCluster:
-    """One single-node cluster of the bed, as recorded in the state file."""
+    """One single-node cluster of the bed, or one node of a cluster of several, as recorded in
+    the state file. ``node_id`` to ``cluster_id`` are only set on a member of a bigger
+    cluster."""
 
     name: str
     port: int
@@ -63,6 +66,13 @@ class RunningCluster:
     security: str = "PLAINTEXT"
     scram_users: dict[str, str] = field(default_factory=dict)
     authorizer: bool = False
+    # a member of a cluster of several: its id, the quorum's voters (``id@host:port,...``),
+    # its rack, and the cluster id every member's storage is formatted with
+    node_id: int = 1
+    voters: str | None = None
+    rack: str | None = None
+    cluster_id: str | None = None
+    heap: str = HEAP  # the JVM's -Xmx
 
     @property
     def bootstrap(self) -> str:
@@ -123,8 +133,8 @@ class RunningCluster:
             protocols += ",DIRECT:PLAINTEXT"
         props = {
             "process.roles": "broker,controller",
-            "node.id": "1",
-            "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
+            "node.id": str(self.node_id),
+            "controller.quorum.voters": self.voters or f"1@127.0.0.1:{self.controller_port}",
             "listeners": listeners,
             "advertised.listeners": advertised,
             "controller.listener.names": "CONTROLLER",
@@ -143,12 +153,19 @@ class RunningCluster:
             "group.initial.rebalance.delay.ms": "0",
             "log.cleaner.backoff.ms": "1000",
         }
+        if self.rack is not None:
+            props["broker.rack"] = self.rack
         props.update(self._security_properties())
         props.update(self.properties)
         return "".join(f"{k}={v}\n" for k, v in props.items())
 
     def is_running(self) -> bool:
         return self.pid is not None and is_our_java(self.pid, self.directory)
+
+    @property
+    def members(self) -> list[RunningCluster]:
+        """The nodes of this cluster: itself (a cluster of several answers with each)."""
+        return [self]
 
     def start(self, jars: KafkaJars) -> None:
         """Format storage on first start, launch the JVM, wait until it answers metadata."""
@@ -201,7 +218,7 @@ class RunningCluster:
         self.pid = None
 
     def _format(self, jars: KafkaJars) -> None:
-        cluster_id = random_cluster_id()
+        cluster_id = self.cluster_id or random_cluster_id()
         cmd = java_command(
             jars,
             self.directory,
@@ -224,4 +241,5 @@ class RunningCluster:
 
     def _launch(self, jars: KafkaJars) -> None:
         server = str(Path(self.directory) / "server.properties")
-        self.pid = launch(java_command(jars, self.directory, "kafka.Kafka", server), self.log_path)
+        cmd = java_command(jars, self.directory, "kafka.Kafka", server, heap=self.heap)
+        self.pid = launch(cmd, self.log_path)

@@ -70,7 +70,8 @@ def is_our_java(pid: int, directory: str) -> bool:
         status = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except (OSError, IndexError):
         status = "?"
-    return status != "Z" and f"-Dsyncer.testbed.dir={directory}".encode() in cmdline
+    # the argument whole (arguments end in NUL): /bed/local is not /bed/local2 nor /bed/local/n1
+    return status != "Z" and f"-Dsyncer.testbed.dir={directory}\0".encode() in cmdline
 
 
 def exited(pid: int, directory: str) -> bool:

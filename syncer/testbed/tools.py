@@ -1,8 +1,13 @@
-"""Kafka's own command-line tools from the cached jars: fast, independent load generators."""
+"""Kafka's own command-line tools from the cached jars: fast, independent load generators,
+and the admin tools an operator moves leaders with (preferred election, reassignment)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
+import tempfile
+import time
+from collections.abc import Iterable, Mapping, Sequence
 
 from syncer.testbed.errors import TestbedError
 from syncer.testbed.jars import KafkaJars
@@ -117,3 +122,93 @@ def add_acl(bootstrap: str, *args: str, jars: KafkaJars | None = None) -> None:
     if result.returncode != 0:
         tail = (result.stderr or result.stdout).strip().splitlines()[-1:] or ["?"]
         raise TestbedError(f"kafka-acls failed: {tail[0]}")
+
+
+def tool_command(jars: KafkaJars, main: str, *args: str) -> list[str]:
+    """One of Kafka's admin tools (its main class) from the cached jars, with a small heap."""
+    return ["java", "-Xmx256m", "-cp", jars.classpath, main, *args]
+
+
+def _run_tool(cmd: list[str], what: str, timeout: float = 120.0) -> str:
+    result = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=timeout)
+    if result.returncode != 0:
+        tail = (result.stderr or result.stdout).strip().splitlines()[-1:] or ["?"]
+        raise TestbedError(f"{what} failed: {tail[0]}")
+    return result.stdout
+
+
+def election_json(partitions: Iterable[tuple[str, int]]) -> str:
+    """kafka-leader-election's --path-to-json-file: the partitions to elect for."""
+    rows = [{"topic": t, "partition": p} for t, p in partitions]
+    return json.dumps({"partitions": rows})
+
+
+def reassignment_json(moves: Mapping[tuple[str, int], Sequence[int]]) -> str:
+    """kafka-reassign-partitions' --reassignment-json-file: each partition's new replicas,
+    the preferred leader first."""
+    rows = [
+        {
+            "topic": t,
+            "partition": p,
+            "replicas": list(replicas),
+        }
+        for (t, p), replicas in moves.items()
+    ]
+    return json.dumps({"version": 1, "partitions": rows})
+
+
+def elect_preferred_leaders(
+    bootstrap: str, partitions: Iterable[tuple[str, int]], *, jars: KafkaJars | None = None
+) -> str:
+    """kafka-leader-election --election-type PREFERRED for ``partitions``: each one's first
+    replica leads again if it is in sync. Returns the tool's report (a partition whose
+    preferred leader already leads is reported, not failed)."""
+    jars = (jars or KafkaJars.default()).ensure()
+    with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="election-") as spec:
+        spec.write(election_json(partitions))
+        spec.flush()
+        cmd = tool_command(
+            jars,
+            "org.apache.kafka.tools.LeaderElectionCommand",
+            "--bootstrap-server",
+            bootstrap,
+            "--election-type",
+            "PREFERRED",
+            "--path-to-json-file",
+            spec.name,
+        )
+        return _run_tool(cmd, "kafka-leader-election")
+
+
+def reassign_partitions(
+    bootstrap: str,
+    moves: Mapping[tuple[str, int], Sequence[int]],
+    *,
+    jars: KafkaJars | None = None,
+    timeout: float = 120.0,
+) -> None:
+    """kafka-reassign-partitions --execute, then --verify until every move is complete (the
+    new replicas caught up, the old ones removed, a leader outside the new set replaced)."""
+    jars = (jars or KafkaJars.default()).ensure()
+    main = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
+    deadline = time.monotonic() + timeout
+    with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="reassign-") as spec:
+        spec.write(reassignment_json(moves))
+        spec.flush()
+        common = ("--bootstrap-server", bootstrap, "--reassignment-json-file", spec.name)
+        _run_tool(tool_command(jars, main, *common, "--execute"), "kafka-reassign-partitions")
+        while True:
+            report = _run_tool(
+                tool_command(jars, main, *common, "--verify"), "kafka-reassign-partitions"
+            )
+            if reassignment_done(report):
+                return
+            if time.monotonic() > deadline:
+                raise TestbedError(f"reassignment not complete within {timeout:.0f}s: {report}")
+            time.sleep(1.0)
+
+
+def reassignment_done(report: str) -> bool:
+    """Does a --verify report say every partition's move is complete?"""
+    lines = [ln for ln in report.splitlines() if ln.startswith("Reassignment of partition")]
+    return bool(lines) and all(ln.rstrip().endswith("is completed.") for ln in lines)

@@ -1,19 +1,33 @@
 """The test bed itself: real brokers answer, data of every kind round-trips, the CLI leaves
-no Java process behind."""
+no Java process behind; a 3-node cluster replicates, survives a kill -9 of a node, and moves
+leaders by preferred election and reassignment."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import json
+import logging
 import subprocess
+import time
+from collections.abc import Callable
 from pathlib import Path
 
-from syncer.testbed.probe import probe_metadata
+from syncer.clusters import Cluster
+from syncer.config import ClusterConfig
+from syncer.testbed import Testbed
+from syncer.testbed.probe import Placement, broker_ids, placements_async, probe_metadata
+from tests.conftest import cluster_of
 from tests.kafka_helpers import (
     batch_layout,
     create_topic,
+    produce,
     produce_every_kind,
     read_partition,
     run_cli,
 )
+
+log = logging.getLogger(__name__)
 
 
 async def test_every_kind_of_record_round_trips(east: str, topic: str) -> None:
@@ -70,3 +84,142 @@ def test_a_broker_that_cannot_start_is_named_with_its_log(tmp_path: Path) -> Non
     assert "Kafka cluster 'busy'" in message
     assert str(tmp_path / "bed" / "busy" / "broker.log") in message
     assert not bed.clusters["busy"].is_running()
+
+
+# clusters of three nodes ----------------------------------------------------------------------
+
+
+async def create_replicated(bootstrap: str, topic: str, partitions: int, rf: int = 3) -> None:
+    """A topic of ``rf`` replicas, returned once every partition has a leader and all its
+    replicas in sync."""
+    async with Cluster(ClusterConfig(bootstrap, name="test"), role="test") as cluster:
+        await cluster.create_topic(topic, partitions, {}, rf)
+    await wait_placed(
+        bootstrap,
+        topic,
+        lambda ps: len(ps) == partitions and all(set(p.isr) == set(p.replicas) for p in ps),
+    )
+
+
+async def wait_placed(
+    bootstrap: str,
+    topic: str,
+    check: Callable[[list[Placement]], bool],
+    timeout: float = 60.0,
+) -> list[Placement]:
+    """Until the topic's placement passes ``check``; the placement then."""
+    deadline = time.monotonic() + timeout
+    seen: list[Placement] = []
+    while time.monotonic() < deadline:
+        with contextlib.suppress(Exception):  # a node just killed may still be asked
+            seen = await placements_async(bootstrap, topic, 5.0)
+            if seen and check(seen):
+                return seen
+        await asyncio.sleep(0.3)
+    raise AssertionError(f"{topic}: placement never passed the check; last {seen}")
+
+
+def records(start: int, count: int) -> list[tuple[bytes | None, bytes | None]]:
+    return [(b"k%d" % i, b"v%d" % i) for i in range(start, start + count)]
+
+
+async def test_three_nodes_replicate_a_topic_to_each(local3: Testbed, topic: str) -> None:
+    cluster = cluster_of(local3)
+    assert [m.rack for m in cluster.members] == ["r0", "r1", "r2"]
+    assert broker_ids(cluster.bootstrap) == {1, 2, 3}
+    await create_replicated(cluster.bootstrap, topic, 3)
+    placed = await placements_async(cluster.bootstrap, topic)
+    assert all(sorted(p.replicas) == [1, 2, 3] for p in placed)
+    assert {p.leader for p in placed} == {1, 2, 3}  # one partition led by each node
+    for node in cluster.members:  # any one node is a way in
+        await produce(node.bootstrap, topic, records(node.node_id * 10, 10))
+    assert [r.offset for r in await read_partition(cluster.bootstrap, topic)] == list(range(30))
+
+
+async def test_a_killed_node_hands_its_leadership_over_and_comes_back(
+    local3: Testbed, topic: str
+) -> None:
+    cluster = cluster_of(local3)
+    await create_replicated(cluster.bootstrap, topic, 1)
+    await produce(cluster.bootstrap, topic, records(0, 50))
+    (before,) = await placements_async(cluster.bootstrap, topic)
+    local3.kill_node("local3", before.leader)
+    assert not cluster.node(before.leader).is_running() and not cluster.is_running()
+    (moved,) = await wait_placed(
+        cluster.bootstrap, topic, lambda ps: ps[0].leader not in (before.leader, -1)
+    )
+    assert before.leader not in moved.isr
+    await produce(cluster.bootstrap, topic, records(50, 50))  # two in sync: min ISR 2 holds
+    local3.start_node("local3", before.leader)
+    assert cluster.is_running()
+    (back,) = await wait_placed(cluster.bootstrap, topic, lambda ps: len(ps[0].isr) == 3)
+    assert back.leader == moved.leader  # no periodic preferred election: it stays where it went
+    got = await read_partition(cluster.node(before.leader).bootstrap, topic)
+    assert [(r.offset, r.value) for r in got] == [(i, b"v%d" % i) for i in range(100)]
+
+
+async def test_a_preferred_election_moves_the_leader_back(local3: Testbed, topic: str) -> None:
+    cluster = cluster_of(local3)
+    await create_replicated(cluster.bootstrap, topic, 1)
+    (before,) = await placements_async(cluster.bootstrap, topic)
+    preferred = before.replicas[0]
+    assert before.leader == preferred
+    local3.stop_node("local3", preferred)  # a clean stop hands leadership over at once
+    (moved,) = await wait_placed(cluster.bootstrap, topic, lambda ps: ps[0].leader != preferred)
+    local3.start_node("local3", preferred)
+    await wait_placed(cluster.bootstrap, topic, lambda ps: preferred in ps[0].isr)
+    assert (await placements_async(cluster.bootstrap, topic))[0].leader == moved.leader
+    local3.elect_preferred("local3", [(topic, 0)])
+    (after,) = await wait_placed(cluster.bootstrap, topic, lambda ps: ps[0].leader == preferred)
+    assert after.replicas == before.replicas
+
+
+async def test_a_reassignment_moves_a_partition_and_its_leader(local3: Testbed, topic: str) -> None:
+    cluster = cluster_of(local3)
+    await create_replicated(cluster.bootstrap, topic, 1, rf=2)
+    await produce(cluster.bootstrap, topic, records(0, 30))
+    (before,) = await placements_async(cluster.bootstrap, topic)
+    (spare,) = {1, 2, 3} - set(before.replicas)
+    follower = next(r for r in before.replicas if r != before.leader)
+    local3.reassign("local3", {(topic, 0): [spare, follower]})
+    (after,) = await wait_placed(cluster.bootstrap, topic, lambda ps: ps[0].leader != -1)
+    assert after.replicas == (spare, follower)
+    assert after.leader in (spare, follower) and after.leader != before.leader
+    got = await read_partition(cluster.node(spare).bootstrap, topic)
+    assert [r.value for r in got] == [b"v%d" % i for i in range(30)]
+
+
+def test_cli_three_nodes_status_kill_start_leaders(tmp_path: Path) -> None:
+    state = tmp_path / "bed"
+    started = time.monotonic()
+    up = run_cli("testbed", "up", "--clusters", "m:3,w", "--state", str(state))
+    assert up.returncode == 0, up.stderr
+    log.warning("CLI up of m:3,w took %.1f s", time.monotonic() - started)
+    try:
+        lines = dict(line.split("\t")[:2] for line in up.stdout.splitlines())
+        assert len(lines["m"].split(",")) == 3 and len(lines["w"].split(",")) == 1
+        status = json.loads(run_cli("testbed", "status", "--state", str(state), "--json").stdout)
+        m = next(c for c in status["clusters"] if c["name"] == "m")
+        assert [(n["id"], n["rack"], n["answers"]) for n in m["nodes"]] == [
+            (1, "r0", True),
+            (2, "r1", True),
+            (3, "r2", True),
+        ]
+        kill = run_cli("testbed", "node", "kill", "m", "2", "--state", str(state))
+        assert kill.returncode == 0, kill.stderr
+        down = run_cli("testbed", "status", "--state", str(state), "--json")
+        assert down.returncode == 1  # not every node answers
+        m = next(c for c in json.loads(down.stdout)["clusters"] if c["name"] == "m")
+        assert [n["running"] for n in m["nodes"]] == [True, False, True]
+        start = run_cli("testbed", "node", "start", "m", "2", "--state", str(state))
+        assert start.returncode == 0, start.stderr
+        table = run_cli("testbed", "status", "--state", str(state))
+        assert table.returncode == 0, table.stderr
+        assert "r1" in table.stdout
+    finally:
+        stopped = run_cli("testbed", "down", "--state", str(state))
+    assert stopped.returncode == 0, stopped.stderr
+    ours = subprocess.run(
+        ["pgrep", "-f", f"syncer.testbed.dir={state}"], capture_output=True, text=True, check=False
+    )
+    assert ours.stdout.strip() == ""

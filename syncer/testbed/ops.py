@@ -1,0 +1,78 @@
+"""``syncer testbed node|elect|reassign|leaders``: what an operator does to one node or one
+partition of a running bed — stop a node cleanly, kill -9 it, start it again; move leaders
+with Kafka's own preferred election and reassignment tools; see who leads what."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from syncer.testbed.bed import Testbed
+from syncer.testbed.errors import TestbedError
+from syncer.testbed.probe import placements
+
+VERBS = ("node", "elect", "reassign", "leaders")
+
+
+def add_parsers(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    node = verbs.add_parser("node", help="stop, kill -9 or start one node of a cluster")
+    node.add_argument("action", choices=("stop", "kill", "start"))
+    node.add_argument("cluster")
+    node.add_argument("node_id", type=int, metavar="NODE")
+    elect = verbs.add_parser("elect", help="preferred leader election (kafka-leader-election)")
+    elect.add_argument("cluster")
+    elect.add_argument("--topic", required=True)
+    elect.add_argument(
+        "--partition", type=int, action="append", help="one partition (repeat; default all)"
+    )
+    move = verbs.add_parser("reassign", help="move a partition (kafka-reassign-partitions)")
+    move.add_argument("cluster")
+    move.add_argument("--topic", required=True)
+    move.add_argument("--partition", type=int, required=True)
+    move.add_argument(
+        "--replicas", required=True, help="the new replicas, preferred leader first: 3,2,1"
+    )
+    leaders = verbs.add_parser("leaders", help="each partition's leader, replicas and ISR")
+    leaders.add_argument("cluster")
+    leaders.add_argument("--topic", required=True)
+    for parser in (node, elect, move, leaders):
+        parser.add_argument("--state", required=True, type=Path)
+
+
+def parse_replicas(text: str) -> list[int]:
+    """``3,2,1`` → ``[3, 2, 1]``: distinct node ids."""
+    try:
+        replicas = [int(r) for r in text.split(",") if r.strip()]
+    except ValueError:
+        raise SystemExit(f"syncer: --replicas wants node ids like 3,2,1, got {text!r}") from None
+    if not replicas or len(set(replicas)) != len(replicas):
+        raise SystemExit(f"syncer: --replicas wants distinct node ids, got {text!r}")
+    return replicas
+
+
+def run(args: argparse.Namespace) -> int:
+    bed = Testbed.load(args.state)
+    if args.verb == "node":
+        action = {"stop": bed.stop_node, "kill": bed.kill_node, "start": bed.start_node}
+        action[args.action](args.cluster, args.node_id)
+        print(f"{args.cluster} node {args.node_id}: {args.action} done")
+        return 0
+    if args.cluster not in bed.clusters:
+        raise TestbedError(f"no cluster {args.cluster!r} in {bed.state_path}")
+    bootstrap = bed.clusters[args.cluster].direct
+    if args.verb == "elect":
+        chosen = args.partition or [p.partition for p in placements(bootstrap, args.topic)]
+        print(bed.elect_preferred(args.cluster, [(args.topic, p) for p in chosen]).strip())
+        return 0
+    if args.verb == "reassign":
+        replicas = parse_replicas(args.replicas)
+        bed.reassign(args.cluster, {(args.topic, args.partition): replicas})
+        print(f"{args.topic}-{args.partition}: replicas now {replicas}")
+        return 0
+    rows = [
+        {"partition": p.partition, "leader": p.leader, "replicas": p.replicas, "isr": p.isr}
+        for p in placements(bootstrap, args.topic)
+    ]
+    print(json.dumps(rows))
+    return 0
