@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import concurrent.futures
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from syncer.testbed.errors import TestbedError
 from syncer.testbed.jars import KafkaJars
-from syncer.testbed.node import START_TIMEOUT_S, RunningCluster
+from syncer.testbed.node import START_TIMEOUT_S, STOP_TIMEOUT_S, RunningCluster
 from syncer.testbed.probe import broker_ids
 
 # two 3-node clusters must fit a small machine next to the one-node clusters
@@ -133,9 +134,7 @@ class MultiNodeCluster:
     def start(self, jars: KafkaJars) -> None:
         """Format and launch every node that is not running, side by side: formatting
         alone is a JVM's start-up per node."""
-        with concurrent.futures.ThreadPoolExecutor(max_workers=len(self.members)) as pool:
-            for done in [pool.submit(m.start, jars) for m in self.members]:
-                done.result()
+        self._each(lambda m: m.start(jars))
 
     def wait_ready(self, timeout: float = START_TIMEOUT_S) -> None:
         """Until every node answers and each one's metadata lists every broker: only then
@@ -146,13 +145,18 @@ class MultiNodeCluster:
         for member in self.members:
             self._wait_sees_all(member, deadline)
 
-    def stop(self) -> None:
-        for member in self.members:
-            member.stop()
+    def stop(self, timeout: float = STOP_TIMEOUT_S) -> None:
+        """SIGTERM to every node at once. Stopped one after another, the last node's clean
+        shutdown waited for a quorum that had already gone (seen: 30 s, then SIGKILL)."""
+        self._each(lambda m: m.stop(timeout))
 
     def kill(self) -> None:
-        for member in self.members:
-            member.kill()
+        self._each(RunningCluster.kill)
+
+    def _each(self, action: Callable[[RunningCluster], None]) -> None:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=len(self.members)) as pool:
+            for done in [pool.submit(action, m) for m in self.members]:
+                done.result()
 
     # one node ------------------------------------------------------------------------------
 

@@ -189,7 +189,7 @@ async def test_a_reassignment_moves_a_partition_and_its_leader(local3: Testbed, 
     assert [r.value for r in got] == [b"v%d" % i for i in range(30)]
 
 
-def test_cli_three_nodes_status_kill_start_leaders(tmp_path: Path) -> None:
+def test_cli_three_nodes_status_kill_start(tmp_path: Path) -> None:
     state = tmp_path / "bed"
     started = time.monotonic()
     up = run_cli("testbed", "up", "--clusters", "m:3,w", "--state", str(state))
