@@ -274,9 +274,14 @@ class ChunkPlan:
         self.next_fetch = max(self.next_fetch, covered)
         first = min((b.base_offset for b in batches), default=chunk.start)
         got = Fetched(chunk, fetched, batches, covered, first)
-        replaced = self.ready.get(chunk.start)
-        if replaced is not None:
-            replaced.ticket.release()
+        # two chunks may start at one offset (an open fetch in flight when more lanes came
+        # to hold it): the one that reaches further stays, or what only it holds is lost
+        other = self.ready.get(chunk.start)
+        if other is not None and other.covered_end > covered:
+            got.ticket.release()
+            return got
+        if other is not None:
+            other.ticket.release()
         self.ready[chunk.start] = got
         return got
 

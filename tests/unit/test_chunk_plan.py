@@ -6,6 +6,7 @@ out, the reorder buffer stays bounded, and every byte reserved comes back."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 from hypothesis import HealthCheck, given, settings
@@ -221,7 +222,11 @@ def history(
     return History(plan, log, memory, health, ends, excluded, other)
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=int(os.environ.get("SYNCER_EXAMPLES", "400")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(
     layout=LAYOUTS,
     remotes=st.sampled_from([["east"], ["east", "west"], ["west", "east", "north"]]),
@@ -320,3 +325,24 @@ def test_a_chunk_taken_and_not_written_gives_its_bytes_back_when_the_next_is_tak
     assert first.ticket.released and not second.ticket.released
     second.ticket.release()
     assert run.memory.used == 0
+
+
+def test_of_two_chunks_at_one_offset_the_one_that_reaches_further_stays() -> None:
+    """Found by the property above: an open fetch at 4 was in flight when a second lane came
+    to hold the gap, so a chunk [4, 5) went out too; its short answer, arriving second,
+    replaced the open fetch's (which held up to the end) and [6, 7) was fetched by nobody
+    until the frontier got there."""
+    run = history([(0, 2), (0, 3), (0, 1), (0, 1)], ["east", "west"], [0, 0, 0], 3000, False)
+    for _ in range(18):
+        run.launch()
+    run.fail(sorted(run.plan.inflight.values(), key=lambda c: c.number)[0])
+    run.launch()
+    run.now += 1_000  # the remote that failed is healthy again: two lanes hold the gap
+    run.other.release()
+    run.launch()
+    open_fetch = next(c for c in run.plan.inflight.values() if c.start == 4 and c.end is None)
+    cut = next(c for c in run.plan.inflight.values() if c.start == 4 and c.end == 5)
+    run.answer(open_fetch, 3)  # [2, 7): to the end
+    run.answer(cut, 3)  # [2, 5) only
+    assert run.plan.ready[4].covered_end == 7
+    run.check()
