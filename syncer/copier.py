@@ -100,7 +100,7 @@ class PartitionCopier:
         self.status = PartitionStatus(tp, remote_ends=sources.ends, dropped=sources.dropped)
         # the one seam left (issue 18): the scheduler still writes the ends it learns
         self.chunks = ChunkScheduler(tp, fetchers, sources, config, memory)
-        self.agreement = Agreement(tp, local, fetchers, sources)
+        self.agreement = Agreement(tp, local, fetchers, sources, identity.producer_id)
         self._stopping = False
         self.writes = PartitionWrites(
             tp,
