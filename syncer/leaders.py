@@ -102,6 +102,8 @@ class MetadataRefresh:
             self.generation += 1
         except ClusterError as exc:  # the next answer that says so asks again
             log.warning("%s: refreshing metadata after a leader move: %s", self.name, exc)
+        except Exception:  # a bug: seen in the log, and the next answer asks again
+            log.exception("%s: refreshing metadata after a leader move", self.name)
         finally:
             self._task = None
             self._topics = set()
