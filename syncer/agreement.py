@@ -207,7 +207,7 @@ class Agreement:
             self._disagrees(
                 got.remote,
                 f"records differ from those written from remote {self.last.remote} at offset {at}",
-                self._divergence(got.remote, result.differing[0], frontier, self.last.remote),
+                self._divergence(got.remote, at, frontier, self.last.remote),
             )
         return result.agrees
 
@@ -224,7 +224,7 @@ class Agreement:
             self._disagrees(
                 got.remote,
                 f"records differ from the local log's at offset {at}",
-                self._divergence(got.remote, result.differing[0], frontier),
+                self._divergence(got.remote, at, frontier),
             )
         if not result.compared:
             log.warning(

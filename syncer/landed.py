@@ -76,31 +76,32 @@ class Divergence:
     def describe(self) -> str:
         """Why the partition halts, saying which log changed where that is known."""
         at, changed = self.offset, self.changed
+        differs = (
+            f"{self.where}: the local record at offset {at} differs from remote {self.remote}'s"
+        )
         if changed is Changed.LOCAL:
             return (
-                f"{self.where}: the local record at offset {at} was not written by this"
-                f" deployment (producer id {self.local_writer}, ours is {self.our_writer}):"
-                " a foreign producer wrote into the local partition"
+                f"{differs}: it was not written by this deployment (producer id"
+                f" {self.local_writer}, ours is {self.our_writer}): a foreign producer wrote into"
+                " the local partition"
             )
         if changed is Changed.UNKNOWN:
             return (
-                f"{self.where}: the local record at offset {at} differs from remote"
-                f" {self.remote}'s: a foreign producer wrote into the local partition, or the"
-                " remote holds other data than what was copied before (its topic deleted and"
+                f"{differs}: a foreign producer wrote into the local partition, or the remote"
+                " holds other data than what was copied before (its topic deleted and"
                 " recreated, or the cluster restored from elsewhere?)"
             )
-        copied = ""
+        copied = " (this deployment copied it)"
         if self.copied_from == self.remote:
-            copied = " copied from it"
+            copied = " (copied from it)"
         elif self.copied_from is not None:
-            copied = f" copied from remote {self.copied_from}"
+            copied = f" (copied from remote {self.copied_from})"
         shorter = ""
         if self._shrunk:
             shorter = f"; it ends at {self.remote_end}, below the {self.copied_end} copied"
         return (
-            f"{self.where}: remote {self.remote}'s log no longer matches what was copied:"
-            f" its record at offset {at} differs from the local one{copied}{shorter} (the"
-            f" remote's log was truncated or replaced at offset {at} or below: an unclean"
-            " leader election, or its topic deleted and recreated); nothing is copied on"
-            " top of it"
+            f"{differs}{copied}: remote {self.remote}'s log no longer matches what was copied"
+            f" (truncated or replaced at offset {at} or below{shorter}: an unclean leader"
+            " election on the remote, or its topic deleted and recreated); nothing is copied"
+            " on top of it"
         )

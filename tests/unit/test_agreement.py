@@ -243,6 +243,7 @@ def test_a_local_record_of_another_producer_is_a_foreign_write() -> None:
     found = diverged(local_writer=9, our_writer=77, remote_end=100)
     assert found.changed is Changed.LOCAL
     assert "not written by this deployment (producer id 9, ours is 77)" in found.describe()
+    assert "the local record at offset 40 differs from remote east's" in found.describe()
     assert "foreign producer" in found.describe()
 
 
@@ -251,14 +252,15 @@ def test_a_local_record_of_ours_that_the_remote_no_longer_holds_blames_the_remot
     assert found.changed is Changed.REMOTE
     text = found.describe()
     assert "remote east's log no longer matches what was copied" in text
-    assert "truncated or replaced at offset 40" in text
+    assert "truncated or replaced at offset 40 or below" in text
+    assert text.startswith("t[0]: the local record at offset 40 differs from remote east's")
     assert "foreign producer" not in text
 
 
 def test_a_record_copied_from_the_remote_itself_blames_the_remote() -> None:
     found = diverged(copied_from="east")
     assert found.changed is Changed.REMOTE
-    assert "differs from the local one copied from it" in found.describe()
+    assert "east's (copied from it): remote east's log no longer matches" in found.describe()
     other = diverged(copied_from="west")
     assert "copied from remote west" in other.describe()
 
