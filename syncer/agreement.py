@@ -30,6 +30,7 @@ from syncer.batches import Batch, decode, is_filler, record_digest, record_diges
 from syncer.chunks import Fetched
 from syncer.clusters import TP, Cluster, FetchedPartition
 from syncer.errors import PartitionHalted, TransientClusterError
+from syncer.landed import Divergence
 from syncer.lanes import Lanes
 from syncer.partition import PartitionSources
 from syncer.wire import FetchOutcome
@@ -119,8 +120,11 @@ class Agreement:
         local: Cluster,
         fetchers: Mapping[str, Lanes],
         sources: PartitionSources,
+        writer_id: int | None = None,
     ) -> None:
         self.tp = tp
+        self.writer_id = writer_id  # the producer id this deployment writes with
+        self._local_writers: dict[int, int] = {}  # offset → producer id, of the local records
         self.local = local
         self.fetchers = fetchers
         self.sources = sources
@@ -203,7 +207,7 @@ class Agreement:
             self._disagrees(
                 got.remote,
                 f"records differ from those written from remote {self.last.remote} at offset {at}",
-                f"the record at offset {at} differs from remote {got.remote}'s",
+                self._divergence(got.remote, at, frontier, self.last.remote),
             )
         return result.agrees
 
@@ -220,7 +224,7 @@ class Agreement:
             self._disagrees(
                 got.remote,
                 f"records differ from the local log's at offset {at}",
-                f"the local record at offset {at} differs from remote {got.remote}'s",
+                self._divergence(got.remote, at, frontier),
             )
         if not result.compared:
             log.warning(
@@ -241,7 +245,14 @@ class Agreement:
                 low = max(start, frontier - window)
                 if low >= frontier:
                     return {}
-                found = _real_digests(await self._read_local(low, frontier), low, frontier)
+                batches = await self._read_local(low, frontier)
+                found = _real_digests(batches, low, frontier)
+                self._local_writers = {
+                    o: b.producer_id
+                    for b in batches
+                    for o in found
+                    if b.base_offset <= o < b.next_offset
+                }
                 if found or low == start:
                     return found
         except (TimeoutError, OSError) as exc:
@@ -317,16 +328,38 @@ class Agreement:
             return None
         return min(others, key=lambda n: (n not in self.checked, health(n).rank))
 
-    def _disagrees(self, remote: str, reason: str, halt: str) -> None:
-        """Drop ``remote``; halt the partition if it was the last one left."""
+    def _divergence(
+        self, remote: str, at: int, frontier: int, copied_from: str | None = None
+    ) -> Divergence:
+        """What is known of ``remote``'s record at ``at`` differing from the local one."""
+        ends = self.sources.ends.get(remote)
+        return Divergence(
+            self.where,
+            remote,
+            at,
+            frontier,
+            remote_end=None if ends is None else ends.end,
+            copied_from=copied_from,
+            local_writer=None if copied_from else self._local_writers.get(at),
+            our_writer=self.writer_id,
+        )
+
+    def _disagrees(self, remote: str, reason: str, halt: str | Divergence) -> None:
+        """Drop ``remote``; halt the partition if it was the last one left, saying which
+        log changed where that is known (``Divergence``)."""
         self._drop(remote, reason)
         if self.sources.every_dropped():
             others = "; ".join(f"{n}: {r}" for n, r in self.sources.dropped.items() if n != remote)
+            if isinstance(halt, str):
+                halt = (
+                    f"{self.where}: {halt}: a foreign producer wrote into the local partition,"
+                    " or the remote holds other data than what was copied before (its topic"
+                    " deleted and recreated, or the cluster restored from elsewhere?)"
+                )
+            else:
+                halt = halt.describe()
             raise PartitionHalted(
-                f"{self.where}: {halt}: a foreign producer wrote into the local partition, or"
-                " the remote holds other data than what was copied before (its topic deleted"
-                " and recreated, or the cluster restored from elsewhere?)"
-                + (f"; every other remote was dropped too ({others})" if others else "")
+                halt + (f"; every other remote was dropped too ({others})" if others else "")
             )
         raise SourceDropped(f"remote {remote} dropped: {reason}")
 

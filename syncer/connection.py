@@ -27,10 +27,13 @@ from syncer.config import ClusterConfig
 from syncer.errors import (
     AuthenticationError,
     ClusterError,
+    LeaderMoved,
     TransientClusterError,
     UnreachableError,
 )
+from syncer.leaders import LEADER_MOVED_CODES, STALE_METADATA_CODES, MetadataRefresh
 from syncer.protocol import NO_ID, UNKNOWN_TOPIC_ID, TopicIdsRequest, topics_of
+from syncer.protocol.common import FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH
 
 TP: TypeAlias = TopicPartition
 
@@ -50,15 +53,29 @@ UNKNOWN_TO_AIOKAFKA = {
         "no topic holds the id it was asked by: the topic was deleted, or recreated under"
         " its name, since that id was learned",
     ),
+    FENCED_LEADER_EPOCH: (
+        "FencedLeaderEpochError",
+        "the broker asked leads the partition under a newer leader epoch",
+    ),
+    UNKNOWN_LEADER_EPOCH: (
+        "UnknownLeaderEpochError",
+        "the broker asked does not know the partition's leader epoch yet",
+    ),
 }
 
 
 def error_for(code: int, context: str) -> ClusterError:
-    """Our error for a Kafka error code; transient ones are retriable."""
+    """Our error for a Kafka error code; transient ones are retriable, and a leader that
+    moved is ``LeaderMoved`` (retried at once, on refreshed metadata)."""
     if code in UNKNOWN_TO_AIOKAFKA:
         name, meaning = UNKNOWN_TO_AIOKAFKA[code]
-        return ClusterError(f"{context}: {name} (error {code}): {meaning}")
-    text = f"{context}: {kafka_errors.for_code(code).__name__} (error {code})"
+        text = f"{context}: {name} (error {code}): {meaning}"
+    else:
+        text = f"{context}: {kafka_errors.for_code(code).__name__} (error {code})"
+    if code in LEADER_MOVED_CODES:
+        return LeaderMoved(text)
+    if code in UNKNOWN_TO_AIOKAFKA:
+        return ClusterError(text)
     if is_retriable(code):
         return TransientClusterError(text)
     return ClusterError(text)
@@ -122,6 +139,8 @@ class ClusterConnection:
         }
         self._buffers = {k: v for k, v in self._buffers.items() if v > 0}
         self._tuned: weakref.WeakSet[Any] = weakref.WeakSet()
+        # refreshes the leaders when an answer says they moved (``leaders_moved``)
+        self.leaders = MetadataRefresh(self.refresh_metadata, self.name)
 
     def __repr__(self) -> str:
         return f"<Cluster {self.role} {self.name} {self.config.bootstrap_servers}>"
@@ -188,6 +207,7 @@ class ClusterConnection:
         return None
 
     async def stop(self) -> None:
+        await self.leaders.close()
         if self._started:
             self._started = False
             await self._client.close()
@@ -277,8 +297,16 @@ class ClusterConnection:
             )
         return int(node)
 
+    def leaders_moved(self, codes: Collection[tuple[str, int]], seen: int) -> None:
+        """The (topic, error code) of each partition of an answer to a request routed at
+        metadata generation ``seen``: refresh the leaders now if one says they moved."""
+        stale = {topic for topic, code in codes if code in STALE_METADATA_CODES}
+        self.leaders.moved(stale, seen)
+
     async def leader_for(self, tp: TP) -> int:
-        """Like ``leader``, refreshing metadata once if the partition is not known yet."""
+        """Like ``leader``, after the refresh under way if a leader moved, and refreshing
+        metadata once if the partition is not known yet."""
+        await self.leaders.wait()
         if self._client.cluster.leader_for_partition(tp) in (None, -1):
             await self.refresh_metadata()
         return self.leader(tp)

@@ -19,6 +19,7 @@ from syncer.config import CopierConfig
 from syncer.errors import (
     ForeignWrite,
     HoleFound,
+    LeaderMoved,
     MisalignedWrite,
     PartitionHalted,
     TransientClusterError,
@@ -43,12 +44,27 @@ FILLER_REASONS = {
 }
 
 
-def next_backoff(backoff: float, moved: bool, config: CopierConfig) -> float:
-    """The wait before the next retry after ``backoff``: back to the first step if records
-    were copied since the last error (it was moving), else twice as long, up to the cap."""
-    if moved:
-        return config.retry_backoff_ms / 1000
-    return min(backoff * 2, config.retry_backoff_max_ms / 1000)
+def next_backoff(
+    backoff: float,
+    moved: bool,
+    config: CopierConfig,
+    *,
+    healthy_s: float = 0.0,
+    leader_moved: bool = False,
+) -> float:
+    """The wait before resuming after an error, given ``backoff``, the wait after the error
+    before it (0 if none). The first step again if this error follows a healthy stretch:
+    records were copied since the last retry resumed (``moved``), or it ran for longer than
+    the cap without an error (``healthy_s``), or it is a leader that moved (the metadata is
+    refreshed at once, and waiting longer would not bring the new leader sooner). Else twice
+    as long, up to the cap: an error that keeps coming back is not asked of the broker every
+    step. Decided when the error comes, so the first error after an hour of copying does not
+    wait out what was left of an old backoff (issue 19: up to ``retry_backoff_max_ms``)."""
+    first = config.retry_backoff_ms / 1000
+    cap = config.retry_backoff_max_ms / 1000
+    if moved or leader_moved or healthy_s > cap or backoff < first:
+        return first
+    return min(backoff * 2, cap)
 
 
 class PartitionCopier:
@@ -84,7 +100,7 @@ class PartitionCopier:
         self.status = PartitionStatus(tp, remote_ends=sources.ends, dropped=sources.dropped)
         # the one seam left (issue 18): the scheduler still writes the ends it learns
         self.chunks = ChunkScheduler(tp, fetchers, sources, config, memory)
-        self.agreement = Agreement(tp, local, fetchers, sources)
+        self.agreement = Agreement(tp, local, fetchers, sources, identity.producer_id)
         self._stopping = False
         self.writes = PartitionWrites(
             tp,
@@ -121,9 +137,10 @@ class PartitionCopier:
         return self.status
 
     async def _run(self, until: int | None) -> None:
-        backoff = self.config.retry_backoff_ms / 1000
+        backoff = 0.0  # the wait after the last error (none yet)
         while not self._stopping:
             copied = self.status.records_copied
+            resumed = time.monotonic()
             try:
                 await self._copy(until)
                 break
@@ -136,6 +153,13 @@ class PartitionCopier:
                     if refused == exc.refused_at and await self._settled(refused):
                         await self._halt(ForeignWrite(self._foreign_write_message(refused)))
                         return
+                backoff = next_backoff(
+                    backoff,
+                    self.status.records_copied > copied,
+                    self.config,
+                    healthy_s=time.monotonic() - resumed,
+                    leader_moved=isinstance(exc, LeaderMoved),
+                )
                 self.status.retries += 1
                 self._count("resync" if isinstance(exc, Resync) else "transient")
                 self.status.state = State.RETRYING
@@ -148,8 +172,6 @@ class PartitionCopier:
                     await self._halt(halted)
                     return
                 await asyncio.sleep(backoff)
-                moved = self.status.records_copied > copied
-                backoff = next_backoff(backoff, moved, self.config)
             except Exception as exc:  # a bug: halt visibly rather than die unseen
                 log.exception("%s[%d]: internal error", self.tp.topic, self.tp.partition)
                 error = PartitionHalted(f"internal error: {type(exc).__name__}: {exc}")
@@ -186,7 +208,6 @@ class PartitionCopier:
 
     async def _copy(self, until: int | None) -> None:
         frontier = await self.writes.checked_local_end(self._check_landed)
-        self.status.local_end = frontier
         await self.chunks.reset(frontier)
         try:
             while not self._stopping:

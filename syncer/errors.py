@@ -55,6 +55,12 @@ class TransientClusterError(ClusterError):
     exit_code = ExitCode.UNREACHABLE
 
 
+class LeaderMoved(TransientClusterError):
+    """The broker asked does not lead the partition (any more): the cluster's metadata is
+    being refreshed, so the next try goes to the new leader; worth it after the first step
+    of the backoff, not a growing one (a leader election is over within a second)."""
+
+
 class UnreachableError(ClusterError):
     """A cluster's bootstrap servers cannot be reached."""
 

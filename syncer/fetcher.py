@@ -123,6 +123,8 @@ class Fetcher(RequestLoop):
         self.fetches = 0
         self.pending_bytes = 0  # asked for and not answered yet: how loaded this lane is
         self.pending: dict[TP, int] = {}  # fetches waiting or in flight, per partition
+        # fetches of a topic whose leaders are being refreshed wait for the new leader
+        cluster.leaders.listen(self._wakeup.set)
 
     def __repr__(self) -> str:
         in_flight = sum(self._data_busy.values()) + sum(map(len, self._polling.values()))
@@ -212,12 +214,8 @@ class Fetcher(RequestLoop):
             if not queue:
                 del self._wants[tp]
                 continue
-            try:
-                node = self.cluster.leader(tp)
-            except SyncerError as exc:
-                for want in self._wants.pop(tp):
-                    if not want.future.done():
-                        want.future.set_exception(exc)
+            node = self._leader(tp)
+            if node is None:
                 continue
             want = queue[0]
             poll = want.poll
@@ -248,6 +246,19 @@ class Fetcher(RequestLoop):
                 wait_ms = self._quiet_wait_ms if quiet else self.config.fetch_max_wait_ms
             self._spawn(self._fetch(node, connection, wants, wait_ms))
         return bool(by_node)
+
+    def _leader(self, tp: TP) -> int | None:
+        """Where ``tp``'s next fetch goes; None while its leader is being refreshed (it waits
+        for the new one) or if no leader is known (its fetches fail)."""
+        if self.cluster.leaders.refreshing(tp.topic):
+            return None
+        try:
+            return self.cluster.leader(tp)
+        except SyncerError as exc:
+            for want in self._wants.pop(tp):
+                if not want.future.done():
+                    want.future.set_exception(exc)
+            return None
 
     def _has_room(
         self, node: int, kind: RequestKind, going: dict[tuple[int, RequestKind], dict[TP, _Want]]

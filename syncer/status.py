@@ -38,7 +38,8 @@ class PartitionStatus:
     remote_ends: Mapping[str, RemoteEnds] = field(default_factory=dict)
     state: State = State.STARTING
     error: str | None = None
-    records_copied: int = 0
+    # the local end when the copier first read it: records copied are counted from it
+    started_at_end: int | None = None
     bytes_copied: int = 0
     retries: int = 0
     served: dict[str, int] = field(default_factory=dict)  # remote → bytes written from it
@@ -50,6 +51,14 @@ class PartitionStatus:
     one_at_a_time: bool = True
     # the newest record written is older than the local brokers' producer.id.expiration.ms
     older_than_producer_expiry: bool = False
+
+    @property
+    def records_copied(self) -> int:
+        """Offsets written locally since the copier started (fillers among them, counted
+        apart in ``filled``): the local end it knows now less the end it started at. Not a
+        count of answered writes: a write that landed while its answer was lost (a broker
+        killed) is in the local end that is read back after it, and counted."""
+        return copied_since(self.started_at_end, self.local_end)
 
     @property
     def remote_end(self) -> int:
@@ -69,6 +78,14 @@ class PartitionStatus:
             errors=dict(self.errors),
             dropped=dict(self.dropped),
         )
+
+
+def copied_since(started_at_end: int | None, local_end: int) -> int:
+    """Offsets written locally between the local end a copier started at and ``local_end``
+    (none before the end is first read, nor if the end went back: that partition halts)."""
+    if started_at_end is None or local_end < 0:
+        return 0
+    return max(0, local_end - started_at_end)
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from aiokafka.protocol.transaction import InitProducerIdRequest
 
 from syncer.connection import TP, ClusterConnection, error_for, is_retriable
 from syncer.errors import ClusterError, TransientClusterError
+from syncer.leaders import LEADER_MOVED_CODES
 from syncer.protocol import (
     UNKNOWN_TOPIC_ID,
     FetchByIdRequest,
@@ -28,7 +29,6 @@ from syncer.protocol import (
     fetched_by_id,
     produced_by_id,
 )
-from syncer.protocol.common import FENCED_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH
 from syncer.retry import retried
 
 log = logging.getLogger(__name__)
@@ -55,10 +55,6 @@ class FetchOutcome(Enum):
     def retriable(self) -> bool:
         """May the same fetch succeed if asked again (after a metadata refresh)?"""
         return self in (FetchOutcome.RETRY, FetchOutcome.LEADER_MOVED)
-
-
-# the leader a request went to leads no more (Kafka's clients refresh metadata on these)
-LEADER_MOVED_CODES = frozenset({NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH})
 
 
 def fetch_outcome(code: int) -> FetchOutcome:
@@ -140,7 +136,10 @@ class WireRequests(ClusterConnection):
         out: dict[TP, int] = {}
         for node, topics in by_leader.items():
             request = OffsetRequest(-1, isolation, list(topics.items()))
+            seen = self.leaders.generation
             response = await self.send(node, request)
+            codes = [(t, code) for t, partitions in response.topics for _p, code, *_ in partitions]
+            self.leaders_moved(codes, seen)
             for topic, partitions in response.topics:
                 for partition, code, *rest in partitions:
                     if code:
@@ -165,6 +164,7 @@ class WireRequests(ClusterConnection):
             offset, limit = want if isinstance(want, tuple) else (want, partition_max_bytes)
             topics[tp.topic].append((tp.partition, offset, limit))
         request = FetchRequest(max_wait_ms, 1, max_bytes, READ_COMMITTED, list(topics.items()))
+        seen = self.leaders.generation
         response = await self.send(node, request, connection=connection)
         out: dict[TP, FetchedPartition] = {}
         for topic, partitions in response.topics:
@@ -178,6 +178,7 @@ class WireRequests(ClusterConnection):
                     tuple((a[0], a[1]) for a in (aborted or ())),
                     records or b"",
                 )
+        self.leaders_moved([(tp.topic, p.error_code) for tp, p in out.items()], seen)
         return out
 
     async def fetch_by_id(
@@ -207,10 +208,13 @@ class WireRequests(ClusterConnection):
         if not topics:
             return out
         request = FetchByIdRequest(max_wait_ms, max_bytes, READ_COMMITTED, topics)
+        seen = self.leaders.generation
         response = await self.send(node, request, connection=connection)
+        answered = []
         for p in fetched_by_id(response):
             name = names.get(p.topic_id)
             if name is not None:
+                answered.append((name, p.error_code))
                 out[TP(name, p.partition)] = FetchedPartition(
                     p.error_code,
                     p.high_watermark,
@@ -219,6 +223,7 @@ class WireRequests(ClusterConnection):
                     p.aborted,
                     p.records,
                 )
+        self.leaders_moved(answered, seen)
         return out
 
     async def produce(
@@ -251,11 +256,13 @@ class WireRequests(ClusterConnection):
         for tp, batch in batches.items():
             topics[tp.topic].append((tp.partition, batch))
         request = ProduceRequest(None, -1, timeout_ms, list(topics.items()))
+        seen = self.leaders.generation
         response = await self.send(node, request)
         out: dict[TP, ProduceResult] = {}
         for topic, partitions in response.topics:
             for partition, code, offset, *_ in partitions:
                 out[TP(topic, partition)] = ProduceResult(code, offset)
+        self.leaders_moved([(tp.topic, r.error_code) for tp, r in out.items()], seen)
         return out
 
     async def _produce_by_id(
@@ -278,11 +285,15 @@ class WireRequests(ClusterConnection):
             topics[topic_id].append((tp.partition, batch))
         if not topics:
             return out
+        seen = self.leaders.generation
         response = await self.send(node, ProduceByIdRequest(-1, timeout_ms, topics))
+        answered = []  # the broker's answers (not the ones made up above for unknown ids)
         for p in produced_by_id(response):
             name = names.get(p.topic_id)
             if name is not None:
                 out[TP(name, p.partition)] = ProduceResult(p.error_code, p.base_offset, p.message)
+                answered.append((name, p.error_code))
+        self.leaders_moved(answered, seen)
         return out
 
     async def init_producer_id(self) -> tuple[int, int]:

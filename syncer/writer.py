@@ -44,6 +44,8 @@ class Writer(RequestLoop):
         self._queues: dict[TP, deque[tuple[bytes, asyncio.Future[ProduceResult]]]] = {}
         self._in_flight: dict[int, int] = defaultdict(int)
         self.requests_sent = 0
+        # batches of a topic whose leaders are being refreshed wait for the new leader
+        cluster.leaders.listen(self._wakeup.set)
 
     def __repr__(self) -> str:
         queued = sum(len(q) for q in self._queues.values())
@@ -92,6 +94,8 @@ class Writer(RequestLoop):
                 if not queue:
                     del self._queues[tp]
                     continue
+                if self.cluster.leaders.refreshing(tp.topic):
+                    continue  # its leader moved: sent once the refresh tells where to
                 try:
                     node = self.cluster.leader(tp)
                 except SyncerError as exc:

@@ -140,7 +140,6 @@ class PartitionWrites:
         s.newest_timestamp_ms = max(s.newest_timestamp_ms, sent.max_timestamp)
         now_ms = int(time.time() * 1000)
         s.older_than_producer_expiry = not self.state_clock.fresh(s.newest_timestamp_ms, now_ms)
-        s.records_copied += sent.records
         s.filled += sent.filled
         s.bytes_copied += sent.size
         if sent.remote:  # not for the fillers that align a partition's start
@@ -203,7 +202,10 @@ class PartitionWrites:
             )
         error = error_for(result.error_code, f"write at offset {sent.base_offset}")
         if outcome in (Outcome.NOT_LANDED, Outcome.UNKNOWN):
-            # logged with the partition's name as it is retried; what landed is checked
+            # logged with the partition's name as it is retried; what landed is checked. A
+            # leader that moved stays ``LeaderMoved``: the copier retries it without waiting
+            if isinstance(error, TransientClusterError):
+                raise error
             raise TransientClusterError(str(error))
         raise PartitionHalted(f"{self.where}: {error}")
 
@@ -239,6 +241,8 @@ class PartitionWrites:
         confirmed = self.confirmed
         if confirmed is None:
             self.confirmed = end  # the end found at start (the agreement checks below it)
+            self.status.started_at_end = end  # records copied are counted from here
+            self.status.local_end = end
             return end
         for _ in range(SHRINK_READS):
             if end >= confirmed:
@@ -254,6 +258,7 @@ class PartitionWrites:
         if end > confirmed:
             await check(confirmed, end)
             self.confirmed = end
+        self.status.local_end = end  # writes whose answers were lost count once read back
         return end
 
     async def settled(self, offset: int, stopping: Callable[[], bool]) -> bool:

@@ -25,6 +25,7 @@ from syncer.chunks import Chunk, Fetched
 from syncer.clusters import TP, FetchedPartition
 from syncer.errors import PartitionHalted
 from syncer.holes import RemoteEnds
+from syncer.landed import Changed, Divergence
 from syncer.partition import PartitionSources
 from syncer.sources import SourceHealth
 from tests.unit.test_batches import build
@@ -98,7 +99,9 @@ class Side:
         return {TPX: (0, 100)}
 
 
-def agreement(local: bytes, **remotes: bytes) -> tuple[Agreement, dict[str, Side]]:
+def agreement(
+    local: bytes, writer_id: int | None = None, **remotes: bytes
+) -> tuple[Agreement, dict[str, Side]]:
     sources = {name: Side(raw) for name, raw in remotes.items()}
     health = {name: SourceHealth(name, rank) for rank, name in enumerate(remotes)}
     check = Agreement(
@@ -106,6 +109,7 @@ def agreement(local: bytes, **remotes: bytes) -> tuple[Agreement, dict[str, Side
         Side(local),  # type: ignore[arg-type]
         sources,  # type: ignore[arg-type]
         PartitionSources(TPX, health, {name: RemoteEnds(0, 100) for name in remotes}),
+        writer_id,
     )
     return check, sources
 
@@ -226,3 +230,66 @@ async def test_a_chunk_that_was_not_let_through_is_not_the_reference() -> None:
     await check.check(stale, 10)
     check.written(stale)
     assert check.last is None
+
+
+# --- which log changed, when a remote's record below the copied end differs (issue 19) ------
+
+
+def diverged(**known: Any) -> Divergence:
+    return Divergence("t[0]", "east", 40, 100, **known)
+
+
+def test_a_local_record_of_another_producer_is_a_foreign_write() -> None:
+    found = diverged(local_writer=9, our_writer=77, remote_end=100)
+    assert found.changed is Changed.LOCAL
+    assert "not written by this deployment (producer id 9, ours is 77)" in found.describe()
+    assert "the local record at offset 40 differs from remote east's" in found.describe()
+    assert "foreign producer" in found.describe()
+
+
+def test_a_local_record_of_ours_that_the_remote_no_longer_holds_blames_the_remote() -> None:
+    found = diverged(local_writer=77, our_writer=77, remote_end=120)
+    assert found.changed is Changed.REMOTE
+    text = found.describe()
+    assert "remote east's log no longer matches what was copied" in text
+    assert "truncated or replaced at offset 40 or below" in text
+    assert text.startswith("t[0]: the local record at offset 40 differs from remote east's")
+    assert "foreign producer" not in text
+
+
+def test_a_record_copied_from_the_remote_itself_blames_the_remote() -> None:
+    found = diverged(copied_from="east")
+    assert found.changed is Changed.REMOTE
+    assert "east's (copied from it): remote east's log no longer matches" in found.describe()
+    other = diverged(copied_from="west")
+    assert "copied from remote west" in other.describe()
+
+
+def test_a_remote_that_ends_below_what_was_copied_is_blamed_even_unread() -> None:
+    found = diverged(remote_end=60)  # an unclean election left it shorter
+    assert found.changed is Changed.REMOTE
+    assert "it ends at 60, below the 100 copied" in found.describe()
+
+
+def test_with_nothing_known_both_causes_are_named() -> None:
+    found = diverged(remote_end=100)
+    assert found.changed is Changed.UNKNOWN
+    assert "a foreign producer wrote into the local partition, or the remote" in found.describe()
+    # our own producer id unknown (unreadable): the local writer alone tells nothing
+    assert diverged(local_writer=9, remote_end=100).changed is Changed.UNKNOWN
+
+
+async def test_the_only_remote_no_longer_holding_what_was_copied_halts_naming_the_remote() -> None:
+    ours = build(9, [(b"k", b"copied")], producer_id=77)
+    check, _ = agreement(ours, 77, east=THEIRS)
+    with pytest.raises(PartitionHalted) as halted:
+        await check.check(chunk_at(10), 10)
+    assert "remote east's log no longer matches what was copied" in str(halted.value)
+    assert "offset 9" in str(halted.value) and "foreign" not in str(halted.value)
+
+
+async def test_a_local_record_of_another_producer_halts_as_a_foreign_write() -> None:
+    theirs = build(9, [(b"k", b"someone else's")], producer_id=9)
+    check, _ = agreement(theirs, 77, east=THEIRS)
+    with pytest.raises(PartitionHalted, match="not written by this deployment"):
+        await check.check(chunk_at(10), 10)

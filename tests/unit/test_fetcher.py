@@ -22,10 +22,15 @@ from syncer.fetcher import (
 )
 from syncer.holes import RemoteEnds
 from syncer.lanes import Lanes
+from syncer.leaders import MetadataRefresh
 from syncer.partition import PartitionSources
 from syncer.sources import SourceHealth
 
 A, B, C = TP("t", 0), TP("t", 1), TP("t", 2)
+
+
+async def no_refresh() -> None:
+    """No leader moves in these tests (test_leaders moves them)."""
 
 
 @dataclass
@@ -34,6 +39,7 @@ class Broker:
     ends: dict[TP, int] = field(default_factory=dict)
     requests: list[tuple[int, dict[TP, int], int]] = field(default_factory=list)
     appended: asyncio.Event = field(default_factory=asyncio.Event)
+    leaders: MetadataRefresh = field(default_factory=lambda: MetadataRefresh(no_refresh))
 
     def leader(self, tp: TP) -> int:
         return 1

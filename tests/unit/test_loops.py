@@ -11,15 +11,23 @@ import pytest
 from syncer.budget import ByteBudget
 from syncer.clusters import TP, ProduceResult
 from syncer.errors import TransientClusterError
+from syncer.leaders import MetadataRefresh
 from syncer.writer import Writer
 
 A = TP("t", 0)
+
+
+async def no_refresh() -> None:
+    """No leader ever moves in these tests."""
 
 
 class BrokenCluster:
     """A cluster whose metadata lookup fails with a bug (not one of our errors)."""
 
     name = "local"
+
+    def __init__(self) -> None:
+        self.leaders = MetadataRefresh(no_refresh)
 
     def leader(self, tp: TP) -> int:
         raise KeyError("a bug in the metadata lookup")
@@ -32,6 +40,7 @@ class SilentCluster:
 
     def __init__(self) -> None:
         self.requests = 0
+        self.leaders = MetadataRefresh(no_refresh)
 
     def leader(self, tp: TP) -> int:
         return 1

@@ -7,7 +7,14 @@ from syncer.holes import RemoteEnds
 from syncer.metrics import SyncerCollector
 from syncer.offsets import GroupStatus
 from syncer.sources import SourceHealth
-from syncer.status import PartitionStatus, RemoteStatus, Snapshot, State, status_document
+from syncer.status import (
+    PartitionStatus,
+    RemoteStatus,
+    Snapshot,
+    State,
+    copied_since,
+    status_document,
+)
 
 
 def snapshot() -> Snapshot:
@@ -70,3 +77,23 @@ def test_a_copy_does_not_follow_the_copier() -> None:
     live.served["east"] = 2
     live.state = State.HALTED
     assert seen.served == {"east": 1} and seen.state is State.STARTING
+
+
+def test_records_copied_come_from_the_local_end_not_from_answered_writes() -> None:
+    """issue 19: a write that landed while its answer was lost (a broker killed) is in the
+    local end read back after it; the summary counted only the answered ones."""
+    status = PartitionStatus(TP("t", 0))
+    assert status.records_copied == 0  # the local end not read yet
+    status.started_at_end = 1_000
+    status.local_end = 1_000
+    assert status.records_copied == 0
+    status.local_end = 78_095 + 1_000  # read back after writes whose answers were lost
+    assert status.records_copied == 78_095
+    assert status.copy().records_copied == 78_095
+
+
+def test_copied_since_counts_nothing_before_the_start_nor_below_it() -> None:
+    assert copied_since(None, 50) == 0
+    assert copied_since(10, -1) == 0
+    assert copied_since(10, 5) == 0
+    assert copied_since(0, 5) == 5

@@ -12,8 +12,9 @@ import pytest
 
 from syncer.alignment import OUT_OF_ORDER_SEQUENCE, REQUEST_TIMED_OUT, StateClock
 from syncer.clusters import TP, ProduceResult
-from syncer.errors import MisalignedWrite, PartitionHalted, TransientClusterError
+from syncer.errors import LeaderMoved, MisalignedWrite, PartitionHalted, TransientClusterError
 from syncer.partition import PartitionSources
+from syncer.protocol.common import NOT_LEADER_OR_FOLLOWER
 from syncer.sources import SourceHealth
 from syncer.status import PartitionStatus
 from syncer.writes import PartitionWrites, Resync, Sent
@@ -128,6 +129,44 @@ async def test_a_write_that_landed_counts_for_the_partition_and_its_remote() -> 
     await asyncio.sleep(0)
     assert (east.served_bytes, east.served_records) == (100, 10)
     assert w.status.filled == 5 and w.status.served == {"east": 100}
+    # offsets copied (the fillers among them) come from the local end the answers moved
+    assert w.status.records_copied == 25
+
+
+async def test_writes_whose_answers_were_lost_count_once_the_local_end_is_read_back() -> None:
+    """issue 19: the summary counted 77,888 records where 78,095 were copied."""
+    writer, local = StandInWriter(), StandInLocal(40)
+    w = writes(writer, local)
+    await w.checked_local_end(unreachable_check)
+    w.submit(batch(40), b"raw")
+    w.submit(batch(50), b"raw")
+    writer.sent[0].set_result(ProduceResult(0, 40))
+    writer.sent[1].set_exception(TransientClusterError("connection to the leader lost"))
+    await asyncio.sleep(0)
+    assert w.status.records_copied == 10
+    await w.settle()
+    local.end = 60  # the second one landed all the same
+
+    async def check(low: int, high: int) -> None:
+        pass
+
+    assert await w.checked_local_end(check) == 60
+    assert w.status.records_copied == 20 and w.status.local_end == 60
+
+
+async def test_a_produce_answer_naming_a_moved_leader_is_retried_as_leader_moved() -> None:
+    writer, local = StandInWriter(), StandInLocal(0)
+    w = writes(writer, local)
+    await w.checked_local_end(unreachable_check)
+    w.submit(batch(0), b"raw")
+    writer.sent[0].set_result(ProduceResult(NOT_LEADER_OR_FOLLOWER, -1))
+    with pytest.raises(LeaderMoved):
+        await w.drain(0)
+    w.submit(batch(0), b"raw")
+    writer.sent[1].set_result(ProduceResult(REQUEST_TIMED_OUT, -1))
+    with pytest.raises(TransientClusterError) as timed_out:
+        await w.drain(0)
+    assert not isinstance(timed_out.value, LeaderMoved)  # that one backs off as it did
 
 
 async def test_a_write_that_landed_elsewhere_halts_naming_both_offsets() -> None:
