@@ -64,6 +64,16 @@ async def ends(bootstrap: str, topic: str) -> list[int]:
     return [latest[tp] for tp in tps]
 
 
+async def every_partition_copying(syncer: Syncer) -> None:
+    await wait_for(
+        "every partition copying",
+        lambda: (
+            len(syncer.statuses()) == PARTITIONS and all(s.local_end > 0 for s in syncer.statuses())
+        ),
+        90,
+    )
+
+
 async def wait_for(what: str, check: object, timeout: float) -> float:
     """Seconds until ``check()`` holds."""
     started = time.monotonic()
@@ -86,14 +96,7 @@ async def test_kill_9_of_the_busiest_local_leader_mid_copy_ends_identical(
     async with syncer:
         running = asyncio.create_task(syncer.run())
         try:
-            await wait_for(
-                "every partition copying",
-                lambda: (
-                    len(syncer.statuses()) == PARTITIONS
-                    and all(s.local_end > 0 for s in syncer.statuses())
-                ),
-                90,
-            )
+            await every_partition_copying(syncer)
             placed = await placements_async(local.bootstrap, topic)
             assert all(len(p.replicas) == 3 for p in placed), placed  # local default RF 3
             busiest, led = Counter(p.leader for p in placed).most_common(1)[0]
@@ -249,14 +252,7 @@ async def copy_through(
     async with syncer:
         running = asyncio.create_task(syncer.run())
         try:
-            await wait_for(
-                "every partition copying",
-                lambda: (
-                    len(syncer.statuses()) == PARTITIONS
-                    and all(s.local_end > 0 for s in syncer.statuses())
-                ),
-                90,
-            )
+            await every_partition_copying(syncer)
             sampling = asyncio.create_task(
                 sample_ends(local, remote, topic, samples, stop_sampling)
             )
