@@ -58,6 +58,14 @@ def writes(writer: StandInWriter, local: StandInLocal, expiry_ms: int = DAY_MS) 
     )
 
 
+async def started(end: int = 0) -> tuple[StandInWriter, StandInLocal, PartitionWrites]:
+    """Writes of a partition whose local log ends at ``end``, its end read and checked."""
+    writer, local = StandInWriter(), StandInLocal(end)
+    w = writes(writer, local)
+    await w.checked_local_end(unreachable_check)
+    return writer, local, w
+
+
 def now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -96,9 +104,7 @@ async def test_the_first_write_goes_alone_then_fresh_ones_are_pipelined() -> Non
 
 
 async def test_records_older_than_the_expiry_go_one_at_a_time() -> None:
-    writer, local = StandInWriter(), StandInLocal(0)
-    w = writes(writer, local)
-    await w.checked_local_end(unreachable_check)
+    writer, _local, w = await started()
     w.submit(batch(0, age_ms=2 * DAY_MS), b"raw")
     room = await waits_for_room(w)
     writer.sent[0].set_result(ProduceResult(0, 0))
@@ -113,9 +119,7 @@ async def test_records_older_than_the_expiry_go_one_at_a_time() -> None:
 
 
 async def test_a_write_that_landed_counts_for_the_partition_and_its_remote() -> None:
-    writer, local = StandInWriter(), StandInLocal(0)
-    w = writes(writer, local)
-    await w.checked_local_end(unreachable_check)
+    writer, _local, w = await started()
     w.submit(batch(0), b"raw")
     w.submit(batch(10), b"raw")
     writer.sent[0].set_result(ProduceResult(0, 0))
@@ -135,9 +139,7 @@ async def test_a_write_that_landed_counts_for_the_partition_and_its_remote() -> 
 
 async def test_writes_whose_answers_were_lost_count_once_the_local_end_is_read_back() -> None:
     """issue 19: the summary counted 77,888 records where 78,095 were copied."""
-    writer, local = StandInWriter(), StandInLocal(40)
-    w = writes(writer, local)
-    await w.checked_local_end(unreachable_check)
+    writer, local, w = await started(40)
     w.submit(batch(40), b"raw")
     w.submit(batch(50), b"raw")
     writer.sent[0].set_result(ProduceResult(0, 40))
@@ -155,9 +157,7 @@ async def test_writes_whose_answers_were_lost_count_once_the_local_end_is_read_b
 
 
 async def test_a_produce_answer_naming_a_moved_leader_is_retried_as_leader_moved() -> None:
-    writer, local = StandInWriter(), StandInLocal(0)
-    w = writes(writer, local)
-    await w.checked_local_end(unreachable_check)
+    writer, _local, w = await started()
     w.submit(batch(0), b"raw")
     writer.sent[0].set_result(ProduceResult(NOT_LEADER_OR_FOLLOWER, -1))
     with pytest.raises(LeaderMoved):
@@ -170,9 +170,7 @@ async def test_a_produce_answer_naming_a_moved_leader_is_retried_as_leader_moved
 
 
 async def test_a_write_that_landed_elsewhere_halts_naming_both_offsets() -> None:
-    writer, local = StandInWriter(), StandInLocal(0)
-    w = writes(writer, local)
-    await w.checked_local_end(unreachable_check)
+    writer, _local, w = await started()
     w.submit(batch(0), b"raw")
     writer.sent[0].set_result(ProduceResult(0, 7))
     with pytest.raises(MisalignedWrite, match="remote offset 0 landed at local offset 7"):
@@ -181,9 +179,7 @@ async def test_a_write_that_landed_elsewhere_halts_naming_both_offsets() -> None
 
 
 async def test_a_refused_sequence_resyncs_and_names_the_offset() -> None:
-    writer, local = StandInWriter(), StandInLocal(0)
-    w = writes(writer, local)
-    await w.checked_local_end(unreachable_check)
+    writer, _local, w = await started()
     w.submit(batch(0), b"raw")
     writer.sent[0].set_result(ProduceResult(OUT_OF_ORDER_SEQUENCE, -1))
     with pytest.raises(Resync) as refused:
@@ -192,9 +188,7 @@ async def test_a_refused_sequence_resyncs_and_names_the_offset() -> None:
 
 
 async def test_a_timed_out_write_is_retried_and_what_landed_is_checked() -> None:
-    writer, local = StandInWriter(), StandInLocal(0)
-    w = writes(writer, local)
-    await w.checked_local_end(unreachable_check)
+    writer, local, w = await started()
     w.submit(batch(0), b"raw")
     writer.sent[0].set_result(ProduceResult(REQUEST_TIMED_OUT, -1))
     with pytest.raises(TransientClusterError):
@@ -211,9 +205,7 @@ async def test_a_timed_out_write_is_retried_and_what_landed_is_checked() -> None
 
 
 async def test_settle_judges_the_answers_still_in_flight() -> None:
-    writer, local = StandInWriter(), StandInLocal(0)
-    w = writes(writer, local)
-    await w.checked_local_end(unreachable_check)
+    writer, _local, w = await started()
     w.submit(batch(0), b"raw")
     w.submit(batch(10), b"raw")
     writer.sent[0].set_result(ProduceResult(0, 0))
@@ -224,9 +216,7 @@ async def test_settle_judges_the_answers_still_in_flight() -> None:
 
 
 async def test_a_local_end_that_went_back_halts() -> None:
-    writer, local = StandInWriter(), StandInLocal(50)
-    w = writes(writer, local)
-    await w.checked_local_end(unreachable_check)
+    _writer, local, w = await started(50)
     local.end = 0  # the local topic recreated, or an unclean election
     with pytest.raises(PartitionHalted, match="local end went back from 50 to 0"):
         await w.checked_local_end(unreachable_check)
