@@ -182,7 +182,7 @@ class Chaos:
 
     async def hit(self, fault: Fault) -> None:
         await asyncio.sleep(fault.before_s)
-        began = time.monotonic()
+        began, done = time.monotonic(), len(self.actions)
         if fault.kind == "kill local node":
             await self.bounce(LOCAL, fault.node, fault.length_s, crash=True)
         elif fault.kind == "stop local node":
@@ -196,7 +196,7 @@ class Chaos:
         else:
             await self.pause_member(fault.member, fault.length_s)
         self.actions.append(f"{fault} {time.monotonic() - began:.0f} s")
-        print(f"chaos-brokers: {self.actions[-1]}")
+        print(f"chaos-brokers: {'; '.join(self.actions[done:])}")
 
     async def bounce(self, name: str, node: int, down_s: float, *, crash: bool) -> None:
         """Take one node down (kill -9 or a clean stop), start it after ``down_s`` and wait
