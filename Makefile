@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test unit integration lint chaos bench bench-catchup bench-remotes bench-wan bench-steady bench-scale clean testbed-down
+.PHONY: run test unit integration lint chaos chaos-brokers bench bench-catchup bench-remotes bench-wan bench-steady bench-scale clean testbed-down
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,10 +23,17 @@ test: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest -q tests/unit
 
-# A randomized fault run (kill -9, pauses past the write lease) across three group members
-# while a producer writes; ends with every partition compared offset by offset.
+# Randomized fault runs while a producer writes, each ending with every partition compared
+# offset by offset: process faults (kill -9, pauses past the write lease, cut links) across
+# three group members on one-node clusters, 60 rounds; and broker faults (kill -9 or a clean
+# restart of a node, preferred elections) on a 3-node local and a 3-node remote, with kill -9
+# and pauses of group members, 30 rounds (half of SYNCER_CHAOS_ROUNDS unless
+# SYNCER_CHAOS_BROKER_ROUNDS says). `make test` runs 6 and 3. SYNCER_CHAOS_SEED replays a run.
 chaos: $(STAMP)
-	SYNCER_CHAOS_ROUNDS=$${SYNCER_CHAOS_ROUNDS:-60} $(BIN)/pytest -q -s -p no:cacheprovider tests/integration/test_chaos.py
+	SYNCER_CHAOS_ROUNDS=$${SYNCER_CHAOS_ROUNDS:-60} $(BIN)/pytest -q -s -p no:cacheprovider tests/integration/test_chaos.py tests/integration/test_chaos_brokers.py
+
+chaos-brokers: $(STAMP)
+	SYNCER_CHAOS_BROKER_ROUNDS=$${SYNCER_CHAOS_BROKER_ROUNDS:-30} $(BIN)/pytest -q -s -p no:cacheprovider tests/integration/test_chaos_brokers.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check syncer tests

@@ -12,7 +12,9 @@ with records two days old, as a migration copies them — then the broker holds 
 state for us most of the time, and no duplicate fence with it.
 
 CI runs a few rounds (``SYNCER_CHAOS_ROUNDS``, default 6); ``make chaos`` runs 60. The seed
-is printed so that a failing run can be replayed (``SYNCER_CHAOS_SEED``)."""
+is printed so that a failing run can be replayed (``SYNCER_CHAOS_SEED``). The same kind of run
+with broker faults (kill -9 and restarts of nodes, preferred elections) on 3-node clusters is
+``test_chaos_brokers``; ``make chaos`` runs both."""
 
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ import signal
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaProducer
@@ -69,10 +72,15 @@ async def links(proxied: Testbed) -> AsyncIterator[dict[str, LinkProxy]]:
             await proxy.stop()
 
 
-async def keep_producing(bootstrap: str, topic: str, stop: asyncio.Event, age_ms: int) -> int:
+async def keep_producing(
+    bootstrap: str, topic: str, stop: asyncio.Event, age_ms: int, **settings: Any
+) -> int:
     """Small batches into every partition until ``stop``, stamped ``age_ms`` in the past;
-    how many records were written."""
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, acks="all")
+    how many records were written. ``settings`` go to the producer (a remote whose brokers
+    die wants an idempotent one, or its retries write records twice at the source)."""
+    producer = AIOKafkaProducer(
+        bootstrap_servers=bootstrap, **{"linger_ms": 5, "acks": "all", **settings}
+    )
     await producer.start()
     sent = 0
     try:
