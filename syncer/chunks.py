@@ -168,14 +168,7 @@ class ChunkScheduler:
             self.plan.failed(chunk, again=False)
             raise
         if verdict is Verdict.ASK_AGAIN:
-            log.info(
-                "%s[%d]: remote %s: the leader moved; fetching %d again on new metadata",
-                self.tp.topic,
-                self.tp.partition,
-                chunk.remote,
-                chunk.start,
-            )
-            self.plan.failed(chunk)
+            self._leader_moved(chunk, fetched)
             return
         got = self.plan.answered(chunk, fetched)
         self._learned_end(chunk.remote, RemoteEnds(fetched.log_start_offset, fetched.stable_end))
@@ -190,6 +183,15 @@ class ChunkScheduler:
             got.covered_end,
             got.size,
         )
+
+    def _leader_moved(self, chunk: Chunk, fetched: FetchedPartition) -> None:
+        """Fetched again at once: the fetcher holds it until the metadata refresh the answer
+        started has ended, and sends it to the new leader."""
+        where = f"{self.tp.topic}[{self.tp.partition}]"
+        error = fetched.error(f"{where}: fetch from remote {chunk.remote} at {chunk.start}")
+        self.sources.health(chunk.remote).leader_moved(str(error))
+        log.info("%s: the leader moved; fetching again on new metadata", error)
+        self.plan.failed(chunk)
 
     def _remote_failed(self, chunk: Chunk, exc: BaseException) -> None:
         """The remote backs off; another one, or it after that, fetches the chunk again."""
