@@ -15,12 +15,13 @@ import dataclasses
 import itertools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from enum import Enum
 
 from syncer.batches import Batch, split_batches
 from syncer.budget import ByteBudget, Ticket
 from syncer.holes import RemoteEnds
 from syncer.sources import MAX_BUSY, SourceHealth, pick_source, tail_source, usable_sources
-from syncer.wire import FetchedPartition
+from syncer.wire import FetchedPartition, FetchOutcome
 
 DEFAULT_RECORD_BYTES = 1024
 # the last chunks of a gap shrink down to this fraction of a full fetch
@@ -35,6 +36,30 @@ def chunk_size(remaining: int, holders: int, full: int) -> int:
     instead of the others waiting for one that took a big last chunk."""
     floor = max(1, full // TAIL_SPLIT_FLOOR)
     return min(full, remaining, max(floor, -(-remaining // (2 * holders))))
+
+
+class Verdict(Enum):
+    """What a chunk's fetch answer means for the chunk and for the remote that gave it."""
+
+    READY = "ready"  # records (or none): the answer is the chunk's
+    # another broker leads the partition now: fetched again at once, held by the fetcher
+    # until the metadata refresh the answer started has ended; the remote did nothing wrong,
+    # so it does not back off (a 1 s pause per leader move otherwise)
+    ASK_AGAIN = "ask again"
+    REMOTE_FAILED = "remote failed"  # it backs off; another remote, or it after that, asks
+    HALT = "halt"  # the only remote can never serve the offset: the partition halts
+
+
+def judge(outcome: FetchOutcome, others: bool) -> Verdict:
+    """The verdict on a fetch answer with ``outcome``; ``others``: another remote usable for
+    this partition could take the chunk instead."""
+    if outcome is FetchOutcome.OK:
+        return Verdict.READY
+    if outcome is FetchOutcome.LEADER_MOVED:
+        return Verdict.ASK_AGAIN
+    if outcome.retriable or others:
+        return Verdict.REMOTE_FAILED
+    return Verdict.HALT
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from syncer.budget import ByteBudget
-from syncer.chunk_plan import Chunk, ChunkPlan, Fetched, chunk_size
+from syncer.chunk_plan import Chunk, ChunkPlan, Fetched, Verdict, chunk_size, judge
 from syncer.clusters import TP, FetchedPartition
 from syncer.config import CopierConfig
 from syncer.errors import PartitionHalted, TransientClusterError
@@ -154,32 +154,25 @@ class ChunkScheduler:
             task.add_done_callback(_retrieve)
 
     def _complete(self, task: asyncio.Task[tuple[FetchedPartition, float]], chunk: Chunk) -> None:
-        health = self.sources.health(chunk.remote)
         if chunk.remote in self.sources.dropped:  # dropped while it was in flight
             _retrieve(task)
             self.plan.failed(chunk)
             return
         try:
             fetched, seconds = task.result()
-            self._check(chunk, fetched)
+            verdict = self._judge(chunk, fetched)
         except (TransientClusterError, TimeoutError, OSError) as exc:
-            health.failed(time.monotonic(), f"{type(exc).__name__}: {exc}", chunk.launched)
-            log.info(
-                "%s[%d]: remote %s failed a fetch at %d (%s); others take its chunks",
-                self.tp.topic,
-                self.tp.partition,
-                chunk.remote,
-                chunk.start,
-                exc,
-            )
-            self.plan.failed(chunk)
+            self._remote_failed(chunk, exc)
             return
         except BaseException:
             self.plan.failed(chunk, again=False)
             raise
+        if verdict is Verdict.ASK_AGAIN:
+            self._leader_moved(chunk, fetched)
+            return
         got = self.plan.answered(chunk, fetched)
         self._learned_end(chunk.remote, RemoteEnds(fetched.log_start_offset, fetched.stable_end))
-        health.succeeded(got.size, seconds)
+        self.sources.health(chunk.remote).succeeded(got.size, seconds)
         log.debug(
             "%s[%d]: chunk %s..%s from %s covered to %d (%d bytes)",
             self.tp.topic,
@@ -191,23 +184,47 @@ class ChunkScheduler:
             got.size,
         )
 
+    def _leader_moved(self, chunk: Chunk, fetched: FetchedPartition) -> None:
+        """Fetched again at once: the fetcher holds it until the metadata refresh the answer
+        started has ended, and sends it to the new leader."""
+        where = f"{self.tp.topic}[{self.tp.partition}]"
+        error = fetched.error(f"{where}: fetch from remote {chunk.remote} at {chunk.start}")
+        self.sources.health(chunk.remote).leader_moved(str(error))
+        log.info("%s: the leader moved; fetching again on new metadata", error)
+        self.plan.failed(chunk)
+
+    def _remote_failed(self, chunk: Chunk, exc: BaseException) -> None:
+        """The remote backs off; another one, or it after that, fetches the chunk again."""
+        health = self.sources.health(chunk.remote)
+        health.failed(time.monotonic(), f"{type(exc).__name__}: {exc}", chunk.launched)
+        log.info(
+            "%s[%d]: remote %s failed a fetch at %d (%s); others take its chunks",
+            self.tp.topic,
+            self.tp.partition,
+            chunk.remote,
+            chunk.start,
+            exc,
+        )
+        self.plan.failed(chunk)
+
     def _learned_end(self, remote: str, ends: RemoteEnds) -> None:
         """A fetch answer told ``remote``'s ends for this partition."""
         self.sources.update_end(remote, ends)
 
-    def _check(self, chunk: Chunk, fetched: FetchedPartition) -> None:
-        """Raise for an answer that brought an error: transient (another remote takes the
-        chunk, or this one again after its back-off) if it may pass or another remote is
-        left; the partition halts if its only remote can never serve the offset."""
-        outcome = fetched.outcome
-        if outcome is FetchOutcome.OK:
-            return
-        where = f"{self.tp.topic}[{self.tp.partition}]"
+    def _judge(self, chunk: Chunk, fetched: FetchedPartition) -> Verdict:
+        """The verdict on an answer (``chunk_plan.judge``); raise for one that brought an
+        error the remote is blamed for: transient (another remote takes the chunk, or this
+        one again after its back-off), or the partition halts if its only remote can never
+        serve the offset."""
         others = [n for n in self.sources.usable() if n != chunk.remote]
+        verdict = judge(fetched.outcome, bool(others))
+        if verdict in (Verdict.READY, Verdict.ASK_AGAIN):
+            return verdict
+        where = f"{self.tp.topic}[{self.tp.partition}]"
         error = fetched.error(f"{where}: fetch from remote {chunk.remote} at {chunk.start}")
-        if outcome.retriable or others:
+        if verdict is Verdict.REMOTE_FAILED:
             raise TransientClusterError(str(error))
-        if outcome is FetchOutcome.OUT_OF_RANGE:
+        if fetched.outcome is FetchOutcome.OUT_OF_RANGE:
             raise PartitionHalted(
                 f"{where}: offset {chunk.start} is out of range at remote {chunk.remote}: the"
                 " remote's log no longer holds it or ends before it (topic deleted and"

@@ -14,12 +14,19 @@ and any answer that comes while a refresh is out joins it. So a response with a 
 partitions answering NOT_LEADER_OR_FOLLOWER, or one from every broker, costs one refresh.
 While it is out, the partitions of the topics it was asked for are not sent (their writes
 and fetches wait for it: the next request goes to the new leader), and ``listen`` callbacks
-wake those who hold them when it ends."""
+wake those who hold them when it ends.
+
+Refreshes of one cluster are at least ``MIN_INTERVAL_S`` apart: a broker whose metadata lags
+the controller's may keep naming the old leader for a moment, and each fetch sent there by
+the refreshed metadata answers NOT_LEADER_OR_FOLLOWER again. Without a pause that would be a
+tight loop of metadata requests and fetches; with it, a refresh asked too soon after the
+last one waits out the rest of the interval, the partitions held all the while."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Collection
 
 from syncer.errors import ClusterError
@@ -39,15 +46,35 @@ LEADER_MOVED_CODES = frozenset({NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNK
 # the metadata a request was routed by is out of date: refresh it before asking again (an
 # election under way, a replica reassigned away from the broker asked)
 STALE_METADATA_CODES = LEADER_MOVED_CODES | {LEADER_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PARTITION}
+# the least time from the end of one refresh to the start of the next: a KRaft broker's
+# metadata follows the controller's within tens of milliseconds, so a leader still named
+# wrongly is asked about again after a pause this long, not in a loop
+MIN_INTERVAL_S = 0.15
+
+
+def refresh_delay(now: float, last_ended: float, min_interval_s: float) -> float:
+    """How long a refresh asked at ``now`` waits before it goes out: what is left of
+    ``min_interval_s`` since the last one ended at ``last_ended`` (none if longer ago)."""
+    return max(0.0, last_ended + min_interval_s - now)
 
 
 class MetadataRefresh:
     """A cluster's refreshes of its leaders after answers that said they moved. Owns the
     refresh task it starts; ``close()`` ends it (idempotent)."""
 
-    def __init__(self, refresh: Callable[[], Awaitable[None]], name: str = "") -> None:
+    def __init__(
+        self,
+        refresh: Callable[[], Awaitable[None]],
+        name: str = "",
+        *,
+        min_interval_s: float = MIN_INTERVAL_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._refresh = refresh
         self.name = name
+        self.min_interval_s = min_interval_s
+        self._clock = clock
+        self._ended = float("-inf")  # when the last refresh ended, answered or not
         self.generation = 0  # refreshes that ended with an answer
         self.started = 0  # refreshes started (what the tests count)
         self._task: asyncio.Task[None] | None = None
@@ -75,9 +102,10 @@ class MetadataRefresh:
             return False  # refreshed since: the retry is routed by the new metadata
         self._topics = set(topics)
         self.started += 1
+        delay = refresh_delay(self._clock(), self._ended, self.min_interval_s)
         moved = ", ".join(sorted(topics))
         log.info("%s: leaders moved (%s): refreshing metadata", self.name, moved)
-        self._task = asyncio.create_task(self._run(), name=f"metadata-{self.name}")
+        self._task = asyncio.create_task(self._run(delay), name=f"metadata-{self.name}")
         return True
 
     def refreshing(self, topic: str) -> bool:
@@ -96,8 +124,10 @@ class MetadataRefresh:
         if task is not None:
             await cancel_and_wait(task, msg=f"{self.name} closed")
 
-    async def _run(self) -> None:
+    async def _run(self, delay: float) -> None:
         try:
+            if delay > 0:  # the last refresh ended a moment ago: not in a loop
+                await asyncio.sleep(delay)
             await self._refresh()
             self.generation += 1
         except ClusterError as exc:  # the next answer that says so asks again
@@ -105,6 +135,7 @@ class MetadataRefresh:
         except Exception:  # a bug: seen in the log, and the next answer asks again
             log.exception("%s: refreshing metadata after a leader move", self.name)
         finally:
+            self._ended = self._clock()
             self._task = None
             self._topics = set()
             for callback in self._listeners:

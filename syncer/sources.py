@@ -68,6 +68,13 @@ class SourceHealth:
         backoff = min(BACKOFF_MAX_S, BACKOFF_S * 2**doublings)
         self.unhealthy_until = now + backoff
 
+    def leader_moved(self, error: str) -> None:
+        """A fetch found the partition led elsewhere: no failure of the remote (no back-off),
+        but counted, so partitions compare its records again before writing from it (a
+        leader elected unclean may hold another log)."""
+        self.errors += 1
+        self.last_error = error
+
     def state(self, now: float) -> str:
         return "healthy" if self.healthy(now) else "backing off"
 

@@ -6,17 +6,25 @@ out, the reorder buffer stays bounded, and every byte reserved comes back."""
 
 from __future__ import annotations
 
+import asyncio
 import os
+import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from syncer.budget import ByteBudget, Ticket
-from syncer.chunk_plan import Chunk, ChunkPlan, Fetched
-from syncer.clusters import FetchedPartition
+from syncer.chunk_plan import Chunk, ChunkPlan, Fetched, Verdict, judge
+from syncer.chunks import ChunkScheduler
+from syncer.clusters import TP, FetchedPartition
+from syncer.config import CopierConfig
 from syncer.holes import RemoteEnds
+from syncer.partition import PartitionSources
+from syncer.protocol.common import NOT_LEADER_OR_FOLLOWER
 from syncer.sources import SourceHealth, usable_sources
+from syncer.wire import FetchOutcome
 from tests.unit.test_batches import build
 
 FETCH_BYTES = {"east": 300, "west": 900, "north": 150}
@@ -346,3 +354,51 @@ def test_of_two_chunks_at_one_offset_the_one_that_reaches_further_stays() -> Non
     run.answer(cut, 3)  # [2, 5) only
     assert run.plan.ready[4].covered_end == 7
     run.check()
+
+
+# an answer's verdict ---------------------------------------------------------------------------
+
+
+def test_a_moved_leader_is_asked_again_and_only_a_remote_that_failed_backs_off() -> None:
+    assert judge(FetchOutcome.OK, others=False) is Verdict.READY
+    for others in (False, True):
+        assert judge(FetchOutcome.LEADER_MOVED, others) is Verdict.ASK_AGAIN
+        assert judge(FetchOutcome.RETRY, others) is Verdict.REMOTE_FAILED
+    assert judge(FetchOutcome.OUT_OF_RANGE, others=True) is Verdict.REMOTE_FAILED
+    assert judge(FetchOutcome.OUT_OF_RANGE, others=False) is Verdict.HALT
+    assert judge(FetchOutcome.FAILED, others=False) is Verdict.HALT
+
+
+class LeaderMovesOnce:
+    """A remote whose first fetch answers NOT_LEADER_OR_FOLLOWER (the leader moved) and
+    whose next ones bring the log."""
+
+    config = CopierConfig(partition_fetch_max_bytes=1 << 20)
+
+    def __init__(self, log: Log) -> None:
+        self.log = log
+        self.asked: list[int] = []
+
+    async def fetch(self, tp: TP, offset: int, max_bytes: int | None = None, **_: object) -> Any:
+        self.asked.append(offset)
+        if len(self.asked) == 1:
+            return FetchedPartition(NOT_LEADER_OR_FOLLOWER, -1, -1, -1, (), b"")
+        return self.log.answer(offset, self.log.batches[-1][1], 100)
+
+
+async def test_a_chunk_whose_leader_moved_is_fetched_again_at_once_with_no_back_off() -> None:
+    log = Log.of([(0, 5), (0, 5)])
+    remote = LeaderMovesOnce(log)
+    health = {"east": SourceHealth("east", 0)}
+    sources = PartitionSources(TP("t", 0), health, {"east": RemoteEnds(0, 10)})
+    config = CopierConfig(max_chunks=4)
+    scheduler = ChunkScheduler(TP("t", 0), {"east": remote}, sources, config)  # type: ignore[dict-item]
+    scheduler.launch(0, 10)
+    got = await asyncio.wait_for(scheduler.next_ready(0), 1)
+    assert got is not None and got.covered_end == 10
+    assert remote.asked[:2] == [0, 0]  # the same chunk again, from the same remote
+    east = health["east"]
+    assert east.failures_in_row == 0 and east.healthy(time.monotonic())  # no back-off
+    # but counted: the partitions compare its records again before writing from it
+    assert east.errors == 1 and "NotLeaderForPartition" in (east.last_error or "")
+    await scheduler.close()

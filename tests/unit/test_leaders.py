@@ -7,6 +7,7 @@ the test moves."""
 from __future__ import annotations
 
 import asyncio
+import time
 from types import SimpleNamespace
 from typing import Any
 
@@ -16,7 +17,7 @@ from syncer.clusters import TP, Cluster
 from syncer.config import ClusterConfig, CopierConfig
 from syncer.errors import ClusterError, LeaderMoved, TransientClusterError
 from syncer.fetcher import Fetcher
-from syncer.leaders import MetadataRefresh
+from syncer.leaders import MetadataRefresh, refresh_delay
 from syncer.protocol.common import NOT_LEADER_OR_FOLLOWER
 from syncer.wire import FetchOutcome
 from syncer.writer import Writer
@@ -203,3 +204,67 @@ def test_leader_moved_codes_are_our_leader_moved_error() -> None:
     assert type(error_for(5, "write")) is TransientClusterError  # LEADER_NOT_AVAILABLE
     assert not isinstance(error_for(10, "write"), TransientClusterError)
     assert isinstance(error_for(10, "write"), ClusterError)
+
+
+# refreshes not in a loop -----------------------------------------------------------------------
+
+
+def test_a_refresh_waits_out_what_is_left_of_the_interval_since_the_last_one_ended() -> None:
+    assert refresh_delay(10.0, float("-inf"), 0.15) == 0.0  # none yet: at once
+    assert refresh_delay(10.0, 9.0, 0.15) == 0.0  # long ago
+    assert refresh_delay(10.0, 9.85, 0.15) == 0.0  # just the interval
+    assert abs(refresh_delay(10.0, 9.95, 0.15) - 0.1) < 1e-9
+    assert abs(refresh_delay(10.0, 10.0, 0.15) - 0.15) < 1e-9
+
+
+async def test_a_refresh_asked_right_after_one_ended_holds_the_topic_until_the_interval() -> None:
+    calls = 0
+
+    async def refresh() -> None:
+        nonlocal calls
+        calls += 1
+
+    leaders = MetadataRefresh(refresh, "remote", min_interval_s=10, clock=lambda: 100.0)
+    assert leaders.moved({"t"}, 0)
+    await leaders.wait()
+    assert calls == 1  # the first goes out at once
+    assert leaders.moved({"t"}, leaders.generation)  # the leader named is wrong again
+    for _ in range(10):
+        await asyncio.sleep(0)
+    assert calls == 1 and leaders.refreshing("t")  # waiting; its fetches held meanwhile
+    await leaders.close()
+    assert not leaders.refreshing("t")
+
+
+class LaggingCluster(MovingCluster):
+    """Its metadata names the old leader for ``lag_s`` after the election (a broker whose
+    metadata has not caught up with the controller's)."""
+
+    def __init__(self, led: dict[TP, int], lag_s: float) -> None:
+        super().__init__(led)
+        self.until = 0.0
+        self.lag_s = lag_s
+        self.leaders.min_interval_s = 0.05
+
+    def elect(self, tp: TP, node: int) -> None:
+        super().elect(tp, node)
+        self.until = time.monotonic() + self.lag_s
+
+    async def refresh_metadata(self) -> None:
+        self.refreshed += 1
+        if time.monotonic() >= self.until:
+            self.known = dict(self.led)
+
+
+async def test_metadata_that_names_the_old_leader_again_is_not_asked_in_a_tight_loop() -> None:
+    cluster = LaggingCluster({A: 1}, lag_s=0.3)
+    cluster.elect(A, 2)
+    config = CopierConfig(fetch_max_wait_ms=10, chunk_timeout_ms=5_000)
+    started = time.monotonic()
+    async with Fetcher(cluster, config) as fetcher:
+        while (await fetcher.fetch(A, 0)).outcome is FetchOutcome.LEADER_MOVED:
+            assert time.monotonic() - started < 2
+    # about one refresh per interval over the lag (hundreds without the interval)
+    assert 2 <= cluster.refreshed <= 0.3 / 0.05 + 2, cluster.refreshed
+    assert len(cluster.sent) == cluster.refreshed + 1
+    assert cluster.sent[-1][0] == 2
