@@ -253,7 +253,7 @@ class Fetcher(RequestLoop):
         if self.cluster.leaders.refreshing(tp.topic):
             return None
         try:
-            return self.cluster.leader(tp)
+            return self.cluster.fetch_node(tp)  # with a rack, maybe a follower near us
         except SyncerError as exc:
             for want in self._wants.pop(tp):
                 if not want.future.done():
@@ -302,6 +302,8 @@ class Fetcher(RequestLoop):
                     want.future.set_exception(TransientClusterError(f"{tp} missing from fetch"))
                 elif got.outcome is FetchOutcome.TOPIC_GONE:
                     want.future.set_exception(TransientClusterError(self._unknown_id(tp)))
+                elif got.outcome is FetchOutcome.REROUTED:  # a read replica named, or failed
+                    self._queue(tp, want)
                 elif self._holds(want, got, now):
                     want.empty = got
                     self._queue(tp, want)

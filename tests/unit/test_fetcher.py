@@ -44,6 +44,9 @@ class Broker:
     def leader(self, tp: TP) -> int:
         return 1
 
+    def fetch_node(self, tp: TP) -> int:
+        return self.leader(tp)  # no rack: a partition's fetches go to its leader
+
     def append(self, tp: TP, records: int = 1) -> None:
         self.ends[tp] = self.ends.get(tp, 0) + records
         self.appended.set()
