@@ -53,9 +53,7 @@ def test_the_leader_itself_or_no_replica_is_never_remembered() -> None:
     assert replicas.preferred(B, 1.0) is None
 
 
-def test_a_failed_replica_sends_the_partition_to_its_leader_without_the_rack_for_a_while() -> (
-    None
-):
+def test_a_failed_replica_sends_the_partition_to_its_leader_without_the_rack_for_a_while() -> None:
     replicas = named(fallback_s=30.0)
     assert replicas.carries_rack([A, B], 1.0)
     replicas.failed(A, 10.0)
