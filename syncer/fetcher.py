@@ -332,7 +332,9 @@ class Fetcher(RequestLoop):
         }
         if self._by_id and self.topic_ids:
             try:
-                return await self.cluster.fetch_by_id(node, offsets, self.topic_ids, **sizes)
+                return await self.cluster.fetch_by_id(
+                    node, offsets, self.topic_ids, nearest=True, **sizes
+                )
             except NotImplementedError:  # the broker has no Fetch v13 (Kafka before 3.1)
                 log.warning(
                     "remote %s cannot fetch by topic id (Kafka 3.1+ can): a topic recreated"
@@ -340,7 +342,7 @@ class Fetcher(RequestLoop):
                     self.cluster.name,
                 )
                 self._by_id = False
-        return await self.cluster.fetch(node, offsets, **sizes)
+        return await self.cluster.fetch(node, offsets, nearest=True, **sizes)
 
     def _unknown_id(self, tp: TP) -> str:
         topic_id = self.topic_ids.get(tp.topic)

@@ -31,6 +31,7 @@ from aiokafka.structs import TopicPartition as TP
 # after its read replica failed, a partition reads from its leader for this long: past the
 # 9 s a broker takes to be fenced, and long enough for a restarted follower to catch up
 FALLBACK_S = 30.0
+MIN_EXPIRY_S = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +47,9 @@ class ReadReplicas:
     the leader after that replica failed."""
 
     def __init__(self, expiry_s: float, fallback_s: float = FALLBACK_S) -> None:
-        self.expiry_s = expiry_s  # metadata.max.age.ms, as the Java consumer
+        # metadata.max.age.ms, as the Java consumer; never so short that a replica expires
+        # before it is asked (the leader would name it again and again)
+        self.expiry_s = max(expiry_s, MIN_EXPIRY_S)
         self.fallback_s = fallback_s
         self._preferred: dict[TP, Preferred] = {}
         self._fallback: dict[TP, float] = {}  # partition → until when it asks its leader

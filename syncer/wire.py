@@ -172,14 +172,18 @@ class WireRequests(ClusterConnection):
         max_bytes: int,
         partition_max_bytes: int,
         connection: int = 0,
+        nearest: bool = False,
     ) -> dict[TP, FetchedPartition]:
         """One read_committed fetch from ``node`` for every partition in ``wants`` (offset,
-        or (offset, max bytes for that partition)), on connection number ``connection``."""
+        or (offset, max bytes for that partition)), on connection number ``connection``.
+        ``nearest``: carry the rack, so a leader may name a read replica instead of
+        answering (the fetcher's fetches: it routes by ``fetch_node``); else the leader
+        answers, as verify and the landed check want."""
         topics: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
         for tp, want in wants.items():
             offset, limit = want if isinstance(want, tuple) else (want, partition_max_bytes)
             topics[tp.topic].append((tp.partition, offset, limit))
-        rack = self._rack_for(wants)
+        rack = self._rack_for(wants) if nearest else ""
         request = FetchRequest(
             max_wait_ms, 1, max_bytes, READ_COMMITTED, list(topics.items()), rack_id=rack
         )
@@ -211,6 +215,7 @@ class WireRequests(ClusterConnection):
         max_bytes: int,
         partition_max_bytes: int,
         connection: int = 0,
+        nearest: bool = False,
     ) -> dict[TP, FetchedPartition]:
         """One read_committed Fetch v13 naming each topic by the id in ``topic_ids``; a topic
         without one is not asked and answers UNKNOWN_TOPIC_ID (its records may not be read
@@ -228,7 +233,7 @@ class WireRequests(ClusterConnection):
         if not topics:
             return out
         asked = [tp for tp in offsets if tp.topic in topic_ids]
-        rack = self._rack_for(asked)
+        rack = self._rack_for(asked) if nearest else ""  # as in ``fetch``
         request = FetchByIdRequest(max_wait_ms, max_bytes, READ_COMMITTED, topics, rack)
         seen = self.leaders.generation
         response = await self._send_fetch(node, request, asked, connection)
@@ -283,7 +288,9 @@ class WireRequests(ClusterConnection):
             return out
         now = time.monotonic()
         for tp, p in out.items():
-            if self._client.cluster.leader_for_partition(tp) != node:
+            if p.preferred_read_replica >= 0:  # only a leader names one
+                self.read_replicas.named(tp, p.preferred_read_replica, node, now)
+            elif self._client.cluster.leader_for_partition(tp) != node:
                 out[tp] = dataclasses.replace(p, from_follower=True)
                 if p.error_code:
                     log.info(
@@ -295,8 +302,6 @@ class WireRequests(ClusterConnection):
                         p.error_code,
                     )
                     self.read_replicas.failed(tp, now)
-            elif p.preferred_read_replica >= 0:
-                self.read_replicas.named(tp, p.preferred_read_replica, node, now)
         return out
 
     async def produce(

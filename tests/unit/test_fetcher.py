@@ -65,6 +65,7 @@ class Broker:
         max_bytes: int,
         partition_max_bytes: int,
         connection: int,
+        nearest: bool = False,
     ) -> dict[TP, FetchedPartition]:
         offsets = {tp: offset for tp, (offset, _limit) in wants.items()}
         self.requests.append((connection, offsets, max_wait_ms))
@@ -237,6 +238,7 @@ class Silent(Broker):
         max_bytes: int,
         partition_max_bytes: int,
         connection: int,
+        nearest: bool = False,
     ) -> dict[TP, FetchedPartition]:
         self.requests.append((connection, {tp: offset for tp, (offset, _) in wants.items()}, 0))
         await asyncio.Event().wait()

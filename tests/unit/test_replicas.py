@@ -3,7 +3,14 @@ a read replica is forgotten, and what an answer from one means. Plain values: no
 
 from __future__ import annotations
 
-from syncer.clusters import TP, FetchedPartition
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from syncer.clusters import TP, Cluster, FetchedPartition
+from syncer.config import ClusterConfig
+from syncer.errors import TransientClusterError
 from syncer.protocol.common import NOT_LEADER_OR_FOLLOWER
 from syncer.replicas import ReadReplicas
 from syncer.wire import OFFSET_OUT_OF_RANGE, FetchOutcome
@@ -116,3 +123,87 @@ def test_a_followers_error_never_says_the_log_lost_the_offset() -> None:
     assert answer(OFFSET_OUT_OF_RANGE).outcome is FetchOutcome.OUT_OF_RANGE
     assert answer(NOT_LEADER_OR_FOLLOWER).outcome is FetchOutcome.LEADER_MOVED
     assert answer(records=b"batch", follower=True).outcome is FetchOutcome.OK
+
+
+# the cluster layer with a stand-in broker side ----------------------------------------------
+
+
+class RackCluster(Cluster):
+    """A remote whose partition A is led by LEADER with a replica on FOLLOWER, in syncer's
+    rack: the leader names FOLLOWER to a fetch that carries the rack (and answers records to
+    one that does not); FOLLOWER answers ``follower_code`` with ``follower_records``, or its
+    connection fails if ``follower_down``. The real ``Cluster`` judges the answers."""
+
+    def __init__(self, rack: str | None = "r2") -> None:
+        config = ClusterConfig("127.0.0.1:9", name="east", client_rack=rack)
+        super().__init__(config, role="remote")
+        self.follower_code = 0
+        self.follower_down = False
+        self.asked: list[tuple[int, str]] = []  # (node, rack) of each fetch
+        cluster = self._client.cluster
+        cluster.leader_for_partition = lambda tp: LEADER  # type: ignore[method-assign]
+        cluster.brokers = lambda: [SimpleNamespace(nodeId=n) for n in ONLINE]  # type: ignore[method-assign]
+
+    async def send(self, node: int, request: Any, *, connection: int = 0) -> Any:
+        rack = request._rack_id
+        self.asked.append((node, rack))
+        if node == FOLLOWER and self.follower_down:
+            raise TransientClusterError("east: connection refused")
+        if node == LEADER:
+            replica = FOLLOWER if rack == "r2" else -1
+            records = b"" if replica >= 0 else b"from the leader"
+            code = 0
+        else:
+            replica, code = -1, self.follower_code
+            records = b"" if code else b"from the follower"
+        partition = (A.partition, code, 100, 100, 0, [], replica, records)
+        return SimpleNamespace(topics=[(A.topic, [partition])])
+
+    async def fetch_a(self, *, nearest: bool = True) -> FetchedPartition:
+        node = self.fetch_node(A) if nearest else self.leader(A)
+        sizes = {"max_wait_ms": 0, "max_bytes": 1 << 20, "partition_max_bytes": 1 << 20}
+        return (await self.fetch(node, {A: 0}, nearest=nearest, **sizes))[A]
+
+
+async def test_with_a_rack_the_fetch_goes_where_the_leader_points_and_bytes_count_per_node() -> (
+    None
+):
+    cluster = RackCluster()
+    named_by_leader = await cluster.fetch_a()
+    assert named_by_leader.outcome is FetchOutcome.REROUTED  # no records: ask the follower
+    served = await cluster.fetch_a()
+    assert served.outcome is FetchOutcome.OK and served.records == b"from the follower"
+    assert served.from_follower
+    assert cluster.asked == [(LEADER, "r2"), (FOLLOWER, "r2")]
+    assert cluster.fetched_bytes == {LEADER: 0, FOLLOWER: len(b"from the follower")}
+
+
+async def test_without_a_rack_or_outside_the_fetcher_the_leader_answers() -> None:
+    """``syncer verify`` and the landed check ask the leader, which must not name a replica."""
+    plain = RackCluster(rack=None)
+    assert (await plain.fetch_a()).records == b"from the leader"
+    near = RackCluster()
+    assert (await near.fetch_a(nearest=False)).records == b"from the leader"
+    assert plain.asked == near.asked == [(LEADER, "")]
+
+
+async def test_a_lagging_followers_out_of_range_sends_the_partition_back_to_its_leader() -> None:
+    cluster = RackCluster()
+    await cluster.fetch_a()  # the leader names the follower
+    cluster.follower_code = OFFSET_OUT_OF_RANGE
+    lagging = await cluster.fetch_a()
+    assert lagging.outcome is FetchOutcome.REROUTED  # never OUT_OF_RANGE: no halt
+    again = await cluster.fetch_a()
+    assert again.records == b"from the leader"
+    # to the leader without the rack: with it, the leader would name the follower again
+    assert cluster.asked[-1] == (LEADER, "")
+
+
+async def test_a_follower_that_cannot_be_reached_sends_the_partition_back_to_its_leader() -> None:
+    cluster = RackCluster()
+    await cluster.fetch_a()
+    cluster.follower_down = True
+    with pytest.raises(TransientClusterError):
+        await cluster.fetch_a()
+    assert (await cluster.fetch_a()).records == b"from the leader"
+    assert cluster.asked[-1] == (LEADER, "")
