@@ -21,12 +21,8 @@ from syncer.errors import ConfigError
 from syncer.typed import build, interpolate
 
 MAX_LANES = 64
-DEFAULT_COPIED_CONFIGS = (
-    "cleanup.policy",
-    "retention.ms",
-    "retention.bytes",
-    "max.message.bytes",
-    "compression.type",
+DEFAULT_COPIED_CONFIGS: tuple[str, ...] = tuple(
+    ["cleanup.policy", "retention.ms", "retention.bytes", "max.message.bytes", "compression.type"]
 )
 
 
@@ -47,9 +43,7 @@ class ClusterConfig:
     # this remote's fetch sizes; 0 takes copier.fetch_max_bytes / partition_fetch_max_bytes
     fetch_max_bytes: int = 0
     partition_fetch_max_bytes: int = 0
-    # this client's rack (remotes only): fetches go to the in-sync replica in that rack the
-    # leader names, if its brokers run a rack-aware replica.selector.class (KIP-392)
-    client_rack: str | None = None
+    client_rack: str | None = None  # remotes: fetch from the replica in this rack (KIP-392)
     # security: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL
     security_protocol: str = "PLAINTEXT"
     ssl_cafile: str = ""  # the CA that signed the brokers' certificates ("" = the system's)
