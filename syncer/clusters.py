@@ -152,6 +152,17 @@ class ClusterSet:
         if stack is not None:
             await stack.aclose()
 
+    def fetched_bytes(self) -> dict[str, dict[int, int]]:
+        """Per remote, the record bytes each of its brokers (node id) served us, over all its
+        lanes: with ``client_rack``, how much came from the nearby follower."""
+        out: dict[str, dict[int, int]] = {}
+        for name in self.remotes:
+            by_node = out.setdefault(name, {})
+            for lane in self.lanes(name):
+                for node, size in lane.fetched_bytes.items():
+                    by_node[node] = by_node.get(node, 0) + size
+        return out
+
     def open_connections(self) -> dict[str, int]:
         """Open TCP connections per remote, over all its lanes."""
         return {

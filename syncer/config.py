@@ -21,12 +21,8 @@ from syncer.errors import ConfigError
 from syncer.typed import build, interpolate
 
 MAX_LANES = 64
-DEFAULT_COPIED_CONFIGS = (
-    "cleanup.policy",
-    "retention.ms",
-    "retention.bytes",
-    "max.message.bytes",
-    "compression.type",
+DEFAULT_COPIED_CONFIGS: tuple[str, ...] = tuple(
+    ["cleanup.policy", "retention.ms", "retention.bytes", "max.message.bytes", "compression.type"]
 )
 
 
@@ -47,6 +43,7 @@ class ClusterConfig:
     # this remote's fetch sizes; 0 takes copier.fetch_max_bytes / partition_fetch_max_bytes
     fetch_max_bytes: int = 0
     partition_fetch_max_bytes: int = 0
+    client_rack: str | None = None  # remotes: fetch from the replica in this rack (KIP-392)
     # security: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL
     security_protocol: str = "PLAINTEXT"
     ssl_cafile: str = ""  # the CA that signed the brokers' certificates ("" = the system's)
@@ -320,6 +317,8 @@ def _check_remotes(config: Config) -> list[str]:
     problems.extend(_check_cluster(config.local, "local"))
     if config.local.connections != 1:
         problems.append("local.connections: lanes are for remotes; the local cluster uses 1")
+    if config.local.client_rack is not None:
+        problems.append("local.client_rack: only remotes are read from nearby replicas")
     return problems
 
 
@@ -334,6 +333,9 @@ def _check_cluster(cluster: ClusterConfig, where: str) -> list[str]:
     for name in ("fetch_max_bytes", "partition_fetch_max_bytes"):
         if getattr(cluster, name) < 0:
             problems.append(f"{where}.{name}: must be positive, or 0 for the copier's")
+    rack = cluster.client_rack
+    if rack is not None and (not isinstance(rack, str) or not rack.strip()):
+        problems.append(f"{where}.client_rack: a rack name, or leave it out to read from leaders")
     return problems + _check_security(cluster, where)
 
 

@@ -10,6 +10,7 @@ import functools
 import random
 import socket
 import ssl
+import time
 import uuid
 import weakref
 from collections.abc import Collection
@@ -34,6 +35,7 @@ from syncer.errors import (
 from syncer.leaders import LEADER_MOVED_CODES, STALE_METADATA_CODES, MetadataRefresh
 from syncer.protocol import NO_ID, UNKNOWN_TOPIC_ID, TopicIdsRequest, topics_of
 from syncer.protocol.common import FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH
+from syncer.replicas import ReadReplicas
 
 TP: TypeAlias = TopicPartition
 
@@ -141,6 +143,10 @@ class ClusterConnection:
         self._tuned: weakref.WeakSet[Any] = weakref.WeakSet()
         # refreshes the leaders when an answer says they moved (``leaders_moved``)
         self.leaders = MetadataRefresh(self.refresh_metadata, self.name)
+        # with a rack: the follower in it each partition's leader named to fetch from
+        self.rack = config.client_rack or ""
+        self.read_replicas = ReadReplicas(config.metadata_max_age_ms / 1000)
+        self.fetched_bytes: dict[int, int] = {}  # node → record bytes its fetches brought
 
     def __repr__(self) -> str:
         return f"<Cluster {self.role} {self.name} {self.config.bootstrap_servers}>"
@@ -296,6 +302,15 @@ class ClusterConnection:
                 f"{self.name}: no leader known for {tp.topic}[{tp.partition}]"
             )
         return int(node)
+
+    def fetch_node(self, tp: TP) -> int:
+        """Where ``tp``'s next fetch goes: the read replica its leader named (with a rack,
+        while remembered and listed in the metadata), else its leader."""
+        leader = self.leader(tp)
+        if not self.rack:
+            return leader
+        online = {b.nodeId for b in self._client.cluster.brokers()}
+        return self.read_replicas.node(tp, leader, time.monotonic(), online)
 
     def leaders_moved(self, codes: Collection[tuple[str, int]], seen: int) -> None:
         """The (topic, error code) of each partition of an answer to a request routed at

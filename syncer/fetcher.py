@@ -253,7 +253,7 @@ class Fetcher(RequestLoop):
         if self.cluster.leaders.refreshing(tp.topic):
             return None
         try:
-            return self.cluster.leader(tp)
+            return self.cluster.fetch_node(tp)  # with a rack, maybe a follower near us
         except SyncerError as exc:
             for want in self._wants.pop(tp):
                 if not want.future.done():
@@ -302,6 +302,8 @@ class Fetcher(RequestLoop):
                     want.future.set_exception(TransientClusterError(f"{tp} missing from fetch"))
                 elif got.outcome is FetchOutcome.TOPIC_GONE:
                     want.future.set_exception(TransientClusterError(self._unknown_id(tp)))
+                elif got.outcome is FetchOutcome.REROUTED:  # a read replica named, or failed
+                    self._queue(tp, want)
                 elif self._holds(want, got, now):
                     want.empty = got
                     self._queue(tp, want)
@@ -330,7 +332,9 @@ class Fetcher(RequestLoop):
         }
         if self._by_id and self.topic_ids:
             try:
-                return await self.cluster.fetch_by_id(node, offsets, self.topic_ids, **sizes)
+                return await self.cluster.fetch_by_id(
+                    node, offsets, self.topic_ids, nearest=True, **sizes
+                )
             except NotImplementedError:  # the broker has no Fetch v13 (Kafka before 3.1)
                 log.warning(
                     "remote %s cannot fetch by topic id (Kafka 3.1+ can): a topic recreated"
@@ -338,7 +342,7 @@ class Fetcher(RequestLoop):
                     self.cluster.name,
                 )
                 self._by_id = False
-        return await self.cluster.fetch(node, offsets, **sizes)
+        return await self.cluster.fetch(node, offsets, nearest=True, **sizes)
 
     def _unknown_id(self, tp: TP) -> str:
         topic_id = self.topic_ids.get(tp.topic)

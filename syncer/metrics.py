@@ -180,8 +180,16 @@ class SyncerCollector(Collector):
             "Open TCP connections to the remote's brokers",
             labels=["remote"],
         )
+        fetched = CounterMetricFamily(
+            "syncer_remote_fetched_bytes",
+            "Record bytes fetched from this remote, by the broker (node id) that served them:"
+            " with client_rack, the nearby follower's share",
+            labels=["remote", "node"],
+        )
         for remote in snapshot.remotes:
             name = remote.name
+            for node, size in sorted(remote.fetched_by_node.items()):
+                fetched.add_metric([name, str(node)], size)
             connections.add_metric([name], remote.connections)
             lanes.add_metric([name], remote.lanes)
             served.add_metric([name], remote.served_bytes)
@@ -189,7 +197,7 @@ class SyncerCollector(Collector):
             errors.add_metric([name], remote.errors)
             healthy.add_metric([name], 1 if remote.healthy else 0)
             rate.add_metric([name], remote.bytes_per_s)
-        yield from (served, served_records, errors, healthy, rate, lanes, connections)
+        yield from (served, served_records, errors, healthy, rate, lanes, connections, fetched)
 
 
 # request latencies on loopback are milliseconds; over a long link, seconds

@@ -102,9 +102,16 @@ class RemoteStatus:
     served_records: int
     errors: int
     last_error: str | None
+    fetched_by_node: dict[int, int] = field(default_factory=dict)  # record bytes per broker
 
     @classmethod
-    def of(cls, health: SourceHealth, now: float, connections: int) -> RemoteStatus:
+    def of(
+        cls,
+        health: SourceHealth,
+        now: float,
+        connections: int,
+        fetched_by_node: dict[int, int] | None = None,
+    ) -> RemoteStatus:
         return cls(
             health.name,
             health.healthy(now),
@@ -116,6 +123,7 @@ class RemoteStatus:
             health.served_records,
             health.errors,
             health.last_error,
+            dict(fetched_by_node or {}),
         )
 
 
@@ -174,6 +182,7 @@ def status_document(snapshot: Snapshot) -> dict[str, Any]:
             "errors": r.errors,
             "last_error": r.last_error,
             "dropped_partitions": dropped.get(r.name, 0),
+            "fetched_bytes_by_node": {str(n): size for n, size in r.fetched_by_node.items()},
         }
         for r in snapshot.remotes
     ]

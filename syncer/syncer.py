@@ -362,11 +362,12 @@ class Syncer:
         """This process's figures now, as a plain value (for /status, /readyz, /metrics)."""
         now = time.monotonic()
         connections = self.open_connections()
+        fetched = self.clusters.fetched_bytes()
         return Snapshot(
             name=self.config.name,
             partitions=tuple(s.copy() for s in self.statuses()),
             remotes=tuple(
-                RemoteStatus.of(health, now, connections.get(name, 0))
+                RemoteStatus.of(health, now, connections.get(name, 0), fetched.get(name))
                 for name, health in self.health.items()
             ),
             groups={n: dataclasses.replace(g) for n, g in self.offsets.groups.items()},

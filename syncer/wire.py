@@ -1,4 +1,5 @@
-"""The raw requests of the data path, sent to a partition's leader: list offsets (a
+"""The raw requests of the data path, sent to a partition's leader (a fetch, with a rack, to
+the read replica its leader named: ``syncer.replicas``): list offsets (a
 partition's ends), fetch, produce (by topic id where the brokers can) and InitProducerId.
 Answers leave as plain values. A fetch answer carries its ``FetchOutcome``, decided here from
 the error code, so that no caller judges Kafka's numbers; a produce answer's code is judged by
@@ -6,12 +7,15 @@ the error code, so that no caller judges Kafka's numbers; a produce answer's cod
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import time
 import uuid
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
 from aiokafka import errors as kafka_errors
 from aiokafka.protocol.fetch import FetchRequest
@@ -50,11 +54,14 @@ class FetchOutcome(Enum):
     OUT_OF_RANGE = "out of range"  # the log no longer holds the offset, or ends before it
     TOPIC_GONE = "topic gone"  # the topic id asked is not there: deleted, maybe recreated
     FAILED = "failed"  # any other error: asking again will not help
+    # the leader named a read replica (no records), or the read replica asked answered an
+    # error: ask again at once where ``fetch_node`` now says (nothing about the log itself)
+    REROUTED = "rerouted"
 
     @property
     def retriable(self) -> bool:
         """May the same fetch succeed if asked again (after a metadata refresh)?"""
-        return self in (FetchOutcome.RETRY, FetchOutcome.LEADER_MOVED)
+        return self in (FetchOutcome.RETRY, FetchOutcome.LEADER_MOVED, FetchOutcome.REROUTED)
 
 
 def fetch_outcome(code: int) -> FetchOutcome:
@@ -82,6 +89,8 @@ class FetchedPartition:
     log_start_offset: int
     aborted: tuple[tuple[int, int], ...]
     records: bytes
+    preferred_read_replica: int = -1  # named by the leader (KIP-392); -1: none
+    from_follower: bool = False  # answered by a broker that does not lead the partition
 
     @property
     def stable_end(self) -> int:
@@ -89,6 +98,13 @@ class FetchedPartition:
 
     @property
     def outcome(self) -> FetchOutcome:
+        """A follower's error says only that it cannot serve us (it lags: OFFSET_OUT_OF_RANGE;
+        it is no replica now: NOT_LEADER_OR_FOLLOWER), never that the log lost the offset:
+        KIP-392's client asks the leader then, and so do we."""
+        if self.error_code and self.from_follower:
+            return FetchOutcome.REROUTED
+        if not self.error_code and self.preferred_read_replica >= 0 and not self.records:
+            return FetchOutcome.REROUTED
         return fetch_outcome(self.error_code)
 
     def error(self, context: str) -> ClusterError:
@@ -156,20 +172,27 @@ class WireRequests(ClusterConnection):
         max_bytes: int,
         partition_max_bytes: int,
         connection: int = 0,
+        nearest: bool = False,
     ) -> dict[TP, FetchedPartition]:
         """One read_committed fetch from ``node`` for every partition in ``wants`` (offset,
-        or (offset, max bytes for that partition)), on connection number ``connection``."""
+        or (offset, max bytes for that partition)), on connection number ``connection``.
+        ``nearest``: carry the rack, so a leader may name a read replica instead of
+        answering (the fetcher's fetches: it routes by ``fetch_node``); else the leader
+        answers, as verify and the landed check want."""
         topics: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
         for tp, want in wants.items():
             offset, limit = want if isinstance(want, tuple) else (want, partition_max_bytes)
             topics[tp.topic].append((tp.partition, offset, limit))
-        request = FetchRequest(max_wait_ms, 1, max_bytes, READ_COMMITTED, list(topics.items()))
+        rack = self._rack_for(wants) if nearest else ""
+        request = FetchRequest(
+            max_wait_ms, 1, max_bytes, READ_COMMITTED, list(topics.items()), rack_id=rack
+        )
         seen = self.leaders.generation
-        response = await self.send(node, request, connection=connection)
+        response = await self._send_fetch(node, request, wants, connection)
         out: dict[TP, FetchedPartition] = {}
         for topic, partitions in response.topics:
             for p in partitions:
-                partition, code, hw, lso, start, aborted, _replica, records = p
+                partition, code, hw, lso, start, aborted, replica, records = p
                 out[TP(topic, partition)] = FetchedPartition(
                     code,
                     hw,
@@ -177,9 +200,10 @@ class WireRequests(ClusterConnection):
                     start,
                     tuple((a[0], a[1]) for a in (aborted or ())),
                     records or b"",
+                    replica,
                 )
         self.leaders_moved([(tp.topic, p.error_code) for tp, p in out.items()], seen)
-        return out
+        return self._judged(node, out)
 
     async def fetch_by_id(
         self,
@@ -191,6 +215,7 @@ class WireRequests(ClusterConnection):
         max_bytes: int,
         partition_max_bytes: int,
         connection: int = 0,
+        nearest: bool = False,
     ) -> dict[TP, FetchedPartition]:
         """One read_committed Fetch v13 naming each topic by the id in ``topic_ids``; a topic
         without one is not asked and answers UNKNOWN_TOPIC_ID (its records may not be read
@@ -207,9 +232,11 @@ class WireRequests(ClusterConnection):
             topics[topic_id].append((tp.partition, offset, min(limit, partition_max_bytes)))
         if not topics:
             return out
-        request = FetchByIdRequest(max_wait_ms, max_bytes, READ_COMMITTED, topics)
+        asked = [tp for tp in offsets if tp.topic in topic_ids]
+        rack = self._rack_for(asked) if nearest else ""  # as in ``fetch``
+        request = FetchByIdRequest(max_wait_ms, max_bytes, READ_COMMITTED, topics, rack)
         seen = self.leaders.generation
-        response = await self.send(node, request, connection=connection)
+        response = await self._send_fetch(node, request, asked, connection)
         answered = []
         for p in fetched_by_id(response):
             name = names.get(p.topic_id)
@@ -222,8 +249,59 @@ class WireRequests(ClusterConnection):
                     p.log_start_offset,
                     p.aborted,
                     p.records,
+                    p.preferred_read_replica,
                 )
         self.leaders_moved(answered, seen)
+        return self._judged(node, out)
+
+    # reading from the nearest replica ---------------------------------------------------
+
+    def _rack_for(self, tps: Iterable[TP]) -> str:
+        """The rack a fetch of ``tps`` carries: ours, unless one of them falls back to its
+        leader after its read replica failed (the leader would name that one again)."""
+        if self.rack and self.read_replicas.carries_rack(tps, time.monotonic()):
+            return self.rack
+        return ""
+
+    async def _send_fetch(
+        self, node: int, request: object, tps: Collection[TP], connection: int
+    ) -> Any:
+        """Send a fetch; should it fail (no answer, a timeout that cancels it), the partitions
+        it asked of a follower go back to their leader."""
+        try:
+            return await self.send(node, request, connection=connection)
+        except BaseException:
+            if self.rack:
+                now = time.monotonic()
+                for tp in tps:
+                    if self._client.cluster.leader_for_partition(tp) != node:
+                        self.read_replicas.failed(tp, now)
+            raise
+
+    def _judged(self, node: int, out: dict[TP, FetchedPartition]) -> dict[TP, FetchedPartition]:
+        """``node``'s answers, each marked if a follower gave it; the read replicas a leader
+        named are remembered, and one that answered an error is forgotten. The record bytes
+        are counted per node (which broker served the copy)."""
+        brought = sum(len(p.records) for p in out.values())
+        self.fetched_bytes[node] = self.fetched_bytes.get(node, 0) + brought
+        if not self.rack:
+            return out
+        now = time.monotonic()
+        for tp, p in out.items():
+            if p.preferred_read_replica >= 0:  # only a leader names one
+                self.read_replicas.named(tp, p.preferred_read_replica, node, now)
+            elif self._client.cluster.leader_for_partition(tp) != node:
+                out[tp] = dataclasses.replace(p, from_follower=True)
+                if p.error_code:
+                    log.info(
+                        "%s[%d]: read replica %d of %s answered error %d: reading from the leader",
+                        tp.topic,
+                        tp.partition,
+                        node,
+                        self.name,
+                        p.error_code,
+                    )
+                    self.read_replicas.failed(tp, now)
         return out
 
     async def produce(

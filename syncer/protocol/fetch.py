@@ -123,11 +123,13 @@ class FetchByIdRequest(Request[FetchRequest_v13]):  # type: ignore[misc]
         max_bytes: int,
         isolation_level: int,
         topics: Mapping[uuid.UUID, list[tuple[int, int, int]]],
+        rack_id: str = "",
     ) -> None:
         self.max_wait_ms = max_wait_ms
         self.max_bytes = max_bytes
         self.isolation_level = isolation_level
         self.topics = topics  # id → (partition, offset, max bytes)
+        self.rack_id = rack_id  # the client's rack: the leader may name a follower in it
 
     def build(self, request_struct_class: type[FetchRequest_v13]) -> FetchRequest_v13:
         topics: list[tuple[uuid.UUID, list[tuple[Any, ...]], dict[int, bytes]]] = [
@@ -144,7 +146,7 @@ class FetchByIdRequest(Request[FetchRequest_v13]):  # type: ignore[misc]
             -1,  # session epoch: final
             topics,
             [],  # forgotten topics
-            "",  # rack id
+            self.rack_id,
             {},
         )
 
@@ -161,6 +163,7 @@ class FetchedById:
     log_start_offset: int
     aborted: tuple[tuple[int, int], ...]
     records: bytes
+    preferred_read_replica: int = -1  # the follower the leader names to read from (KIP-392)
 
 
 def fetched_by_id(response: FetchResponse_v13) -> list[FetchedById]:
@@ -169,7 +172,7 @@ def fetched_by_id(response: FetchResponse_v13) -> list[FetchedById]:
     out: list[FetchedById] = []
     for topic_id, partitions, *_ in response.responses:
         for p in partitions:
-            partition, code, hw, lso, start, aborted, _replica, records, *_ = p
+            partition, code, hw, lso, start, aborted, replica, records, *_ = p
             out.append(
                 FetchedById(
                     topic_id,
@@ -180,6 +183,7 @@ def fetched_by_id(response: FetchResponse_v13) -> list[FetchedById]:
                     start,
                     tuple((a[0], a[1]) for a in (aborted or ())),
                     records or b"",
+                    replica,
                 )
             )
     return out

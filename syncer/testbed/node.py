@@ -32,6 +32,9 @@ START_TIMEOUT_S = 90.0
 STOP_TIMEOUT_S = 30.0
 
 
+RACK_AWARE_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+
+
 def log4j_properties(level: str = "INFO") -> str:
     """A log4j2 configuration for the bed's JVMs: one line per event on standard output."""
     return f"""status = error
@@ -154,7 +157,11 @@ class RunningCluster:
             "log.cleaner.backoff.ms": "1000",
         }
         if self.rack is not None:
+            # a member of a cluster of several: a consumer that names its rack in its fetches
+            # is sent to the in-sync replica in that rack (KIP-392); one that names none
+            # (every client but a syncer with client_rack) reads from the leader as before
             props["broker.rack"] = self.rack
+            props["replica.selector.class"] = RACK_AWARE_SELECTOR
         props.update(self._security_properties())
         props.update(self.properties)
         return "".join(f"{k}={v}\n" for k, v in props.items())

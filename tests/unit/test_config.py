@@ -171,3 +171,21 @@ def test_on_hole_is_halt_or_fill() -> None:
         "topics.on_hole: must be 'halt' or 'fill', got 'skip'"
     ]
     assert problems(GOOD + "  on_hole: 3\n") == ["topics.on_hole: expected str, got an integer"]
+
+
+def test_client_rack_is_a_remotes_rack_name_when_given() -> None:
+    config = Config.from_yaml(GOOD.replace('9192"}', '9192", client_rack: use1-az2}'))
+    assert config.remote("east").client_rack == "use1-az2"
+    assert Config.from_yaml(GOOD).remote("east").client_rack is None  # leaders, as before
+    found = problems("""
+local: {bootstrap_servers: "127.0.0.1:9092", client_rack: r0}
+remotes:
+  - {name: east, bootstrap_servers: "127.0.0.1:9192", client_rack: "  "}
+  - {name: west, bootstrap_servers: "127.0.0.1:9292", client_rack: 2}
+topics: {include: [x]}
+""")
+    assert found == [
+        "remotes[0].client_rack: a rack name, or leave it out to read from leaders",
+        "remotes[1].client_rack: a rack name, or leave it out to read from leaders",
+        "local.client_rack: only remotes are read from nearby replicas",
+    ]

@@ -44,6 +44,9 @@ class Broker:
     def leader(self, tp: TP) -> int:
         return 1
 
+    def fetch_node(self, tp: TP) -> int:
+        return self.leader(tp)  # no rack: a partition's fetches go to its leader
+
     def append(self, tp: TP, records: int = 1) -> None:
         self.ends[tp] = self.ends.get(tp, 0) + records
         self.appended.set()
@@ -62,6 +65,7 @@ class Broker:
         max_bytes: int,
         partition_max_bytes: int,
         connection: int,
+        nearest: bool = False,
     ) -> dict[TP, FetchedPartition]:
         offsets = {tp: offset for tp, (offset, _limit) in wants.items()}
         self.requests.append((connection, offsets, max_wait_ms))
@@ -234,6 +238,7 @@ class Silent(Broker):
         max_bytes: int,
         partition_max_bytes: int,
         connection: int,
+        nearest: bool = False,
     ) -> dict[TP, FetchedPartition]:
         self.requests.append((connection, {tp: offset for tp, (offset, _) in wants.items()}, 0))
         await asyncio.Event().wait()
