@@ -95,7 +95,8 @@ class Membership:
     unanswered stops writing before the group can count it gone and give its partitions to
     another member. A revocation does not end the lease: the revoked partitions' copiers
     drain their writes first, and the group gives those partitions to nobody else until this
-    member rejoins (or its session expires, after the lease)."""
+    member rejoins (or its session expires, after the lease; ``group_options`` makes the
+    rebalance timeout outlast the drain, or the coordinator would drop the member sooner)."""
 
     def __init__(self, lease_s: float) -> None:
         self.lease_s = lease_s
@@ -130,15 +131,26 @@ class Membership:
         self.assigned -= set(revoked)
 
 
-def group_options(group: CoordinationConfig) -> dict[str, Any]:
+def group_options(group: CoordinationConfig, drain_s: float) -> dict[str, Any]:
     """The consumer's group settings. No instance id means dynamic membership (aiokafka wants
     None, not ""). ``_poll`` polls without pause (every partition paused), so the poll
-    interval is only a backstop: at least Kafka's default and three session timeouts."""
+    interval is only a backstop: at least Kafka's default and three session timeouts.
+
+    A member joins a rebalance only after its revoked copiers have drained (``drain_s`` at
+    most, then they are cancelled). The coordinator drops a member that has not joined
+    within the rebalance timeout and gives its partitions away while it may still be
+    draining into them, its lease renewed by "rebalance in progress" answers. aiokafka's
+    default rebalance timeout is the session timeout, shorter than a drain: seen on a 3-node
+    cluster whose group coordinator was killed, two members dropped 6 s into a rebalance
+    while their copiers drained (the sequence fence refused the overlapping writes) and the
+    group took three generations and 31 s to settle. So the timeout covers the drain, plus a
+    session timeout for the heartbeat that brings the news and the join itself."""
     return {
         "group_id": group.group,
         "group_instance_id": group.instance_id or None,
         "session_timeout_ms": group.session_timeout_ms,
         "heartbeat_interval_ms": group.heartbeat_interval_ms,
+        "rebalance_timeout_ms": round(drain_s * 1000) + group.session_timeout_ms,
         "max_poll_interval_ms": max(300_000, group.session_timeout_ms * 3),
     }
 
@@ -228,7 +240,7 @@ class GroupMember:
             partition_assignment_strategy=(self.assignor,),
             max_partition_fetch_bytes=1024,
             fetch_max_bytes=1024,
-            **group_options(self.group),
+            **group_options(self.group, self.config.copier.shutdown_timeout_s),
             **client_options(self.config.local),
         )
 

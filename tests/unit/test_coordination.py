@@ -321,15 +321,28 @@ def test_a_member_assignment_groups_partitions_by_topic() -> None:
 
 
 def test_group_options_for_dynamic_and_static_members() -> None:
-    dynamic = group_options(CoordinationConfig(group="g"))
+    dynamic = group_options(CoordinationConfig(group="g"), drain_s=30.0)
     assert dynamic["group_instance_id"] is None  # "" would ask for static membership
     assert dynamic["max_poll_interval_ms"] == 300_000
     static = group_options(
-        CoordinationConfig(group="g", instance_id="a", session_timeout_ms=200_000)
+        CoordinationConfig(group="g", instance_id="a", session_timeout_ms=200_000), drain_s=30.0
     )
     assert static["group_instance_id"] == "a"
     assert static["max_poll_interval_ms"] == 600_000
     assert static["group_id"] == "g" and static["session_timeout_ms"] == 200_000
+
+
+@pytest.mark.parametrize(("session_ms", "drain_s"), [(6_000, 30.0), (10_000, 30.0), (6_000, 2.5)])
+def test_the_rebalance_timeout_outlasts_a_revocation_drain(session_ms: int, drain_s: float) -> None:
+    """A member joins a rebalance only once its revoked copiers drained (``drain_s`` at most)
+    and it heard of the rebalance (a heartbeat, well within a session timeout); the
+    coordinator must not drop it before then and give its partitions away mid-drain."""
+    options = group_options(
+        CoordinationConfig(group="g", session_timeout_ms=session_ms, heartbeat_interval_ms=500),
+        drain_s=drain_s,
+    )
+    assert options["rebalance_timeout_ms"] >= drain_s * 1000 + session_ms
+    assert options["rebalance_timeout_ms"] > options["session_timeout_ms"]
 
 
 def test_owners_come_from_the_group_description() -> None:
