@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
 
-from syncer.alignment import Outcome, StateClock, Verdict, judge
+from syncer.alignment import Outcome, StateClock, Verdict, judge, waiting_for
 from syncer.clusters import TP, Cluster, ProduceResult, error_for, is_retriable
 from syncer.errors import ClusterError, MisalignedWrite, PartitionHalted, TransientClusterError
 from syncer.partition import PartitionSources
@@ -94,6 +94,8 @@ class PartitionWrites:
         self.proven_at: int | None = None
         # the offset the broker last refused our sequence at, until a write lands again
         self.refused_at: int | None = None
+        # since when the writes wait on a refusal of the local brokers (``status.waiting``)
+        self.waiting_since: float | None = None
 
     def __repr__(self) -> str:
         return (
@@ -170,6 +172,23 @@ class PartitionWrites:
         self.confirmed = max(self.confirmed or 0, sent.next_offset)
         self.proven_at = sent.max_timestamp
         self.refused_at = None
+        if self.waiting_since is not None:
+            log.info(
+                "%s: writes land again after %.1f s waiting (%s)",
+                self.where,
+                time.monotonic() - self.waiting_since,
+                self.status.waiting,
+            )
+            self.waiting_since = self.status.waiting = None
+
+    def _wait(self, reason: str) -> None:
+        """The writes wait for ``reason`` (a refusal they are retried after): the status
+        shows it until one lands; logged once when it starts or changes, not per retry."""
+        if reason != self.status.waiting:
+            log.warning("%s: writes wait: %s; retrying with backoff", self.where, reason)
+        if self.waiting_since is None:
+            self.waiting_since = time.monotonic()
+        self.status.waiting = reason
 
     def _misplaced(self, verdict: Verdict) -> MisalignedWrite:
         return MisalignedWrite(
@@ -202,6 +221,7 @@ class PartitionWrites:
             )
         error = error_for(result.error_code, f"write at offset {sent.base_offset}")
         if outcome in (Outcome.NOT_LANDED, Outcome.UNKNOWN):
+            self._wait(waiting_for(result.error_code) or f"local {error}")
             # logged with the partition's name as it is retried; what landed is checked. A
             # leader that moved stays ``LeaderMoved``: the copier retries it without waiting
             if isinstance(error, TransientClusterError):
