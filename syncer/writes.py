@@ -33,6 +33,11 @@ SETTLE_POLL_S = 0.5
 # reading the local end again before a shrunken log is believed (a new leader's first
 # answers may trail)
 SHRINK_READS = 3
+# a write unanswered this long shows in the status as what the partition waits for: an
+# acks=all write is answered once every in-sync replica has it, and a leader whose ISR fell
+# below min.insync.replicas holds the writes it had appended until the produce timeout
+# (Kafka 4: the high watermark does not move under min ISR, KIP-966)
+UNANSWERED_S = 5.0
 
 
 class Resync(Exception):
@@ -154,15 +159,28 @@ class PartitionWrites:
         """Judge the writes answered so far, in order."""
         while self._pending and self._pending[0][1].done():
             sent, future = self._pending.popleft()
-            self._verify(sent, future.result())
+            self._verify(sent, self._answer(sent, future))
 
     async def drain(self, keep: int) -> None:
-        """Wait for and judge the oldest writes until ``keep`` are left in flight."""
+        """Wait for and judge the oldest writes until ``keep`` are left in flight; one
+        unanswered for ``UNANSWERED_S`` shows in the status as what the partition waits for."""
         while len(self._pending) > keep:
             sent, future = self._pending[0]
-            result = await future
+            while not (await asyncio.wait([future], timeout=UNANSWERED_S))[0]:
+                self._wait(
+                    f"local write at offset {sent.base_offset} unanswered for over"
+                    f" {UNANSWERED_S:.0f} s (acks=all: the leader waits for its in-sync replicas)"
+                )
+            result = self._answer(sent, future)
             self._pending.popleft()
             self._verify(sent, result)
+
+    def _answer(self, sent: Sent, future: asyncio.Future[ProduceResult]) -> ProduceResult:
+        """The answer to a write that is done; a request that failed (timed out, its
+        connection cut) is what the partition waits for until a write lands."""
+        if not future.cancelled() and (error := future.exception()) is not None:
+            self._wait(f"local write at offset {sent.base_offset} unanswered: {error}")
+        return future.result()
 
     def _judge(self, sent: Sent, result: ProduceResult) -> Verdict:
         code = result.error_code

@@ -216,6 +216,42 @@ async def test_a_write_appended_before_the_isr_shrank_is_read_back_not_sent_agai
     assert checked == [(0, 10)] and w.confirmed == 10
 
 
+async def test_a_write_unanswered_for_long_shows_what_the_partition_waits_for(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Kafka 4 holds an acks=all write it appended while the ISR is below min ISR until the
+    produce timeout: the status says so meanwhile, and once the request fails."""
+    monkeypatch.setattr("syncer.writes.UNANSWERED_S", 0.01)
+    writer, _local, w = await started()
+    w.submit(batch(0), b"raw")
+    draining = asyncio.ensure_future(w.drain(0))
+    await asyncio.sleep(0.05)
+    assert not draining.done()
+    assert w.status.waiting == (
+        "local write at offset 0 unanswered for over 0 s (acks=all: the leader waits for its"
+        " in-sync replicas)"
+    )
+    writer.sent[0].set_exception(TransientClusterError("local: RequestTimedOutError"))
+    with pytest.raises(TransientClusterError):
+        await draining
+    assert w.status.waiting == "local write at offset 0 unanswered: local: RequestTimedOutError"
+    await w.settle()
+    w.submit(batch(0), b"raw")
+    writer.sent[1].set_result(ProduceResult(0, 0))
+    await w.drain(0)
+    assert w.status.waiting is None
+
+
+async def test_a_write_answered_in_time_shows_no_wait() -> None:
+    writer, _local, w = await started()
+    w.submit(batch(0), b"raw")
+    draining = asyncio.ensure_future(w.drain(0))
+    await asyncio.sleep(0.01)
+    writer.sent[0].set_result(ProduceResult(0, 0))
+    await draining
+    assert w.status.waiting is None and w.confirmed == 10
+
+
 async def test_a_refusal_without_a_reason_of_its_own_is_shown_in_kafkas_words() -> None:
     writer, _local, w = await started()
     w.submit(batch(0), b"raw")
