@@ -166,7 +166,7 @@ class PartitionWrites:
         unanswered for ``UNANSWERED_S`` shows in the status as what the partition waits for."""
         while len(self._pending) > keep:
             sent, future = self._pending[0]
-            while not (await asyncio.wait([future], timeout=UNANSWERED_S))[0]:
+            while not future.done() and not (await asyncio.wait([future], timeout=UNANSWERED_S))[0]:
                 self._wait(
                     f"local write at offset {sent.base_offset} unanswered for over"
                     f" {UNANSWERED_S:.0f} s (acks=all: the leader waits for its in-sync replicas)"

@@ -29,6 +29,7 @@ from collections import defaultdict
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
+from syncer.config import CopierConfig
 from syncer.report import PartitionRow, merge_live
 from syncer.status import State, status_document
 from syncer.syncer import Syncer
@@ -49,6 +50,9 @@ log = logging.getLogger(__name__)
 
 FOLLOWER = 3  # follows every partition of the local topic, leads none
 SHOWN_WITHIN_S = 10.0  # the brief: the status shows why within ~10 s of the follower going
+# once the ISR is whole again: the next retry, at most the longest backoff away (the backoff
+# doubled while the writes were refused), and a little for the retry itself
+RESUMED_WITHIN_S = CopierConfig().retry_backoff_max_ms / 1000 + 5
 WAITING = "local NOT_ENOUGH_REPLICAS (in-sync replicas below min.insync.replicas)"
 
 
@@ -135,7 +139,7 @@ async def test_too_few_in_sync_replicas_waits_says_why_and_resumes_without_dupli
                     s.waiting is None and s.local_end > end
                     for s, end in zip(statuses, frozen, strict=True)
                 ),
-                30,
+                RESUMED_WITHIN_S,
             )
             log.warning(
                 "follower %d stopped: every partition said why it waits after %.1f s (%s),"
