@@ -24,6 +24,7 @@ from enum import Enum
 from syncer.protocol.common import (
     DUPLICATE_SEQUENCE,
     FENCED_LEADER_EPOCH,
+    KAFKA_STORAGE_ERROR,
     LEADER_NOT_AVAILABLE,
     MESSAGE_TOO_LARGE,
     NETWORK_EXCEPTION,
@@ -54,6 +55,42 @@ MAYBE_APPENDED = {REQUEST_TIMED_OUT, NETWORK_EXCEPTION, NOT_ENOUGH_REPLICAS_AFTE
 # name): nothing was appended, and no later try can put it in that log; halt. Kafka's own
 # client retries it (a metadata error), so this is decided here, not by ``retriable``
 LOG_GONE = {UNKNOWN_TOPIC_ID}
+
+
+# why the writes of a partition wait, for the refusals a local broker answers while it cannot
+# take them yet: Kafka's name and what it means here. NOT_ENOUGH_REPLICAS is Kafka's
+# ``Partition.appendRecordsToLeader`` refusing an acks=all write while the ISR is smaller than
+# min.insync.replicas; ..._AFTER_APPEND is ``checkEnoughReplicasReachOffset`` answering a write
+# it had appended (the high watermark covers it) once the ISR shrank below that
+WAIT_REASONS = {
+    NOT_ENOUGH_REPLICAS: (
+        "NOT_ENOUGH_REPLICAS",
+        "in-sync replicas below min.insync.replicas",
+    ),
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND: (
+        "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
+        "appended, then the in-sync replicas fell below min.insync.replicas",
+    ),
+    NOT_LEADER_OR_FOLLOWER: ("NOT_LEADER_OR_FOLLOWER", "the leader moved"),
+    FENCED_LEADER_EPOCH: ("FENCED_LEADER_EPOCH", "the leader moved"),
+    UNKNOWN_LEADER_EPOCH: ("UNKNOWN_LEADER_EPOCH", "the leader moved"),
+    LEADER_NOT_AVAILABLE: ("LEADER_NOT_AVAILABLE", "no leader elected yet"),
+    UNKNOWN_TOPIC_OR_PARTITION: ("UNKNOWN_TOPIC_OR_PARTITION", "the broker does not know it yet"),
+    REQUEST_TIMED_OUT: ("REQUEST_TIMED_OUT", "the replicas did not acknowledge in time"),
+    NETWORK_EXCEPTION: ("NETWORK_EXCEPTION", "the leader lost its connection to a replica"),
+    KAFKA_STORAGE_ERROR: ("KAFKA_STORAGE_ERROR", "a log directory of the leader failed"),
+}
+
+
+def waiting_for(error_code: int) -> str | None:
+    """Why a partition's writes wait after a local broker answered ``error_code`` to one of
+    them, as its status shows it until a write lands (None: a code without a reason here,
+    which the caller names in its own words)."""
+    known = WAIT_REASONS.get(error_code)
+    if known is None:
+        return None
+    name, meaning = known
+    return f"local {name} ({meaning})"
 
 
 class Outcome(Enum):

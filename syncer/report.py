@@ -72,7 +72,8 @@ def remote_rows(
 
 
 def merge_live(rows: list[PartitionRow], live: list[dict[str, Any]]) -> None:
-    """Show the copier's own state where a daemon reports the partition (halted, and why)."""
+    """Show the copier's own state where a daemon reports the partition: halted and why, the
+    remotes it no longer uses, why its writes wait."""
     by_tp = {(p["topic"], p["partition"]): p for doc in live for p in doc.get("partitions", ())}
     for row in rows:
         found = by_tp.get((row.topic, row.partition))
@@ -82,8 +83,11 @@ def merge_live(rows: list[PartitionRow], live: list[dict[str, Any]]) -> None:
         row.dropped = dict(found["dropped"])
         if found["state"] == "halted":
             row.state = f"halted: {found['error']}"
-        elif found["dropped"]:
+            continue
+        if found["dropped"]:
             row.state += " (dropped: " + ", ".join(sorted(found["dropped"])) + ")"
+        if found.get("waiting"):  # absent from the /status of a daemon before it
+            row.state += f" (waiting: {found['waiting']})"
 
 
 def fetch_live(urls: list[str], timeout: float = 5.0) -> tuple[list[dict[str, Any]], list[str]]:

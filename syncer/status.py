@@ -51,6 +51,9 @@ class PartitionStatus:
     one_at_a_time: bool = True
     # the newest record written is older than the local brokers' producer.id.expiration.ms
     older_than_producer_expiry: bool = False
+    # why the writes wait and are retried (``alignment.waiting_for``: the local brokers'
+    # last refusal, e.g. too few in-sync replicas), until a write lands again
+    waiting: str | None = None
 
     @property
     def records_copied(self) -> int:
@@ -167,6 +170,7 @@ def status_document(snapshot: Snapshot) -> dict[str, Any]:
             "dropped": dict(s.dropped),
             "one_at_a_time": s.one_at_a_time,
             "older_than_producer_expiry": s.older_than_producer_expiry,
+            "waiting": s.waiting,
             "error": s.error,
         }
         for s in snapshot.partitions

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
 
-from syncer.alignment import Outcome, StateClock, Verdict, judge
+from syncer.alignment import Outcome, StateClock, Verdict, judge, waiting_for
 from syncer.clusters import TP, Cluster, ProduceResult, error_for, is_retriable
 from syncer.errors import ClusterError, MisalignedWrite, PartitionHalted, TransientClusterError
 from syncer.partition import PartitionSources
@@ -33,6 +33,11 @@ SETTLE_POLL_S = 0.5
 # reading the local end again before a shrunken log is believed (a new leader's first
 # answers may trail)
 SHRINK_READS = 3
+# a write unanswered this long shows in the status as what the partition waits for: an
+# acks=all write is answered once every in-sync replica has it, and a leader whose ISR fell
+# below min.insync.replicas holds the writes it had appended until the produce timeout
+# (Kafka 4: the high watermark does not move under min ISR, KIP-966)
+UNANSWERED_S = 5.0
 
 
 class Resync(Exception):
@@ -94,6 +99,8 @@ class PartitionWrites:
         self.proven_at: int | None = None
         # the offset the broker last refused our sequence at, until a write lands again
         self.refused_at: int | None = None
+        # since when the writes wait on a refusal of the local brokers (``status.waiting``)
+        self.waiting_since: float | None = None
 
     def __repr__(self) -> str:
         return (
@@ -152,15 +159,28 @@ class PartitionWrites:
         """Judge the writes answered so far, in order."""
         while self._pending and self._pending[0][1].done():
             sent, future = self._pending.popleft()
-            self._verify(sent, future.result())
+            self._verify(sent, self._answer(sent, future))
 
     async def drain(self, keep: int) -> None:
-        """Wait for and judge the oldest writes until ``keep`` are left in flight."""
+        """Wait for and judge the oldest writes until ``keep`` are left in flight; one
+        unanswered for ``UNANSWERED_S`` shows in the status as what the partition waits for."""
         while len(self._pending) > keep:
             sent, future = self._pending[0]
-            result = await future
+            while not future.done() and not (await asyncio.wait([future], timeout=UNANSWERED_S))[0]:
+                self._wait(
+                    f"local write at offset {sent.base_offset} unanswered for over"
+                    f" {UNANSWERED_S:.0f} s (acks=all: the leader waits for its in-sync replicas)"
+                )
+            result = self._answer(sent, future)
             self._pending.popleft()
             self._verify(sent, result)
+
+    def _answer(self, sent: Sent, future: asyncio.Future[ProduceResult]) -> ProduceResult:
+        """The answer to a write that is done; a request that failed (timed out, its
+        connection cut) is what the partition waits for until a write lands."""
+        if not future.cancelled() and (error := future.exception()) is not None:
+            self._wait(f"local write at offset {sent.base_offset} unanswered: {error}")
+        return future.result()
 
     def _judge(self, sent: Sent, result: ProduceResult) -> Verdict:
         code = result.error_code
@@ -170,6 +190,23 @@ class PartitionWrites:
         self.confirmed = max(self.confirmed or 0, sent.next_offset)
         self.proven_at = sent.max_timestamp
         self.refused_at = None
+        if self.waiting_since is not None:
+            log.info(
+                "%s: writes land again after %.1f s waiting (%s)",
+                self.where,
+                time.monotonic() - self.waiting_since,
+                self.status.waiting,
+            )
+            self.waiting_since = self.status.waiting = None
+
+    def _wait(self, reason: str) -> None:
+        """The writes wait for ``reason`` (a refusal they are retried after): the status
+        shows it until one lands; logged once when it starts or changes, not per retry."""
+        if reason != self.status.waiting:
+            log.warning("%s: writes wait: %s; retrying with backoff", self.where, reason)
+        if self.waiting_since is None:
+            self.waiting_since = time.monotonic()
+        self.status.waiting = reason
 
     def _misplaced(self, verdict: Verdict) -> MisalignedWrite:
         return MisalignedWrite(
@@ -202,6 +239,7 @@ class PartitionWrites:
             )
         error = error_for(result.error_code, f"write at offset {sent.base_offset}")
         if outcome in (Outcome.NOT_LANDED, Outcome.UNKNOWN):
+            self._wait(waiting_for(result.error_code) or f"local {error}")
             # logged with the partition's name as it is retried; what landed is checked. A
             # leader that moved stays ``LeaderMoved``: the copier retries it without waiting
             if isinstance(error, TransientClusterError):

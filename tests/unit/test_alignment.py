@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from syncer.alignment import Outcome, StateClock, compare_landed, judge, unanswered
+from syncer.alignment import (
+    Outcome,
+    StateClock,
+    compare_landed,
+    judge,
+    unanswered,
+    waiting_for,
+)
 from syncer.protocol.common import (
     DUPLICATE_SEQUENCE,
     KAFKA_STORAGE_ERROR,
@@ -138,3 +145,33 @@ def test_plan_says_when_the_data_to_copy_is_older_than_the_producer_expiry() -> 
     assert "1 partitions start with records older than that" in note
     assert "no data to copy is older" in producer_state_note(StateClock(DAY_MS), rows[1:], NOW)
     assert "unknown" in producer_state_note(StateClock(0), rows, NOW)
+
+
+def test_a_partition_short_of_in_sync_replicas_waits_and_says_why() -> None:
+    """issue 19: RF 3, min ISR 2, two followers down; the write is retried, never halted."""
+    before = judge(100, NOT_ENOUGH_REPLICAS, -1, True)
+    after = judge(100, NOT_ENOUGH_REPLICAS_AFTER_APPEND, -1, True)
+    assert not before.outcome.halts and not after.outcome.halts
+    # refused before the append: not a refused sequence (no foreign producer suspected)
+    assert before.outcome is Outcome.NOT_LANDED
+    # appended to the leader's log: what landed is read back and checked, never sent again
+    assert after.outcome is Outcome.UNKNOWN
+    assert waiting_for(NOT_ENOUGH_REPLICAS) == (
+        "local NOT_ENOUGH_REPLICAS (in-sync replicas below min.insync.replicas)"
+    )
+    assert waiting_for(NOT_ENOUGH_REPLICAS_AFTER_APPEND) == (
+        "local NOT_ENOUGH_REPLICAS_AFTER_APPEND (appended, then the in-sync replicas fell"
+        " below min.insync.replicas)"
+    )
+
+
+@pytest.mark.parametrize("code", [NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT, KAFKA_STORAGE_ERROR])
+def test_every_retried_refusal_of_a_local_broker_has_a_reason(code: int) -> None:
+    assert judge(100, code, -1, True).outcome in (Outcome.NOT_LANDED, Outcome.UNKNOWN)
+    reason = waiting_for(code)
+    assert reason is not None and reason.startswith("local ")
+
+
+def test_a_code_without_a_reason_is_left_to_the_caller_to_name() -> None:
+    assert waiting_for(INVALID_TIMESTAMP) is None
+    assert waiting_for(0) is None

@@ -6,6 +6,7 @@ from syncer.clusters import TP
 from syncer.holes import RemoteEnds
 from syncer.metrics import SyncerCollector
 from syncer.offsets import GroupStatus
+from syncer.report import PartitionRow, merge_live
 from syncer.sources import SourceHealth
 from syncer.status import (
     PartitionStatus,
@@ -24,6 +25,7 @@ def snapshot() -> Snapshot:
         remote_ends={"east": RemoteEnds(0, 100), "west": RemoteEnds(0, 70)},
         state=State.COPYING,
         served={"east": 4096},
+        waiting="local NOT_ENOUGH_REPLICAS (in-sync replicas below min.insync.replicas)",
     )
     halted = PartitionStatus(
         TP("orders", 1),
@@ -51,6 +53,7 @@ def test_the_status_document_shows_the_snapshot() -> None:
     document = status_document(snapshot())
     copying, halted = document["partitions"]
     assert copying["lag"] == 60 and copying["state"] == "copying"
+    assert copying["waiting"].startswith("local NOT_ENOUGH_REPLICAS") and halted["waiting"] is None
     assert halted["lag"] == 2  # the dropped remote's end is no target
     assert halted["state"] == "halted" and halted["error"] == "hole at 7"
     east, west = document["remotes"]
@@ -97,3 +100,23 @@ def test_copied_since_counts_nothing_before_the_start_nor_below_it() -> None:
     assert copied_since(10, -1) == 0
     assert copied_since(10, 5) == 0
     assert copied_since(0, 5) == 5
+
+
+def test_the_status_table_says_why_a_partition_waits_and_why_one_halted() -> None:
+    """``syncer status`` merges each daemon's /status into the cluster's rows."""
+    rows = [
+        PartitionRow("orders", p, 40, {"east": 100, "west": 70}, 60, "east", "behind")
+        for p in (0, 1, 2)
+    ]
+    live = status_document(snapshot())
+    merge_live(rows, [live])
+    waiting, halted, unreported = rows
+    assert waiting.state == (
+        "behind (waiting: local NOT_ENOUGH_REPLICAS (in-sync replicas below min.insync.replicas))"
+    )
+    assert halted.state == "halted: hole at 7"  # the halt says it all
+    assert unreported.state == "behind"
+    rows = [PartitionRow("orders", 0, 40, {"east": 100}, 60, "east", "behind")]
+    older = {"partitions": [{k: v for k, v in live["partitions"][0].items() if k != "waiting"}]}
+    merge_live(rows, [older])  # a daemon from before the field: nothing to add
+    assert rows[0].state == "behind"

@@ -14,7 +14,11 @@ from syncer.alignment import OUT_OF_ORDER_SEQUENCE, REQUEST_TIMED_OUT, StateCloc
 from syncer.clusters import TP, ProduceResult
 from syncer.errors import LeaderMoved, MisalignedWrite, PartitionHalted, TransientClusterError
 from syncer.partition import PartitionSources
-from syncer.protocol.common import NOT_LEADER_OR_FOLLOWER
+from syncer.protocol.common import (
+    NOT_ENOUGH_REPLICAS,
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+    NOT_LEADER_OR_FOLLOWER,
+)
 from syncer.sources import SourceHealth
 from syncer.status import PartitionStatus
 from syncer.writes import PartitionWrites, Resync, Sent
@@ -167,6 +171,95 @@ async def test_a_produce_answer_naming_a_moved_leader_is_retried_as_leader_moved
     with pytest.raises(TransientClusterError) as timed_out:
         await w.drain(0)
     assert not isinstance(timed_out.value, LeaderMoved)  # that one backs off as it did
+
+
+async def test_too_few_in_sync_replicas_is_retried_and_shown_until_a_write_lands() -> None:
+    """issue 19: NOT_ENOUGH_REPLICAS waits (retriable, not a halt nor a refused sequence);
+    the status says why until a write lands again."""
+    writer, _local, w = await started()
+    w.submit(batch(0), b"raw")
+    writer.sent[0].set_result(ProduceResult(NOT_ENOUGH_REPLICAS, -1))
+    with pytest.raises(TransientClusterError) as refused:
+        await w.drain(0)
+    assert not isinstance(refused.value, LeaderMoved)  # backs off: the ISR takes a while
+    assert w.status.waiting == (
+        "local NOT_ENOUGH_REPLICAS (in-sync replicas below min.insync.replicas)"
+    )
+    assert w.refused_at is None and w.confirmed == 0
+    await w.settle()
+    assert w.status.waiting is not None  # still waiting: nothing landed
+    w.submit(batch(0), b"raw")
+    writer.sent[1].set_result(ProduceResult(0, 0))
+    await w.drain(0)
+    assert w.status.waiting is None and w.waiting_since is None and w.confirmed == 10
+
+
+async def test_a_write_appended_before_the_isr_shrank_is_read_back_not_sent_again() -> None:
+    """NOT_ENOUGH_REPLICAS_AFTER_APPEND: the leader appended it (its high watermark covers
+    it); the local end read next holds it, and what lies below is checked, not rewritten."""
+    writer, local, w = await started()
+    w.submit(batch(0), b"raw")
+    w.submit(batch(10), b"raw")
+    writer.sent[0].set_result(ProduceResult(NOT_ENOUGH_REPLICAS_AFTER_APPEND, -1))
+    writer.sent[1].set_result(ProduceResult(NOT_ENOUGH_REPLICAS, -1))
+    with pytest.raises(TransientClusterError):
+        await w.drain(0)
+    assert "NOT_ENOUGH_REPLICAS_AFTER_APPEND" in (w.status.waiting or "")
+    await w.settle()
+    local.end = 10  # the first was appended, the second refused
+    checked: list[tuple[int, int]] = []
+
+    async def check(low: int, high: int) -> None:
+        checked.append((low, high))
+
+    assert await w.checked_local_end(check) == 10  # the next write starts at 10
+    assert checked == [(0, 10)] and w.confirmed == 10
+
+
+async def test_a_write_unanswered_for_long_shows_what_the_partition_waits_for(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Kafka 4 holds an acks=all write it appended while the ISR is below min ISR until the
+    produce timeout: the status says so meanwhile, and once the request fails."""
+    monkeypatch.setattr("syncer.writes.UNANSWERED_S", 0.01)
+    writer, _local, w = await started()
+    w.submit(batch(0), b"raw")
+    draining = asyncio.ensure_future(w.drain(0))
+    await asyncio.sleep(0.05)
+    assert not draining.done()
+    assert w.status.waiting == (
+        "local write at offset 0 unanswered for over 0 s (acks=all: the leader waits for its"
+        " in-sync replicas)"
+    )
+    writer.sent[0].set_exception(TransientClusterError("local: RequestTimedOutError"))
+    with pytest.raises(TransientClusterError):
+        await draining
+    assert w.status.waiting == "local write at offset 0 unanswered: local: RequestTimedOutError"
+    await w.settle()
+    w.submit(batch(0), b"raw")
+    writer.sent[1].set_result(ProduceResult(0, 0))
+    await w.drain(0)
+    assert w.status.waiting is None
+
+
+async def test_a_write_answered_in_time_shows_no_wait() -> None:
+    writer, _local, w = await started()
+    w.submit(batch(0), b"raw")
+    draining = asyncio.ensure_future(w.drain(0))
+    await asyncio.sleep(0.01)
+    writer.sent[0].set_result(ProduceResult(0, 0))
+    await draining
+    assert w.status.waiting is None and w.confirmed == 10
+
+
+async def test_a_refusal_without_a_reason_of_its_own_is_shown_in_kafkas_words() -> None:
+    writer, _local, w = await started()
+    w.submit(batch(0), b"raw")
+    # a retriable code the table of reasons does not name (Kafka's GROUP_LOAD_IN_PROGRESS)
+    writer.sent[0].set_result(ProduceResult(14, -1))
+    with pytest.raises(TransientClusterError):
+        await w.drain(0)
+    assert w.status.waiting == "local write at offset 0: GroupLoadInProgressError (error 14)"
 
 
 async def test_a_write_that_landed_elsewhere_halts_naming_both_offsets() -> None:
