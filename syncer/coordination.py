@@ -22,6 +22,7 @@ from aiokafka.coordinator.protocol import (
     ConsumerProtocolMemberAssignment,
     ConsumerProtocolMemberMetadata,
 )
+from aiokafka.errors import KafkaError
 
 from syncer.assignment import assign, decode_owned, encode_owned, weights_from_gaps
 from syncer.clusters import TP, client_options
@@ -31,6 +32,7 @@ from syncer.tasks import cancel_and_wait
 log = logging.getLogger(__name__)
 
 ASSIGNOR_NAME = "syncer-gap-sticky"
+POLL_RETRY_S = 1.0  # the pause before polling again after a retriable error
 Callback = Callable[[set[TP]], Awaitable[None]]
 
 
@@ -258,12 +260,26 @@ class GroupMember:
         coordinator._do_heartbeat = tracked
 
     async def _poll(self, consumer: AIOKafkaConsumer) -> None:
-        """Keep the member alive for max.poll.interval: poll with every partition paused."""
+        """Keep the member alive for max.poll.interval: poll with every partition paused.
+        An error Kafka marks retriable (the coordinator's broker gone, say) is polled
+        through: a loop that ended on it would leave the process up but out of the group
+        for good. Any other error ends the loop, said by ``_poll_died``."""
         while True:
             assignment = consumer.assignment()
             if assignment:
                 consumer.pause(*assignment)
-            await consumer.getmany(timeout_ms=1000)
+            try:
+                await consumer.getmany(timeout_ms=1000)
+            except KafkaError as exc:
+                if not exc.retriable:
+                    raise
+                log.warning(
+                    "group %s: member %s: poll failed, polling again: %r",
+                    self.group.group,
+                    self.name,
+                    exc,
+                )
+                await asyncio.sleep(POLL_RETRY_S)
 
     def _poll_died(self, task: asyncio.Task[None]) -> None:
         if not task.cancelled() and task.exception() is not None:

@@ -10,8 +10,14 @@ from typing import Any
 
 import pytest
 from aiokafka.coordinator.protocol import ConsumerProtocol, ConsumerProtocolMemberAssignment
+from aiokafka.errors import (
+    CoordinatorNotAvailableError,
+    GroupAuthorizationFailedError,
+    NodeNotReadyError,
+)
 from aiokafka.protocol.admin import DescribeGroupsResponse_v1
 
+from syncer import coordination
 from syncer.clusters import TP
 from syncer.config import Config, CoordinationConfig
 from syncer.coordination import (
@@ -99,7 +105,8 @@ class StubConsumer:
         self.paused: set[TP] = set()
         self.subscriptions: list[list[str]] = []
         self.starts = self.stops = self.polls = 0
-        self.fail_poll: Exception | None = None
+        self.fail_poll: Exception | None = None  # every poll fails with it
+        self.fail_polls: list[Exception] = []  # the next polls fail with these, in turn
 
     async def start(self) -> None:
         self.starts += 1
@@ -120,6 +127,8 @@ class StubConsumer:
         self.polls += 1
         if self.fail_poll is not None:
             raise self.fail_poll
+        if self.fail_polls:
+            raise self.fail_polls.pop(0)
         await asyncio.sleep(0.005)
         return {}
 
@@ -231,6 +240,32 @@ async def test_a_poll_loop_that_dies_says_why(caplog: pytest.LogCaptureFixture) 
             await asyncio.sleep(0.005)
     assert "stopped polling: RuntimeError('boom')" in caplog.text
     assert stub.stops == 1
+
+
+async def test_a_retriable_poll_error_is_polled_through(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(coordination, "POLL_RETRY_S", 0.001)
+    stub = StubConsumer()
+    stub.fail_polls = [CoordinatorNotAvailableError(), NodeNotReadyError()]
+    async with Member(stub) as member:
+        while stub.polls < 4:
+            await asyncio.sleep(0.005)
+        assert member._poll_task is not None and not member._poll_task.done()
+    assert caplog.text.count("poll failed, polling again") == 2
+    assert "stopped polling" not in caplog.text
+
+
+async def test_a_fatal_poll_error_ends_the_loop_and_says_why(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    stub = StubConsumer()
+    stub.fail_polls = [GroupAuthorizationFailedError()]
+    async with Member(stub) as member:
+        while member._poll_task is not None and not member._poll_task.done():
+            await asyncio.sleep(0.005)
+    assert "stopped polling: GroupAuthorizationFailedError" in caplog.text
+    assert stub.polls == 1
 
 
 # the assignor: what the leader makes of the members' metadata ---------------------------
