@@ -5,6 +5,7 @@ after any error the copier starts over from the local end it reads back."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Mapping
@@ -102,6 +103,7 @@ class PartitionCopier:
         self.chunks = ChunkScheduler(tp, fetchers, sources, config, memory)
         self.agreement = Agreement(tp, local, fetchers, sources, identity.producer_id)
         self._stopping = False
+        self._stop_requested = asyncio.Event()  # wakes a back-off when a stop is asked for
         self.writes = PartitionWrites(
             tp,
             local,
@@ -123,7 +125,15 @@ class PartitionCopier:
     def request_stop(self) -> None:
         """Finish the writes in flight, then return from ``run``."""
         self._stopping = True
+        self._stop_requested.set()
         self.chunks.stop_polling()
+
+    async def _pause(self, seconds: float) -> None:
+        """Sleep ``seconds``, or less if a stop is asked for meanwhile: a revoked partition
+        must not keep its group waiting out a back-off of up to ``retry_backoff_max_ms``
+        (every member waits for the slowest one's revoked copiers before the group forms)."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stop_requested.wait(), seconds)
 
     async def run(self, until: int | None = None) -> PartitionStatus:
         """Copy until stopped, or until the local end reaches ``until`` (catch-up)."""
@@ -171,7 +181,7 @@ class PartitionCopier:
                 except PartitionHalted as halted:
                     await self._halt(halted)
                     return
-                await asyncio.sleep(backoff)
+                await self._pause(backoff)
             except Exception as exc:  # a bug: halt visibly rather than die unseen
                 log.exception("%s[%d]: internal error", self.tp.topic, self.tp.partition)
                 error = PartitionHalted(f"internal error: {type(exc).__name__}: {exc}")
@@ -230,7 +240,7 @@ class PartitionCopier:
                     continue
                 if got is None:
                     self._no_source(frontier)
-                    await asyncio.sleep(self.config.retry_backoff_ms / 1000)
+                    await self._pause(self.config.retry_backoff_ms / 1000)
                     continue
                 try:
                     await self.agreement.check(got, frontier)

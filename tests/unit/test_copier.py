@@ -3,8 +3,11 @@ test_partition): how long it waits before resuming from the local end after an e
 
 from __future__ import annotations
 
+import asyncio
+import time
+
 from syncer.config import CopierConfig
-from syncer.copier import next_backoff
+from syncer.copier import PartitionCopier, next_backoff
 
 CONFIG = CopierConfig(retry_backoff_ms=200, retry_backoff_max_ms=1_000)
 
@@ -39,3 +42,32 @@ def test_a_leader_that_moved_is_retried_after_the_first_step_however_many_came_b
     assert waits == [1.0, 0.2, 0.2, 0.2]
     # and the errors after it grow from there again if nothing is copied
     assert next_backoff(waits[-1], False, CONFIG) == 0.4
+
+
+class Chunks:
+    def stop_polling(self) -> None:
+        pass
+
+
+async def test_a_stop_asked_for_during_a_back_off_ends_the_wait_at_once() -> None:
+    # issue 19: a revoked copier sleeping out a 6.4 s back-off held its whole group's
+    # rebalance that long; the wait itself is the copier's, so it is driven directly
+    copier = object.__new__(PartitionCopier)
+    copier._stopping = False
+    copier._stop_requested = asyncio.Event()
+    copier.chunks = Chunks()  # type: ignore[assignment]
+    pausing = asyncio.create_task(copier._pause(30))
+    await asyncio.sleep(0.01)
+    assert not pausing.done()
+    started = time.monotonic()
+    copier.request_stop()
+    await asyncio.wait_for(pausing, 1)
+    assert time.monotonic() - started < 0.5
+
+
+async def test_a_back_off_without_a_stop_lasts_its_time() -> None:
+    copier = object.__new__(PartitionCopier)
+    copier._stop_requested = asyncio.Event()
+    started = time.monotonic()
+    await copier._pause(0.05)
+    assert time.monotonic() - started >= 0.05
