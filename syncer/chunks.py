@@ -205,12 +205,10 @@ class ChunkScheduler:
         where = f"{self.tp.topic}[{self.tp.partition}]"
         others = [n for n in self.sources.usable() if n != chunk.remote]
         error = fetched.error(f"{where}: fetch from remote {chunk.remote} at {chunk.start}")
-        if outcome.retriable or others:
-            raise TransientClusterError(str(error))
         if outcome is FetchOutcome.OUT_OF_RANGE:
-            raise PartitionHalted(
-                f"{where}: offset {chunk.start} is out of range at remote {chunk.remote}: the"
-                " remote's log no longer holds it or ends before it (topic deleted and"
-                " recreated?)"
-            )
+            # its log starts above the offset or ends below it: the copier lists its ends
+            # and halts naming them (``Agreement.check_ends``, ``PartitionSources.stuck``)
+            self.sources.out_of_range(chunk.remote, chunk.start)
+        if outcome.retriable or others or outcome is FetchOutcome.OUT_OF_RANGE:
+            raise TransientClusterError(str(error))
         raise PartitionHalted(str(error))

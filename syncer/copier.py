@@ -219,6 +219,7 @@ class PartitionCopier:
                 self.chunks.launch(frontier, target)
                 got = await self.chunks.next_ready(frontier)
                 self.writes.check_done()
+                await self.agreement.check_ends(frontier)  # a remote that lost copied records
                 if got is None and self._stopping:
                     break
                 if got is None and self.chunks.starved:
