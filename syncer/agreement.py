@@ -252,7 +252,11 @@ class Agreement:
         """Drop each remote whose log lost records copied from it (``PartitionSources.
         shrunk``: an out-of-range answer, or an end below them for the grace), once a
         listing of its ends confirms it; ``PartitionHalted`` if none is left. Nothing of its
-        new history is written on top of what was copied."""
+        new history is written on top of what was copied; one merely seen below them has
+        its next records compared with the local log (a new history may pass them soon)."""
+        for remote, ends in self.sources.usable().items():
+            if ends.end < self.sources.held(remote, copied_end):
+                self.checked.discard(remote)
         for remote in self.sources.shrunk(copied_end, time.monotonic()):
             source = self.fetchers[remote].lanes[0].cluster
             held = self.sources.held(remote, copied_end)

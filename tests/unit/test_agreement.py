@@ -341,3 +341,15 @@ async def test_nothing_is_listed_while_every_remote_holds_what_was_copied() -> N
     check.sources.out_of_range("east", 12)
     await check.check_ends(12)
     assert sides["east"].listings == 1 and check.sources.dropped == {}
+
+
+async def test_a_remote_seen_ending_below_the_copy_has_its_next_records_compared() -> None:
+    check, _ = agreement(OURS, east=OURS)
+    first = chunk_at(10)
+    await check.check(first, 10)
+    check.written(first)
+    assert proof_needed("east", 11, check.last, "east" in check.checked) is Proof.CONTINUES
+    check.sources.update_end("east", RemoteEnds(0, 9))  # a new leader: its HW, or a loss
+    await check.check_ends(11)  # within the grace: no halt, no drop
+    assert check.sources.dropped == {}
+    assert proof_needed("east", 11, check.last, "east" in check.checked) is Proof.LOCAL
