@@ -227,16 +227,14 @@ class Agreement:
         theirs = await self._remote_digests(got.remote, min(ours), frontier)
         result = compare(ours, theirs)
         if result.differing:
-            # the local writer is known at the record compared; where the remote's log was
-            # replaced may lie further below
-            found = self._divergence(got.remote, result.differing[0], frontier)
+            at = result.differing[-1]
             source = self.fetchers[got.remote].lanes[0].cluster
             start = self.sources.ends[got.remote].start
-            at, exact = await where_replaced(self.local, source, self.tp, start, found.offset)
+            first, exact = await where_replaced(self.local, source, self.tp, start, at)
             self._disagrees(
                 got.remote,
                 f"records differ from the local log's at offset {at}",
-                replace(found, offset=at, exact=exact),
+                replace(self._divergence(got.remote, at, frontier), first=first, exact=exact),
             )
         if not result.compared:
             log.warning(

@@ -181,7 +181,8 @@ class Divergence:
     copied_from: str | None = None  # the remote the local record was copied from, if known
     local_writer: int | None = None  # the producer id of the local record's batch, if read
     our_writer: int | None = None  # the producer id this deployment writes with
-    exact: bool = False  # ``offset`` is surely the first that differs (records below agree)
+    first: int | None = None  # where the remote's log first differs, at or below ``offset``
+    exact: bool = False  # ``first`` is surely the first (a record below it is equal)
 
     @property
     def changed(self) -> Changed:
@@ -226,10 +227,12 @@ class Divergence:
         shorter = ""
         if self._shrunk:
             shorter = f"; it ends at {self.remote_end}, below the {self.copied_end} copied"
-        below = "" if self.exact else " or below"
+        replaced = f"offset {at} or below" if self.first is None else f"offset {self.first}"
+        if self.first is not None and not self.exact:
+            replaced += " or below"
         return (
             f"{differs}{copied}: remote {self.remote}'s log no longer matches what was copied"
-            f" (truncated or replaced at offset {at}{below}{shorter}: an unclean leader"
+            f" (truncated or replaced at {replaced}{shorter}: an unclean leader"
             " election on the remote, or its topic deleted and recreated); nothing is copied"
             " on top of it"
         )

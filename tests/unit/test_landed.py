@@ -52,11 +52,15 @@ def test_a_remote_whose_records_below_its_end_differ_names_the_first_one() -> No
     assert "at offset 300 or below:" in text
 
 
-def test_a_divergence_names_its_offset_as_the_first_only_when_it_is() -> None:
-    found = Divergence("t[0]", "east", 300, 500, copied_from="east")
-    assert "replaced at offset 300 or below" in found.describe()
-    exact = Divergence("t[0]", "east", 300, 500, copied_from="east", exact=True)
-    assert "replaced at offset 300:" in exact.describe()
+def test_a_divergence_names_where_the_remote_was_replaced_when_it_was_searched() -> None:
+    found = Divergence("t[0]", "east", 499, 500, copied_from="east")
+    assert "replaced at offset 499 or below" in found.describe()
+    searched = Divergence("t[0]", "east", 499, 500, copied_from="east", first=300, exact=True)
+    text = searched.describe()
+    assert text.startswith("t[0]: the local record at offset 499 differs from remote east's")
+    assert "replaced at offset 300:" in text
+    unsure = Divergence("t[0]", "east", 499, 500, copied_from="east", first=300)
+    assert "replaced at offset 300 or below:" in unsure.describe()
 
 
 # --- read from the clusters -----------------------------------------------------------------
