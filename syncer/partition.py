@@ -178,9 +178,9 @@ class PartitionSources:
         lost = []
         for name, ends in self.usable().items():
             held = self.held(name, copied_end)
-            if ends.end >= held:
-                self._below_since.pop(name, None)
             since = self._below_since.setdefault(name, now) if ends.end < held else None
+            if since is None:  # back at what it held: a later fall starts a new grace
+                self._below_since.pop(name, None)
             verdict = shrink_verdict(held, ends.end, self._out_of_range.get(name), since, now)
             if verdict is Shrink.LOST:
                 lost.append(name)
