@@ -23,17 +23,24 @@ import asyncio
 import logging
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
-from syncer.batches import Batch, decode, is_filler, record_digest, record_digests, split_batches
+from syncer.batches import Batch, record_digests
 from syncer.chunks import Fetched
-from syncer.clusters import TP, Cluster, FetchedPartition
+from syncer.clusters import TP, Cluster
 from syncer.errors import PartitionHalted, TransientClusterError
-from syncer.landed import Divergence
+from syncer.landed import (
+    Divergence,
+    Shrunk,
+    confirm_shrink,
+    real_digests,
+    records_of,
+    where_replaced,
+    why_halted,
+)
 from syncer.lanes import Lanes
 from syncer.partition import PartitionSources
-from syncer.wire import FetchOutcome
 
 log = logging.getLogger(__name__)
 
@@ -221,10 +228,13 @@ class Agreement:
         result = compare(ours, theirs)
         if result.differing:
             at = result.differing[-1]
+            source = self.fetchers[got.remote].lanes[0].cluster
+            start = self.sources.ends[got.remote].start
+            first, exact = await where_replaced(self.local, source, self.tp, start, at)
             self._disagrees(
                 got.remote,
                 f"records differ from the local log's at offset {at}",
-                self._divergence(got.remote, at, frontier),
+                replace(self._divergence(got.remote, at, frontier), first=first, exact=exact),
             )
         if not result.compared:
             log.warning(
@@ -236,6 +246,27 @@ class Agreement:
             )
         return result.agrees
 
+    async def check_ends(self, copied_end: int) -> None:
+        """Drop each remote whose log lost records copied from it (``PartitionSources.
+        shrunk``: an out-of-range answer, or an end below them for the grace), once a
+        listing of its ends confirms it; ``PartitionHalted`` if none is left. Nothing of its
+        new history is written on top of what was copied; one merely seen below them has
+        its next records compared with the local log (a new history may pass them soon)."""
+        for remote, ends in self.sources.usable().items():
+            if ends.end < self.sources.held(remote, copied_end):
+                self.checked.discard(remote)
+        for remote in self.sources.shrunk(copied_end, time.monotonic()):
+            source = self.fetchers[remote].lanes[0].cluster
+            held = self.sources.held(remote, copied_end)
+            ends, found = await confirm_shrink(
+                self.local, source, self.tp, self.where, remote, held
+            )
+            # an end back at ``held``: a high watermark that caught up, or a start moved past
+            # the frontier (then ``stuck`` halts: the records are gone at the source)
+            self.sources.update_end(remote, ends)
+            if found is not None:
+                self._drop_or_halt(remote, f"its log ends at {ends.end}, below {held}", found)
+
     async def _local_reference(self, frontier: int) -> dict[int, bytes]:
         """Digests of the real records (not fillers) in the smallest window below
         ``frontier`` that holds any; empty if none is found."""
@@ -246,7 +277,7 @@ class Agreement:
                 if low >= frontier:
                     return {}
                 batches = await self._read_local(low, frontier)
-                found = _real_digests(batches, low, frontier)
+                found = real_digests(batches, low, frontier)
                 self._local_writers = {
                     o: b.producer_id
                     for b in batches
@@ -274,7 +305,7 @@ class Agreement:
                 ),
                 LOOKUP_TIMEOUT_S,
             )
-            got = _records_of(answer[self.tp], f"{self.where}: reading the local log at {offset}")
+            got = records_of(answer[self.tp], f"{self.where}: reading the local log at {offset}")
             fresh = [b for b in got if b.next_offset > offset and b.base_offset < high]
             if not fresh:
                 break  # the local end (writes still in flight are not there yet)
@@ -291,7 +322,7 @@ class Agreement:
             answer = await asyncio.wait_for(
                 self.fetchers[remote].fetch(self.tp, low, max_bytes), LOOKUP_TIMEOUT_S
             )
-            batches = _records_of(answer, f"{self.where}: comparing remote {remote} at {low}")
+            batches = records_of(answer, f"{self.where}: comparing remote {remote} at {low}")
         except (TransientClusterError, TimeoutError, OSError) as exc:
             self.sources.health(remote).failed(time.monotonic(), f"{type(exc).__name__}: {exc}")
             raise CheckFailed(f"comparing {remote}'s records at {low}: {exc}") from exc
@@ -347,45 +378,19 @@ class Agreement:
     def _disagrees(self, remote: str, reason: str, halt: str | Divergence) -> None:
         """Drop ``remote``; halt the partition if it was the last one left, saying which
         log changed where that is known (``Divergence``)."""
+        self._drop_or_halt(remote, reason, halt)
+        raise SourceDropped(f"remote {remote} dropped: {reason}")
+
+    def _drop_or_halt(self, remote: str, reason: str, halt: str | Divergence | Shrunk) -> None:
         self._drop(remote, reason)
         if self.sources.every_dropped():
             others = "; ".join(f"{n}: {r}" for n, r in self.sources.dropped.items() if n != remote)
-            if isinstance(halt, str):
-                halt = (
-                    f"{self.where}: {halt}: a foreign producer wrote into the local partition,"
-                    " or the remote holds other data than what was copied before (its topic"
-                    " deleted and recreated, or the cluster restored from elsewhere?)"
-                )
-            else:
-                halt = halt.describe()
+            why = why_halted(self.where, halt)
             raise PartitionHalted(
-                halt + (f"; every other remote was dropped too ({others})" if others else "")
+                why + (f"; every other remote was dropped too ({others})" if others else "")
             )
-        raise SourceDropped(f"remote {remote} dropped: {reason}")
 
     def _drop(self, remote: str, reason: str) -> None:
         self.sources.drop(remote, reason)
         self.checked.discard(remote)
         log.error("%s: remote %s dropped as a source: %s", self.where, remote, reason)
-
-
-def _records_of(answer: FetchedPartition, context: str) -> list[Batch]:
-    """The batches of a fetch answer; a retriable error is raised, any other is no records
-    (the comparison then has nothing to tell)."""
-    if answer.outcome.retriable:
-        raise answer.error(context)
-    if answer.outcome is not FetchOutcome.OK:
-        return []
-    return split_batches(answer.records)
-
-
-def _real_digests(batches: list[Batch], low: int, high: int) -> dict[int, bytes]:
-    """Digests of the records in ``[low, high)`` that a source holds too: fillers and
-    markers are not among them."""
-    return {
-        r.offset: record_digest(r)
-        for batch in batches
-        if not batch.is_control
-        for r in decode(batch)
-        if low <= r.offset < high and not is_filler(r.key, r.headers)
-    }

@@ -57,7 +57,9 @@ def judge(outcome: FetchOutcome, others: bool) -> Verdict:
         return Verdict.READY
     if outcome is FetchOutcome.LEADER_MOVED:
         return Verdict.ASK_AGAIN
-    if outcome.retriable or others:
+    if outcome.retriable or others or outcome is FetchOutcome.OUT_OF_RANGE:
+        # out of range: the remote's log starts above the offset or ends below it; the
+        # copier then lists its ends and halts naming them (``Agreement.check_ends``)
         return Verdict.REMOTE_FAILED
     return Verdict.HALT
 

@@ -222,12 +222,10 @@ class ChunkScheduler:
             return verdict
         where = f"{self.tp.topic}[{self.tp.partition}]"
         error = fetched.error(f"{where}: fetch from remote {chunk.remote} at {chunk.start}")
+        if fetched.outcome is FetchOutcome.OUT_OF_RANGE:
+            # its log starts above the offset or ends below it: the copier lists its ends
+            # and halts naming them (``Agreement.check_ends``, ``PartitionSources.stuck``)
+            self.sources.out_of_range(chunk.remote, chunk.start)
         if verdict is Verdict.REMOTE_FAILED:
             raise TransientClusterError(str(error))
-        if fetched.outcome is FetchOutcome.OUT_OF_RANGE:
-            raise PartitionHalted(
-                f"{where}: offset {chunk.start} is out of range at remote {chunk.remote}: the"
-                " remote's log no longer holds it or ends before it (topic deleted and"
-                " recreated?)"
-            )
         raise PartitionHalted(str(error))

@@ -129,9 +129,8 @@ class PartitionCopier:
         self.chunks.stop_polling()
 
     async def _pause(self, seconds: float) -> None:
-        """Sleep ``seconds``, or less if a stop is asked for meanwhile: a revoked partition
-        must not keep its group waiting out a back-off of up to ``retry_backoff_max_ms``
-        (every member waits for the slowest one's revoked copiers before the group forms)."""
+        """Sleep ``seconds``, or less if a stop is asked for: a revoked partition must not
+        hold its group's rebalance (it waits for every revoked copier) for a back-off."""
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._stop_requested.wait(), seconds)
 
@@ -229,6 +228,7 @@ class PartitionCopier:
                 self.chunks.launch(frontier, target)
                 got = await self.chunks.next_ready(frontier)
                 self.writes.check_done()
+                await self.agreement.check_ends(frontier)  # a remote that lost copied records
                 if got is None and self._stopping:
                     break
                 if got is None and self.chunks.starved:

@@ -163,6 +163,20 @@ def elect_preferred_leaders(
     """kafka-leader-election --election-type PREFERRED for ``partitions``: each one's first
     replica leads again if it is in sync. Returns the tool's report (a partition whose
     preferred leader already leads is reported, not failed)."""
+    return elect_leaders(bootstrap, partitions, "PREFERRED", jars=jars)
+
+
+def elect_leaders(
+    bootstrap: str,
+    partitions: Iterable[tuple[str, int]],
+    election_type: str,
+    *,
+    jars: KafkaJars | None = None,
+) -> str:
+    """kafka-leader-election --election-type ``election_type`` (PREFERRED or UNCLEAN) for
+    ``partitions``. UNCLEAN makes a replica out of sync leader of a partition that has no
+    leader: the records only the lost leader held are gone (how a remote that loses records
+    already copied is staged)."""
     jars = (jars or KafkaJars.default()).ensure()
     with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="election-") as spec:
         spec.write(election_json(partitions))
@@ -173,7 +187,7 @@ def elect_preferred_leaders(
             "--bootstrap-server",
             bootstrap,
             "--election-type",
-            "PREFERRED",
+            election_type,
             "--path-to-json-file",
             spec.name,
         )

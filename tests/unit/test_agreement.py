@@ -82,21 +82,30 @@ def answer(raw: bytes, end: int = 100) -> FetchedPartition:
 class Side:
     """A cluster (or a remote's lanes) holding ``raw`` batches; counts its fetches."""
 
-    def __init__(self, raw: bytes) -> None:
+    def __init__(self, raw: bytes, end: int = 100) -> None:
         self.raw = raw
+        self.end = end
         self.fetches = 0
+        self.listings = 0
+        self.name = "side"
+        self.cluster = self  # as a remote's lanes: ``lanes[0].cluster``
+        self.lanes = [self]
 
     async def fetch(self, *args: Any, **kwargs: Any) -> Any:
         self.fetches += 1
         if args and isinstance(args[0], int):  # Cluster.fetch(node, wants, ...)
-            return {TPX: answer(self.raw)}
-        return answer(self.raw)  # Lanes.fetch(tp, offset, max_bytes)
+            return {TPX: answer(self.raw, self.end)}
+        return answer(self.raw, self.end)  # Lanes.fetch(tp, offset, max_bytes)
 
     async def leader_for(self, tp: TP) -> int:
         return 1
 
     async def ends(self, tps: Any) -> dict[TP, tuple[int, int]]:
-        return {TPX: (0, 100)}
+        return {TPX: (0, self.end)}
+
+    async def latest(self, tps: Any) -> dict[TP, int]:
+        self.listings += 1
+        return {TPX: self.end}
 
 
 def agreement(
@@ -293,3 +302,54 @@ async def test_a_local_record_of_another_producer_halts_as_a_foreign_write() -> 
     check, _ = agreement(theirs, 77, east=THEIRS)
     with pytest.raises(PartitionHalted, match="not written by this deployment"):
         await check.check(chunk_at(10), 10)
+
+
+# --- a remote whose log lost records copied from it (issue 19, item 4) ------------------------
+
+
+async def test_the_only_remote_out_of_range_below_the_local_end_halts_naming_both() -> None:
+    check, sides = agreement(OURS, east=OURS)
+    sides["east"].end = 10  # it holds the copied record at 9, not the ones up to 12
+    check.sources.out_of_range("east", 12)
+    with pytest.raises(PartitionHalted) as halted:
+        await check.check_ends(12)
+    text = str(halted.value)
+    assert "remote east's log ends at 10, below the 12 copied from it" in text
+    assert "(truncated at offset 10:" in text
+
+
+async def test_a_shrunk_remote_is_dropped_while_another_still_serves() -> None:
+    check, sides = agreement(OURS, east=OURS, west=OURS)
+    sides["east"].end = 10
+    check.sources.out_of_range("east", 12)
+    await check.check_ends(12)  # no halt
+    assert check.sources.dropped == {"east": "its log ends at 10, below 12"}
+    assert check.sources.ends["east"] == RemoteEnds(0, 10)
+
+
+async def test_out_of_range_from_a_remote_that_still_ends_past_the_copy_drops_nothing() -> None:
+    check, _ = agreement(OURS, east=OURS)  # ends at 100: its start moved, or an answer raced
+    check.sources.out_of_range("east", 12)
+    await check.check_ends(12)
+    assert check.sources.dropped == {} and check.sources.shrunk(12, 0.0) == []
+
+
+async def test_nothing_is_listed_while_every_remote_holds_what_was_copied() -> None:
+    check, sides = agreement(OURS, east=OURS)
+    await check.check_ends(12)
+    assert sides["east"].listings == 0 and check.sources.dropped == {}
+    check.sources.out_of_range("east", 12)
+    await check.check_ends(12)
+    assert sides["east"].listings == 1 and check.sources.dropped == {}
+
+
+async def test_a_remote_seen_ending_below_the_copy_has_its_next_records_compared() -> None:
+    check, _ = agreement(OURS, east=OURS)
+    first = chunk_at(10)
+    await check.check(first, 10)
+    check.written(first)
+    assert proof_needed("east", 11, check.last, "east" in check.checked) is Proof.CONTINUES
+    check.sources.update_end("east", RemoteEnds(0, 9))  # a new leader: its HW, or a loss
+    await check.check_ends(11)  # within the grace: no halt, no drop
+    assert check.sources.dropped == {}
+    assert proof_needed("east", 11, check.last, "east" in check.checked) is Proof.LOCAL

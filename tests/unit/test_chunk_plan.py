@@ -365,7 +365,8 @@ def test_a_moved_leader_is_asked_again_and_only_a_remote_that_failed_backs_off()
         assert judge(FetchOutcome.LEADER_MOVED, others) is Verdict.ASK_AGAIN
         assert judge(FetchOutcome.RETRY, others) is Verdict.REMOTE_FAILED
     assert judge(FetchOutcome.OUT_OF_RANGE, others=True) is Verdict.REMOTE_FAILED
-    assert judge(FetchOutcome.OUT_OF_RANGE, others=False) is Verdict.HALT
+    # no halt on the answer itself: the copier halts naming the remote's ends
+    assert judge(FetchOutcome.OUT_OF_RANGE, others=False) is Verdict.REMOTE_FAILED
     assert judge(FetchOutcome.FAILED, others=False) is Verdict.HALT
 
 
