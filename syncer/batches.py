@@ -218,8 +218,9 @@ def record_digest(r: Record) -> bytes:
     import hashlib
 
     h = hashlib.blake2b(digest_size=16)
-    for part in (str(r.timestamp).encode(), r.key or b"\0", r.value or b"\0"):
-        h.update(len(part).to_bytes(4, "big") + part)
+    # a null key or value (a tombstone) is not an empty one: length -1, as on the wire
+    for part in (str(r.timestamp).encode(), r.key, r.value):
+        h.update(b"\xff" * 4 if part is None else len(part).to_bytes(4, "big") + part)
     for name, value in r.headers:
         h.update(name.encode() + b"\0" + value)
     return h.digest()

@@ -145,3 +145,19 @@ def test_record_digests_ignore_batch_layout_and_see_any_difference() -> None:
         o for o, d in record_digests(one, 0, 6).items() if record_digests(other, 0, 6)[o] != d
     }
     assert differing == {3}
+
+
+@pytest.mark.parametrize(
+    ("mine", "theirs"),
+    [
+        ((b"k", None), (b"k", b"")),  # a tombstone is not an empty value
+        ((None, b"v"), (b"", b"v")),
+        ((b"k", None), (b"k", b"\0")),
+    ],
+)
+def test_record_digests_tell_null_from_empty(
+    mine: tuple[bytes | None, bytes | None], theirs: tuple[bytes | None, bytes | None]
+) -> None:
+    assert record_digests(split_batches(build(0, [mine])), 0, 1) != record_digests(
+        split_batches(build(0, [theirs])), 0, 1
+    )
