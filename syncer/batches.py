@@ -9,17 +9,21 @@ Where a batch must be rebuilt from its records (trimmed at the local end, a LogA
 batch, fillers) the new batch is decoded again and compared with the records it was asked to
 hold before it is returned: a produce answer names only the base offset, so a short batch
 could not be caught after it is written.
+
+Old message formats (v0, v1; ``syncer.legacy``) are converted to v2 batches at their own
+offsets as a fetch payload is split, so everything after sees v2 batches only.
 """
 
 from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 import crc32c
 
+from syncer import legacy
 from syncer.errors import PartitionHalted
 
 HEADER_SIZE = 61
@@ -45,8 +49,8 @@ CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 CODEC_GZIP = 1
 
 
-class BatchFormatError(ValueError):
-    """The bytes are not a well-formed v2 record batch."""
+class BatchFormatError(PartitionHalted, ValueError):
+    """The bytes are not a well-formed record batch: the partition halts, saying where."""
 
 
 class RebuildFailed(PartitionHalted):
@@ -67,6 +71,7 @@ class Batch:
     base_sequence: int
     max_timestamp: int
     raw: memoryview
+    converted_from: int | None = None  # the magic (0, 1) of the messages it was built from
 
     @property
     def last_offset(self) -> int:
@@ -100,21 +105,36 @@ class Batch:
 
 def split_batches(payload: bytes | memoryview) -> list[Batch]:
     """Split a fetch payload into whole v2 batches; a truncated trailing batch is dropped
-    (the broker cuts the last batch at the fetch size limit)."""
-    view = memoryview(payload)
-    batches = []
-    pos = 0
-    end = len(view)
-    while end - pos >= LOG_OVERHEAD:
-        _, length = _BASE_OFFSET.unpack_from(view, pos)
-        size = LOG_OVERHEAD + length
-        if end - pos < size:
-            break
-        if size < HEADER_SIZE:
-            raise BatchFormatError(f"batch at byte {pos} is {size} bytes, shorter than a header")
-        batches.append(_parse(view[pos : pos + size]))
-        pos += size
+    (the broker cuts the last batch at the fetch size limit). Runs of v0/v1 messages come
+    back as v2 batches built from them (``_converted``)."""
+    batches: list[Batch] = []
+    legacy_messages: list[memoryview] = []  # since the last v2 batch
+    for raw in legacy.frames(memoryview(payload), "batch"):
+        if raw[legacy.MAGIC_AT] in (0, 1):
+            legacy_messages.append(raw)
+            continue
+        batches.extend(_converted(legacy_messages))
+        legacy_messages = []
+        if len(raw) < HEADER_SIZE:
+            raise BatchFormatError(
+                f"batch at offset {_BASE_OFFSET.unpack_from(raw)[0]} is"
+                f" {len(raw)} bytes, shorter than a header"
+            )
+        batches.append(_parse(raw))
+    batches.extend(_converted(legacy_messages))
     return batches
+
+
+def _converted(messages: list[memoryview]) -> list[Batch]:
+    """v0/v1 messages as v2 batches at their own offsets: same keys, values, timestamps (a
+    reader's), codec; no headers, no writer (producer id -1), CreateTime."""
+    out = []
+    for run in legacy.runs(messages):
+        rows = [_Row(m.offset - run.first, m.timestamp, m.key, m.value, ()) for m in run.messages]
+        raw = bytearray(_build(run.codec, run.first, -1, -1, rows, base_sequence=-1))
+        _BASE_OFFSET.pack_into(raw, 0, run.first, len(raw) - LOG_OVERHEAD)
+        out.append(replace(_parse(memoryview(raw)), converted_from=run.magic))
+    return out
 
 
 def _parse(raw: memoryview) -> Batch:
@@ -257,7 +277,13 @@ class _Row(NamedTuple):
 
 
 def _build(
-    compression: int, first: int, producer_id: int, producer_epoch: int, rows: list[_Row]
+    compression: int,
+    first: int,
+    producer_id: int,
+    producer_epoch: int,
+    rows: list[_Row],
+    *,
+    base_sequence: int | None = None,
 ) -> bytes:
     """One CreateTime batch of ``rows``, checked to hold exactly their offsets and timestamps
     (the unit tests compare the rest; the check is what a short batch would fail)."""
@@ -271,7 +297,7 @@ def _build(
         is_transactional=False,
         producer_id=producer_id,
         producer_epoch=producer_epoch,
-        base_sequence=sequence_for(first),
+        base_sequence=sequence_for(first) if base_sequence is None else base_sequence,
         # The limit counts uncompressed bytes and an append past it is refused (None): far
         # above any batch a broker accepts. A refusal still raises below.
         batch_size=1 << 30,

@@ -287,9 +287,9 @@ class ChunkPlan:
     def answered(self, chunk: Chunk, fetched: FetchedPartition) -> Fetched:
         """``chunk``'s fetch brought ``fetched`` (no error): it is ready, holding the bytes it
         brought; what it fell short of is fetched again."""
+        batches = split_batches(fetched.records)  # a halt here leaves it in flight: released
         del self.inflight[chunk.number]
         chunk.ticket.settle(len(fetched.records))
-        batches = split_batches(fetched.records)
         covered = max((b.next_offset for b in batches), default=chunk.start)
         covered = max(covered, chunk.start)
         size = len(fetched.records)

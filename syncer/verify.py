@@ -20,7 +20,7 @@ from functools import partial
 
 from syncer.batches import Batch, Record, decode, is_filler, record_digest, split_batches
 from syncer.clusters import TP, Cluster
-from syncer.errors import TransientClusterError
+from syncer.errors import PartitionHalted, TransientClusterError
 from syncer.holes import aborted_batches
 from syncer.retry import retried
 from syncer.wire import FetchOutcome
@@ -94,7 +94,10 @@ class RangeReader:
         where = f"{self.cluster.name}: fetch of {self.tp.topic}[{self.tp.partition}] at {offset}"
         if fetched.outcome is not FetchOutcome.OK:
             raise fetched.error(where)  # retried if its outcome is retriable
-        batches = [b for b in split_batches(fetched.records) if b.next_offset > offset]
+        try:
+            batches = [b for b in split_batches(fetched.records) if b.next_offset > offset]
+        except PartitionHalted as exc:  # a message set that cannot be read: say where
+            raise PartitionHalted(f"{where}: {exc}") from exc
         if not batches and offset < fetched.stable_end:
             raise TransientClusterError(f"{where}: no records below its end {fetched.stable_end}")
         return batches, aborted_batches(batches, fetched.aborted)

@@ -16,6 +16,8 @@ from syncer.batches import (
     split_batches,
     trim_for_local,
 )
+from syncer.errors import PartitionHalted
+from syncer.legacy import LegacyFormatError
 
 GZIP = 1
 
@@ -74,10 +76,18 @@ def test_a_truncated_trailing_batch_is_dropped() -> None:
     assert [b.base_offset for b in split_batches(whole + cut)] == [0]
 
 
-def test_a_non_v2_batch_is_refused() -> None:
+def test_an_unknown_magic_is_refused_as_a_halt() -> None:
+    raw = bytearray(build(0, [(b"k", b"v")]))
+    raw[16] = 3
+    with pytest.raises(BatchFormatError, match="magic 3") as caught:
+        split_batches(bytes(raw))
+    assert isinstance(caught.value, PartitionHalted)  # one line, not an internal error
+
+
+def test_a_v2_batch_marked_v1_is_read_as_v1_and_fails_its_crc() -> None:
     raw = bytearray(build(0, [(b"k", b"v")]))
     raw[16] = 1
-    with pytest.raises(BatchFormatError, match="magic 1"):
+    with pytest.raises(LegacyFormatError, match=r"offset 0 \(magic 1\).*CRC mismatch"):
         split_batches(bytes(raw))
 
 
