@@ -60,7 +60,8 @@ class RebuildFailed(PartitionHalted):
 
 @dataclass(frozen=True, slots=True)
 class Batch:
-    """One record batch: its header fields and its bytes (a view into the fetch payload)."""
+    """One record batch: its header fields and its bytes (a view into the fetch payload, or
+    the v2 batch built from v0/v1 messages: ``converted_from``)."""
 
     base_offset: int
     last_offset_delta: int
