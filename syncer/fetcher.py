@@ -126,8 +126,7 @@ class Fetcher(RequestLoop):
         self.pending: dict[TP, int] = {}  # fetches waiting or in flight, per partition
         # brokers whose last request failed: their partitions wait, the others go on
         self.brokers = BrokerBackoff()
-        self._backoff_timer: asyncio.TimerHandle | None = None
-        self._wake_at = 0.0  # when it fires
+        self._wake_at = 0.0  # when the loop wakes for the end of a broker's back-off
         # fetches of a topic whose leaders are being refreshed wait for the new leader
         cluster.leaders.listen(self._wakeup.set)
 
@@ -136,8 +135,6 @@ class Fetcher(RequestLoop):
         return f"<Fetcher {self.cluster.name} [wants: {len(self._wants)}, in flight: {in_flight}]>"
 
     def _cancel_waiting(self) -> None:
-        if self._backoff_timer is not None:
-            self._backoff_timer.cancel()
         for queue in self._wants.values():
             for want in queue:
                 want.future.cancel()
@@ -266,10 +263,8 @@ class Fetcher(RequestLoop):
         end = self.brokers.next_end(now)
         if end is None or now < self._wake_at <= end:  # a wake-up due by then is set
             return
-        if self._backoff_timer is not None:
-            self._backoff_timer.cancel()
-        self._wake_at = end
-        self._backoff_timer = asyncio.get_running_loop().call_later(end - now, self._wakeup.set)
+        self._wake_at = end  # one that fires late, or after a stop, only wakes the loop
+        asyncio.get_running_loop().call_later(end - now, self._wakeup.set)
 
     def _leader(self, tp: TP) -> int | None:
         """Where ``tp``'s next fetch goes; None while its leader is being refreshed (it waits
