@@ -93,6 +93,13 @@ class BrokerBackoff:
         """When the first back-off under way ends (to wake the fetches it holds), if any."""
         return min((b.until for b in self._brokers.values() if b.until > now), default=None)
 
+    def failing(self, now: float) -> set[int]:
+        """The brokers routed to whose last request failed: one may accept connections again
+        (restarting) long before it answers them, so their leaders are asked for meanwhile."""
+        return {
+            n for n, b in self._brokers.items() if b.failures_in_row and now - b.used <= ROUTED_S
+        }
+
     def remote_failed(self, now: float) -> bool:
         """Has every broker routed to (in the last ``ROUTED_S``) failed its last request?"""
         routed = [b for b in self._brokers.values() if now - b.used <= ROUTED_S]

@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
-from syncer.brokers import BrokerBackoff, BrokerFailed
+from syncer.broker_watch import BrokerWatch
 from syncer.clusters import TP, Cluster, FetchedPartition
 from syncer.config import CopierConfig
 from syncer.errors import SyncerError, TransientClusterError
@@ -125,8 +125,7 @@ class Fetcher(RequestLoop):
         self.pending_bytes = 0  # asked for and not answered yet: how loaded this lane is
         self.pending: dict[TP, int] = {}  # fetches waiting or in flight, per partition
         # brokers whose last request failed: their partitions wait, the others go on
-        self.brokers = BrokerBackoff()
-        self._wake_at = 0.0  # when the loop wakes for the end of a broker's back-off
+        self.brokers = BrokerWatch(cluster, self._wakeup.set)
         # fetches of a topic whose leaders are being refreshed wait for the new leader
         cluster.leaders.listen(self._wakeup.set)
 
@@ -135,6 +134,7 @@ class Fetcher(RequestLoop):
         return f"<Fetcher {self.cluster.name} [wants: {len(self._wants)}, in flight: {in_flight}]>"
 
     def _cancel_waiting(self) -> None:
+        self.brokers.close()
         for queue in self._wants.values():
             for want in queue:
                 want.future.cancel()
@@ -213,7 +213,6 @@ class Fetcher(RequestLoop):
         by_node: dict[tuple[int, RequestKind], dict[TP, _Want]] = defaultdict(dict)
         quiet_since = asyncio.get_running_loop().time() - QUIET_S
         now = time.monotonic()
-        held = False
         for tp, queue in list(self._wants.items()):
             while queue and queue[0].future.done():
                 heapq.heappop(queue)
@@ -223,8 +222,7 @@ class Fetcher(RequestLoop):
             node = self._leader(tp)
             if node is None:
                 continue
-            if self.brokers.backing_off(node, now):
-                held = True  # its broker failed a moment ago: after the back-off, or a move
+            if self.brokers.holds(node, now):  # it failed a moment ago: after the back-off
                 continue
             want = queue[0]
             poll = want.poll
@@ -254,17 +252,7 @@ class Fetcher(RequestLoop):
                 quiet = kind is RequestKind.QUIET
                 wait_ms = self._quiet_wait_ms if quiet else self.config.fetch_max_wait_ms
             self._spawn(self._fetch(node, connection, wants, wait_ms))
-        if held:
-            self._wake_after_backoff(now)
         return bool(by_node)
-
-    def _wake_after_backoff(self, now: float) -> None:
-        """Dispatch again when the first broker back-off under way ends."""
-        end = self.brokers.next_end(now)
-        if end is None or now < self._wake_at <= end:  # a wake-up due by then is set
-            return
-        self._wake_at = end  # one that fires late, or after a stop, only wakes the loop
-        asyncio.get_running_loop().call_later(end - now, self._wakeup.set)
 
     def _leader(self, tp: TP) -> int | None:
         """Where ``tp``'s next fetch goes; None while its leader is being refreshed (it waits
@@ -296,15 +284,14 @@ class Fetcher(RequestLoop):
         # the chunk timeout runs from here, when the request goes out, not from when a chunk
         # joined the queue: on a thin link a chunk may wait behind another
         sent = time.monotonic()
-        seen = self.cluster.leaders.generation  # the metadata it was routed by
-        self.brokers.sent(node, sent)
+        seen = self.brokers.sent(node, sent, wants)
         try:
             offsets = {tp: (want.offset, want.limit) for tp, want in wants.items()}
             result = await asyncio.wait_for(
                 self._ask(node, connection, offsets, wait_ms), self.config.chunk_timeout_ms / 1000
             )
             self.fetches += 1
-            self.brokers.answered(node, time.monotonic())
+            self.brokers.answered(node)
             self.observe(time.monotonic() - sent)
             log.debug(
                 "fetch from %s node %d: %d partitions, %d bytes",
@@ -332,31 +319,17 @@ class Fetcher(RequestLoop):
                 else:
                     want.future.set_result(got)
         except Exception as exc:
-            error = self._broker_failed(node, wants, exc, sent, seen)
+            error = self.brokers.failed(node, wants, exc, sent, seen)
             for want in wants.values():
                 if not want.future.done():
                     want.future.set_exception(error)
         finally:
+            self.brokers.done(node, wants)
             if poll:
                 self._polling[node].discard(connection)
             else:
                 self._data_busy[node] -= 1
             self._wakeup.set()
-
-    def _broker_failed(
-        self, node: int, wants: Mapping[TP, _Want], exc: Exception, sent: float, seen: int
-    ) -> Exception:
-        """A request to ``node`` failed. A connection error or timeout backs off that broker
-        (``BrokerBackoff``); if others of the remote still answer, its partitions fail with
-        ``BrokerFailed`` (not the remote's failure) and their leaders are refreshed (a dead
-        leader is replaced within the broker session timeout), else the remote has failed
-        as a whole and ``exc`` is its failure, as before."""
-        if not isinstance(exc, TransientClusterError | TimeoutError | OSError):
-            return exc
-        if self.brokers.failed(node, time.monotonic(), sent):
-            return exc
-        self.cluster.leaders.moved({tp.topic for tp in wants}, seen)
-        return BrokerFailed(node, f"{self.cluster.name} node {node}: {exc!r}")
 
     async def _ask(
         self, node: int, connection: int, offsets: dict[TP, tuple[int, int]], wait_ms: int

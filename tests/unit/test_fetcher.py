@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from syncer.brokers import BROKER_BACKOFF_S, BrokerFailed
+from syncer.brokers import BROKER_BACKOFF_MAX_S, BROKER_BACKOFF_S, BrokerFailed
 from syncer.chunks import ChunkScheduler
 from syncer.clusters import TP, FetchedPartition
 from syncer.config import CopierConfig
@@ -311,6 +311,7 @@ class ThreeNodes(Broker):
 
     led_by: dict[TP, int] = field(default_factory=lambda: {A: 1, B: 2, C: 3})
     dead: set[int] = field(default_factory=set)
+    hung: set[int] = field(default_factory=set)  # restarting: they accept, answer nothing
     elected: dict[TP, int] = field(default_factory=dict)
     sent_to: list[int] = field(default_factory=list)
 
@@ -337,6 +338,8 @@ class ThreeNodes(Broker):
         self.sent_to.append(node)
         if node in self.dead:
             raise TransientClusterError(f"node {node}: ConnectionRefusedError()")
+        if node in self.hung:
+            await asyncio.Event().wait()
         assert all(self.led_by[tp] == node for tp in wants)
         return await super().fetch(
             node,
@@ -416,4 +419,27 @@ async def test_a_broker_failure_counts_an_error_without_backing_the_remote_off()
         assert health["east"].failures_in_row == 0
     finally:
         await chunks.close()
+        await f.stop()
+
+
+async def test_a_fetch_out_to_a_restarting_broker_goes_to_the_new_leader_once_refreshed() -> None:
+    broker = ThreeNodes(ends={A: 1, B: 1, C: 1})
+    f = fetcher(broker, timeout_ms=5_000)
+    try:
+        for tp in (A, B, C):
+            await f.fetch(tp, 0)
+        broker.dead.add(1)
+        with pytest.raises(BrokerFailed):
+            await f.fetch(A, 0)
+        broker.dead.discard(1)
+        broker.hung.add(1)  # back, not answering yet; the controller moved A meanwhile
+        broker.elected[A] = 2
+        started = asyncio.get_running_loop().time()
+        with pytest.raises(BrokerFailed, match="moved off failing node 1"):
+            await asyncio.wait_for(f.fetch(A, 0), 3)  # not the 5 s chunk timeout
+        assert asyncio.get_running_loop().time() - started < BROKER_BACKOFF_MAX_S + 0.5
+        assert broker.sent_to[-1] == 1  # it was out to node 1
+        assert (await asyncio.wait_for(f.fetch(A, 0), 1)).records == b"r"
+        assert broker.sent_to[-1] == 2
+    finally:
         await f.stop()

@@ -79,3 +79,13 @@ def test_requests_out_before_a_failure_fail_with_it_without_more_back_off() -> N
     assert brokers.next_end(1.0) == 1.0 + BROKER_BACKOFF_S
     brokers.failed(1, 2.0, sent=1.5)  # sent after it: a second failure in a row
     assert brokers.next_end(2.0) == 2.0 + 2 * BROKER_BACKOFF_S
+
+
+def test_failing_brokers_are_those_routed_to_whose_last_request_failed() -> None:
+    brokers = three_answering()
+    brokers.failed(1, 1.0, sent=0.5)
+    brokers.failed(2, 1.0, sent=0.5)
+    assert brokers.failing(1.5) == {1, 2}
+    brokers.answered(2, 2.0)
+    assert brokers.failing(2.0) == {1}
+    assert brokers.failing(1.0 + ROUTED_S + 0.1) == set()  # nothing went to it since
