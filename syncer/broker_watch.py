@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping
@@ -23,6 +24,8 @@ from typing import Any, Protocol
 from syncer.brokers import BROKER_BACKOFF_MAX_S, BrokerBackoff, BrokerFailed
 from syncer.clusters import TP, Cluster
 from syncer.errors import SyncerError, TransientClusterError
+
+log = logging.getLogger(__name__)
 
 
 class Pending(Protocol):
@@ -46,6 +49,7 @@ class BrokerWatch:
         self._out: dict[int, list[Request]] = defaultdict(list)  # node → requests out
         self._timers: list[asyncio.TimerHandle] = []
         self._watching = False  # a refresh of the failing brokers' leaders is due
+        self._refresh_task: asyncio.Task[None] | None = None
         cluster.leaders.listen(self._reroute)
 
     def __repr__(self) -> str:
@@ -56,6 +60,8 @@ class BrokerWatch:
             timer.cancel()
         self._timers.clear()
         self._watching = False
+        if self._refresh_task is not None:
+            self._refresh_task.cancel()
 
     def holds(self, node: int, now: float) -> bool:
         """Must fetches routed to ``node`` wait (it failed a moment ago)? The fetcher is
@@ -110,9 +116,20 @@ class BrokerWatch:
         self._watching = bool(failing)
         if not failing:
             return
-        topics = {tp.topic for node in failing for request in self._out[node] for tp in request}
-        self.cluster.leaders.moved(topics, self.cluster.leaders.generation)
+        idle = self._refresh_task is None or self._refresh_task.done()
+        if idle and any(self._out[node] for node in failing):
+            self._refresh_task = asyncio.create_task(self._refresh())
         self._later(BROKER_BACKOFF_MAX_S, self._watch)
+
+    async def _refresh(self) -> None:
+        """Not through ``cluster.leaders``: that holds the fetches of the topics it refreshes
+        while it runs, and one that asks the restarting broker waits the request timeout."""
+        try:
+            await self.cluster.refresh_metadata()
+        except SyncerError as exc:  # the next check asks again
+            log.info("%s: refreshing the leaders of a failing broker: %s", self.cluster.name, exc)
+            return
+        self._reroute()
 
     def _reroute(self) -> None:
         """Leaders were refreshed: a fetch out to a failing broker whose partition is routed

@@ -321,6 +321,9 @@ class ThreeNodes(Broker):
     async def refresh(self) -> None:
         self.led_by.update(self.elected)
 
+    async def refresh_metadata(self) -> None:
+        await self.refresh()
+
     def leader(self, tp: TP) -> int:
         return self.led_by[tp]
 
