@@ -196,10 +196,14 @@ class ChunkScheduler:
 
     def _remote_failed(self, chunk: Chunk, exc: BaseException) -> None:
         """The remote backs off; another one, or it after that, fetches the chunk again. A
-        failure of one broker of it backs off only that broker, in the fetcher: the chunk
-        goes again once that broker's back-off ends or a new leader is known."""
+        failure of one broker of the partition's only usable remote backs off only that
+        broker, in the fetcher: the chunk goes again once that broker's back-off ends or a
+        new leader is known. With another remote usable, the remote backs off as a whole
+        and the others take its chunks (a dead leader has none until the controller moves
+        it, which takes seconds; the other remote has the records now)."""
         health = self.sources.health(chunk.remote)
-        if isinstance(exc, BrokerFailed):
+        others = any(n != chunk.remote for n in self.sources.usable())
+        if isinstance(exc, BrokerFailed) and not others:
             health.broker_failed(str(exc))
             log.info("%s[%d]: %s; fetching again", self.tp.topic, self.tp.partition, exc)
             self.plan.failed(chunk)

@@ -425,6 +425,43 @@ async def test_a_broker_failure_counts_an_error_without_backing_the_remote_off()
         await f.stop()
 
 
+async def test_with_another_remote_a_dead_broker_backs_its_remote_off_and_the_other_serves() -> (
+    None
+):
+    # several remotes: a dead leader has nothing to serve until the controller moves it,
+    # while the other remote has the records now (the BitTorrent-style promise)
+    east = ThreeNodes(ends={A: 5, B: 5, C: 5})
+    west = ThreeNodes(ends={A: 5, B: 5, C: 5})
+    f_east, f_west = fetcher(east), fetcher(west)
+    health = {"east": SourceHealth("east", 0), "west": SourceHealth("west", 0)}
+    sources = PartitionSources(A, health, {"east": RemoteEnds(0, 5), "west": RemoteEnds(0, 5)})
+    chunks = ChunkScheduler(
+        A, {"east": Lanes([f_east]), "west": Lanes([f_west])}, sources, f_east.config
+    )
+    try:
+        for f in (f_east, f_west):
+            for tp in (A, B, C):  # every broker routed to: one dying is a broker failure
+                await f.fetch(tp, 0)
+        east.dead.add(1)  # A's leader at east, never re-elected in this test
+        west.dead.add(1)
+        west.led_by[A] = 2
+        warmed = len(west.sent_to)
+        chunks.launch(0, 5)
+        waiting = asyncio.create_task(chunks.next_ready(0))
+        started = time.monotonic()
+        while len(west.sent_to) == warmed:
+            assert time.monotonic() - started < 3, "west was never asked"
+            await asyncio.sleep(0.01)
+        assert west.sent_to[-1] == 2  # the chunk went to the other remote's leader
+        assert not health["east"].healthy(time.monotonic())  # backed off as a whole
+        assert health["west"].healthy(time.monotonic())
+        waiting.cancel()
+    finally:
+        await chunks.close()
+        await f_east.stop()
+        await f_west.stop()
+
+
 async def test_a_fetch_out_to_a_restarting_broker_goes_to_the_new_leader_once_refreshed() -> None:
     broker = ThreeNodes(ends={A: 1, B: 1, C: 1})
     f = fetcher(broker, timeout_ms=5_000)
