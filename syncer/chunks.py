@@ -11,6 +11,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from syncer.brokers import BrokerFailed
 from syncer.budget import ByteBudget
 from syncer.chunk_plan import Chunk, ChunkPlan, Fetched, Verdict, chunk_size, judge
 from syncer.clusters import TP, FetchedPartition
@@ -194,8 +195,19 @@ class ChunkScheduler:
         self.plan.failed(chunk)
 
     def _remote_failed(self, chunk: Chunk, exc: BaseException) -> None:
-        """The remote backs off; another one, or it after that, fetches the chunk again."""
+        """The remote backs off; another one, or it after that, fetches the chunk again. A
+        failure of one broker of the partition's only usable remote backs off only that
+        broker, in the fetcher: the chunk goes again once that broker's back-off ends or a
+        new leader is known. With another remote usable, the remote backs off as a whole
+        and the others take its chunks (a dead leader has none until the controller moves
+        it, which takes seconds; the other remote has the records now)."""
         health = self.sources.health(chunk.remote)
+        others = any(n != chunk.remote for n in self.sources.usable())
+        if isinstance(exc, BrokerFailed) and not others:
+            health.broker_failed(str(exc))
+            log.info("%s[%d]: %s; fetching again", self.tp.topic, self.tp.partition, exc)
+            self.plan.failed(chunk)
+            return
         health.failed(time.monotonic(), f"{type(exc).__name__}: {exc}", chunk.launched)
         log.info(
             "%s[%d]: remote %s failed a fetch at %d (%s); others take its chunks",

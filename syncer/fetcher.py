@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
+from syncer.broker_watch import BrokerWatch
 from syncer.clusters import TP, Cluster, FetchedPartition
 from syncer.config import CopierConfig
 from syncer.errors import SyncerError, TransientClusterError
@@ -123,6 +124,8 @@ class Fetcher(RequestLoop):
         self.fetches = 0
         self.pending_bytes = 0  # asked for and not answered yet: how loaded this lane is
         self.pending: dict[TP, int] = {}  # fetches waiting or in flight, per partition
+        # brokers whose last request failed: their partitions wait, the others go on
+        self.brokers = BrokerWatch(cluster, self._wakeup.set)
         # fetches of a topic whose leaders are being refreshed wait for the new leader
         cluster.leaders.listen(self._wakeup.set)
 
@@ -131,6 +134,7 @@ class Fetcher(RequestLoop):
         return f"<Fetcher {self.cluster.name} [wants: {len(self._wants)}, in flight: {in_flight}]>"
 
     def _cancel_waiting(self) -> None:
+        self.brokers.close()
         for queue in self._wants.values():
             for want in queue:
                 want.future.cancel()
@@ -208,6 +212,7 @@ class Fetcher(RequestLoop):
         lowest offset of every partition that waits; whether any went out."""
         by_node: dict[tuple[int, RequestKind], dict[TP, _Want]] = defaultdict(dict)
         quiet_since = asyncio.get_running_loop().time() - QUIET_S
+        now = time.monotonic()
         for tp, queue in list(self._wants.items()):
             while queue and queue[0].future.done():
                 heapq.heappop(queue)
@@ -216,6 +221,8 @@ class Fetcher(RequestLoop):
                 continue
             node = self._leader(tp)
             if node is None:
+                continue
+            if self.brokers.holds(node, now):  # it failed a moment ago: after the back-off
                 continue
             want = queue[0]
             poll = want.poll
@@ -274,15 +281,17 @@ class Fetcher(RequestLoop):
         self, node: int, connection: int, wants: dict[TP, _Want], wait_ms: int
     ) -> None:
         poll = connection != DATA_CONNECTION
+        # the chunk timeout runs from here, when the request goes out, not from when a chunk
+        # joined the queue: on a thin link a chunk may wait behind another
+        sent = time.monotonic()
+        seen = self.brokers.sent(node, sent, wants)
         try:
-            # the chunk timeout runs from here, when the request goes out, not from when a
-            # chunk joined the queue: on a thin link a chunk may wait behind another
-            sent = time.monotonic()
             offsets = {tp: (want.offset, want.limit) for tp, want in wants.items()}
             result = await asyncio.wait_for(
                 self._ask(node, connection, offsets, wait_ms), self.config.chunk_timeout_ms / 1000
             )
             self.fetches += 1
+            self.brokers.answered(node)
             self.observe(time.monotonic() - sent)
             log.debug(
                 "fetch from %s node %d: %d partitions, %d bytes",
@@ -310,10 +319,12 @@ class Fetcher(RequestLoop):
                 else:
                     want.future.set_result(got)
         except Exception as exc:
+            error = self.brokers.failed(node, wants, exc, sent, seen)
             for want in wants.values():
                 if not want.future.done():
-                    want.future.set_exception(exc)
+                    want.future.set_exception(error)
         finally:
+            self.brokers.done(node, wants)
             if poll:
                 self._polling[node].discard(connection)
             else:

@@ -75,6 +75,14 @@ class SourceHealth:
         self.errors += 1
         self.last_error = error
 
+    def broker_failed(self, error: str) -> None:
+        """A fetch failed at one broker while the remote's others answer
+        (``brokers.BrokerFailed``): the partitions routed there wait for that broker or a new
+        leader, the remote does not back off. Counted all the same, so partitions compare its
+        records again before writing from it (the new leader may hold another log)."""
+        self.errors += 1
+        self.last_error = error
+
     def state(self, now: float) -> str:
         return "healthy" if self.healthy(now) else "backing off"
 

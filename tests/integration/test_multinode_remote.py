@@ -5,7 +5,12 @@ most partitions (and its restart), a preferred leader election (the restart left
 unbalanced), a clean rolling restart of all three nodes, and a reassignment of one partition
 away from its leader. The leader moves of the election and the reassignment are timed as each
 moved partition's copy stall (``test_multinode.stalls``): asserted under 5 s, logged exactly
-(the target is 2 s). At the end both sides are identical offset by offset."""
+(the target is 2 s). A broker that fails backs off alone (``syncer.brokers``): through the
+kill, the partitions led by the other nodes must copy on with no pause (under 2 s; a
+whole-remote back-off stalled them 2.6 to 3.5 s); those of the killed node are logged (they
+have no leader until the controller moves them). The rolling restart's stalls are logged, not
+asserted: 1.0 to 2.5 s, with the sampler itself blind for up to 2.2 s while a node restarts.
+At the end both sides are identical offset by offset."""
 
 from __future__ import annotations
 
@@ -40,6 +45,9 @@ from tests.kafka_helpers import make_config, read_partition
 log = logging.getLogger(__name__)
 
 SETTLE_S = 3.0  # how long after a move has finished its stall still counts
+# the longest stall of a partition led by a broker that did not fail (measured up to 0.41 s;
+# 2 s is the issue's target)
+HEALTHY_STALL_S = 2.0
 
 
 async def create_replicated_topic(bootstrap: str, topic: str) -> None:
@@ -81,6 +89,7 @@ class RemoteFaults:
         self.topic = topic
         self.windows: dict[str, tuple[float, float]] = {}
         self.moved: dict[str, dict[int, tuple[int, int]]] = {}
+        self.killed_led: set[int] = set()  # the partitions the killed node led
 
     async def placed(self, check: Check = lambda placed: True) -> list[Placement]:
         return await wait_placed(self.bootstrap, self.topic, check, 90)
@@ -92,7 +101,9 @@ class RemoteFaults:
         await self.reassign_one()
 
     async def kill_the_busiest_leader(self) -> None:
-        busiest, led = Counter(p.leader for p in await self.placed()).most_common(1)[0]
+        placed = await self.placed()
+        busiest, led = Counter(p.leader for p in placed).most_common(1)[0]
+        self.killed_led = {p.partition for p in placed if p.leader == busiest}
         await asyncio.sleep(1)
         began = time.monotonic()
         log.warning("kill -9 of remote node %d, leader of %d of %d", busiest, led, PARTITIONS)
@@ -196,8 +207,15 @@ async def test_remote_broker_faults_mid_copy_end_identical_and_leader_moves_stal
             syncer.request_stop()
             await asyncio.wait_for(running, 60)
             await asyncio.gather(producing, sampling, return_exceptions=True)
-    for what in ("kill -9", "rolling restart"):  # reported, not asserted: no leader move alone
-        report_stalls(what, samples, range(PARTITIONS), faults.windows[what])
+    report_stalls("rolling restart", samples, range(PARTITIONS), faults.windows["rolling restart"])
+    window = faults.windows["kill -9"]
+    # those the killed node led have no leader until the controller moves them (up to the
+    # broker session timeout): a stall counted from the kill measures the remote, not us
+    report_stalls("kill -9, partitions it led", samples, sorted(faults.killed_led), window)
+    others = [p for p in range(PARTITIONS) if p not in faults.killed_led]
+    worst = report_stalls("kill -9, the other partitions", samples, others, window)
+    # no pause for them at all (a whole-remote back-off stalled them 2.6 to 3.5 s)
+    assert worst < HEALTHY_STALL_S, f"kill -9: a healthy broker's partition stalled {worst:.1f} s"
     for what in ("preferred election", "reassignment"):
         worst = report_stalls(what, samples, sorted(faults.moved[what]), faults.windows[what])
         assert worst < STALL_LIMIT_S, f"{what}: a moved partition's copy stalled {worst:.1f} s"

@@ -5,14 +5,17 @@ empty when the wait runs out."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import pytest
 
+from syncer.brokers import BROKER_BACKOFF_MAX_S, BROKER_BACKOFF_S, BrokerFailed
 from syncer.chunks import ChunkScheduler
 from syncer.clusters import TP, FetchedPartition
 from syncer.config import CopierConfig
+from syncer.errors import TransientClusterError
 from syncer.fetcher import (
     DATA_CONNECTION,
     PIPELINE,
@@ -298,4 +301,185 @@ async def test_a_chunk_whose_remote_never_answers_does_not_wait_forever() -> Non
         assert chunks.memory.used == 0
     finally:
         await chunks.close()
+        await f.stop()
+
+
+@dataclass
+class ThreeNodes(Broker):
+    """A remote of three brokers; fetches to a node in ``dead`` fail as a refused connection
+    would. A metadata refresh applies ``elected`` (the controller's new leaders)."""
+
+    led_by: dict[TP, int] = field(default_factory=lambda: {A: 1, B: 2, C: 3})
+    dead: set[int] = field(default_factory=set)
+    hung: set[int] = field(default_factory=set)  # restarting: they accept, answer nothing
+    elected: dict[TP, int] = field(default_factory=dict)
+    sent_to: list[int] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.leaders = MetadataRefresh(self.refresh, min_interval_s=0.0)
+
+    async def refresh(self) -> None:
+        self.led_by.update(self.elected)
+
+    async def refresh_metadata(self) -> None:
+        await self.refresh()
+
+    def leader(self, tp: TP) -> int:
+        return self.led_by[tp]
+
+    async def fetch(
+        self,
+        node: int,
+        wants: Mapping[TP, tuple[int, int]],
+        *,
+        max_wait_ms: int,
+        max_bytes: int,
+        partition_max_bytes: int,
+        connection: int,
+        nearest: bool = False,
+    ) -> dict[TP, FetchedPartition]:
+        self.sent_to.append(node)
+        if node in self.dead:
+            raise TransientClusterError(f"node {node}: ConnectionRefusedError()")
+        if node in self.hung:
+            await asyncio.Event().wait()
+        assert all(self.led_by[tp] == node for tp in wants)
+        return await super().fetch(
+            node,
+            wants,
+            max_wait_ms=max_wait_ms,
+            max_bytes=max_bytes,
+            partition_max_bytes=partition_max_bytes,
+            connection=connection,
+        )
+
+
+async def test_a_dead_broker_fails_only_its_partitions_which_follow_their_new_leader() -> None:
+    broker = ThreeNodes(ends={A: 1, B: 1, C: 1})
+    f = fetcher(broker)
+    try:
+        for tp in (A, B, C):  # every broker answered once: all three are routed to
+            assert (await f.fetch(tp, 0)).records == b"r"
+        broker.dead.add(1)
+        with pytest.raises(BrokerFailed) as failed:
+            await f.fetch(A, 0)
+        assert failed.value.node == 1
+        assert broker.leaders.started == 1  # its leader is asked for again
+        # the others copy on, no pause: their brokers do not back off
+        assert (await asyncio.wait_for(f.fetch(B, 0), 0.05)).records == b"r"
+        assert (await asyncio.wait_for(f.fetch(C, 0), 0.05)).records == b"r"
+        # A waits out its broker's back-off, then fails again; its new leader takes it once
+        # the refresh that failure asks for names it
+        tries = len([n for n in broker.sent_to if n == 1])
+        again = asyncio.create_task(f.fetch(A, 0))
+        await asyncio.sleep(BROKER_BACKOFF_S / 2)
+        assert not again.done() and broker.sent_to.count(1) == tries  # held, not sent
+        with pytest.raises(BrokerFailed):
+            await asyncio.wait_for(again, 1)
+        broker.elected[A] = 2
+        with pytest.raises(BrokerFailed):
+            await asyncio.wait_for(f.fetch(A, 0), 1)
+        assert (await asyncio.wait_for(f.fetch(A, 0), 1)).records == b"r"  # from node 2
+        assert broker.sent_to[-1] == 2
+    finally:
+        await f.stop()
+
+
+async def test_a_remote_whose_every_broker_fails_fails_as_a_whole() -> None:
+    broker = ThreeNodes(ends={A: 1, B: 1, C: 1})
+    f = fetcher(broker)
+    try:
+        for tp in (A, B, C):
+            await f.fetch(tp, 0)
+        broker.dead.update({1, 2, 3})  # a cut link
+        with pytest.raises(BrokerFailed):
+            await f.fetch(A, 0)
+        with pytest.raises(BrokerFailed):
+            await f.fetch(B, 0)
+        with pytest.raises(TransientClusterError) as last:
+            await f.fetch(C, 0)
+        assert not isinstance(last.value, BrokerFailed)  # the remote's failure, as before
+    finally:
+        await f.stop()
+
+
+async def test_a_broker_failure_counts_an_error_without_backing_the_remote_off() -> None:
+    broker = ThreeNodes(ends={A: 5, B: 5, C: 5})
+    f = fetcher(broker)
+    health = {"east": SourceHealth("east", 0)}
+    sources = PartitionSources(A, health, {"east": RemoteEnds(0, 5)})
+    chunks = ChunkScheduler(A, {"east": Lanes([f])}, sources, f.config)
+    try:
+        for tp in (A, B, C):
+            await f.fetch(tp, 0)
+        broker.dead.add(1)
+        broker.elected[A] = 2
+        chunks.launch(0, 5)
+        got = await asyncio.wait_for(chunks.next_ready(0), 2)
+        assert got is not None and got.remote == "east"  # fetched again, from node 2
+        assert health["east"].errors == 1 and "node 1" in str(health["east"].last_error)
+        assert health["east"].healthy(time.monotonic())  # the remote never backed off
+        assert health["east"].failures_in_row == 0
+    finally:
+        await chunks.close()
+        await f.stop()
+
+
+async def test_with_another_remote_a_dead_broker_backs_its_remote_off_and_the_other_serves() -> (
+    None
+):
+    # several remotes: a dead leader has nothing to serve until the controller moves it,
+    # while the other remote has the records now (the BitTorrent-style promise)
+    east = ThreeNodes(ends={A: 5, B: 5, C: 5})
+    west = ThreeNodes(ends={A: 5, B: 5, C: 5})
+    f_east, f_west = fetcher(east), fetcher(west)
+    health = {"east": SourceHealth("east", 0), "west": SourceHealth("west", 0)}
+    sources = PartitionSources(A, health, {"east": RemoteEnds(0, 5), "west": RemoteEnds(0, 5)})
+    chunks = ChunkScheduler(
+        A, {"east": Lanes([f_east]), "west": Lanes([f_west])}, sources, f_east.config
+    )
+    try:
+        for f in (f_east, f_west):
+            for tp in (A, B, C):  # every broker routed to: one dying is a broker failure
+                await f.fetch(tp, 0)
+        east.dead.add(1)  # A's leader at east, never re-elected in this test
+        west.dead.add(1)
+        west.led_by[A] = 2
+        warmed = len(west.sent_to)
+        chunks.launch(0, 5)
+        waiting = asyncio.create_task(chunks.next_ready(0))
+        started = time.monotonic()
+        while len(west.sent_to) == warmed:
+            assert time.monotonic() - started < 3, "west was never asked"
+            await asyncio.sleep(0.01)
+        assert west.sent_to[-1] == 2  # the chunk went to the other remote's leader
+        assert not health["east"].healthy(time.monotonic())  # backed off as a whole
+        assert health["west"].healthy(time.monotonic())
+        waiting.cancel()
+    finally:
+        await chunks.close()
+        await f_east.stop()
+        await f_west.stop()
+
+
+async def test_a_fetch_out_to_a_restarting_broker_goes_to_the_new_leader_once_refreshed() -> None:
+    broker = ThreeNodes(ends={A: 1, B: 1, C: 1})
+    f = fetcher(broker, timeout_ms=5_000)
+    try:
+        for tp in (A, B, C):
+            await f.fetch(tp, 0)
+        broker.dead.add(1)
+        with pytest.raises(BrokerFailed):
+            await f.fetch(A, 0)
+        broker.dead.discard(1)
+        broker.hung.add(1)  # back, not answering yet; the controller moved A meanwhile
+        broker.elected[A] = 2
+        started = asyncio.get_running_loop().time()
+        with pytest.raises(BrokerFailed, match="moved off failing node 1"):
+            await asyncio.wait_for(f.fetch(A, 0), 3)  # not the 5 s chunk timeout
+        assert asyncio.get_running_loop().time() - started < BROKER_BACKOFF_MAX_S + 0.5
+        assert broker.sent_to[-1] == 1  # it was out to node 1
+        assert (await asyncio.wait_for(f.fetch(A, 0), 1)).records == b"r"
+        assert broker.sent_to[-1] == 2
+    finally:
         await f.stop()
