@@ -32,7 +32,12 @@ from syncer.errors import (
     TransientClusterError,
     UnreachableError,
 )
-from syncer.leaders import LEADER_MOVED_CODES, STALE_METADATA_CODES, MetadataRefresh
+from syncer.leaders import (
+    LEADER_MOVED_CODES,
+    STALE_METADATA_CODES,
+    MetadataRefresh,
+    asking_order,
+)
 from syncer.protocol import NO_ID, UNKNOWN_TOPIC_ID, TopicIdsRequest, topics_of
 from syncer.protocol.common import FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH
 from syncer.replicas import ReadReplicas
@@ -143,6 +148,7 @@ class ClusterConnection:
         self._tuned: weakref.WeakSet[Any] = weakref.WeakSet()
         # refreshes the leaders when an answer says they moved (``leaders_moved``)
         self.leaders = MetadataRefresh(self.refresh_metadata, self.name)
+        self.failed_at: dict[int, float] = {}  # node → when a request to it last failed
         # with a rack: the follower in it each partition's leader named to fetch from
         self.rack = config.client_rack or ""
         self.read_replicas = ReadReplicas(config.metadata_max_age_ms / 1000)
@@ -227,12 +233,13 @@ class ClusterConnection:
         back, that update's future was seen never to resolve (a daemon hung in its topic
         refresh and could not stop; aio-libs/aiokafka#712)."""
         brokers = [b.nodeId for b in self._client.cluster.brokers()]
-        random.shuffle(brokers)
+        brokers = asking_order(brokers, self.failed_at, time.monotonic())
         failures = []
         for node in brokers:
             try:
                 response = await self._client.send(node, MetadataRequest(None, False))
             except (kafka_errors.KafkaError, OSError, TimeoutError) as exc:
+                self.failed_at[node] = time.monotonic()
                 failures.append(f"node {node}: {type(exc).__name__}")
                 continue
             if response.brokers:  # a broker still starting may know of none
@@ -340,9 +347,11 @@ class ClusterConnection:
                 await self._tune(node, group)
             return await self._client.send(node, request, group=group)
         except kafka_errors.KafkaError as exc:
+            self.failed_at[node] = time.monotonic()
             self._client.force_metadata_update()
             raise TransientClusterError(f"{self.name}: {type(exc).__name__}: {exc}") from exc
         except (TimeoutError, OSError) as exc:
+            self.failed_at[node] = time.monotonic()
             self._client.force_metadata_update()
             raise TransientClusterError(f"{self.name}: {exc!r}") from exc
 

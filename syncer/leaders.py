@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import time
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Mapping
 
 from syncer.errors import ClusterError
 from syncer.protocol.common import (
@@ -56,6 +57,27 @@ def refresh_delay(now: float, last_ended: float, min_interval_s: float) -> float
     """How long a refresh asked at ``now`` waits before it goes out: what is left of
     ``min_interval_s`` since the last one ended at ``last_ended`` (none if longer ago)."""
     return max(0.0, last_ended + min_interval_s - now)
+
+
+# a broker whose request failed this recently is asked for metadata last: killed and
+# restarting, it accepts connections seconds before it answers, and a refresh that asked it
+# first held the moved partitions (and, while it was out, their topics) until it did
+FAILED_RECENTLY_S = 30.0
+
+
+def asking_order(
+    nodes: Collection[int],
+    failed_at: Mapping[int, float],
+    now: float,
+    shuffle: Callable[[list[int]], None] = random.shuffle,
+) -> list[int]:
+    """The order to ask ``nodes`` for metadata: those with no failure in the last
+    ``FAILED_RECENTLY_S`` first, in random order (the load spread), then the ones that
+    failed, longest ago first (the likeliest to be back)."""
+    healthy = [n for n in nodes if now - failed_at.get(n, float("-inf")) >= FAILED_RECENTLY_S]
+    shuffle(healthy)
+    failed = sorted((n for n in nodes if n not in healthy), key=lambda n: failed_at[n])
+    return healthy + failed
 
 
 class MetadataRefresh:

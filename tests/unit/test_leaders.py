@@ -17,7 +17,7 @@ from syncer.clusters import TP, Cluster
 from syncer.config import ClusterConfig, CopierConfig
 from syncer.errors import ClusterError, LeaderMoved, TransientClusterError
 from syncer.fetcher import Fetcher
-from syncer.leaders import MetadataRefresh, refresh_delay
+from syncer.leaders import FAILED_RECENTLY_S, MetadataRefresh, asking_order, refresh_delay
 from syncer.protocol.common import NOT_LEADER_OR_FOLLOWER
 from syncer.wire import FetchOutcome
 from syncer.writer import Writer
@@ -268,3 +268,20 @@ async def test_metadata_that_names_the_old_leader_again_is_not_asked_in_a_tight_
     assert 2 <= cluster.refreshed <= 0.3 / 0.05 + 2, cluster.refreshed
     assert len(cluster.sent) == cluster.refreshed + 1
     assert cluster.sent[-1][0] == 2
+
+
+def test_brokers_that_failed_recently_are_asked_for_metadata_last() -> None:
+    # issue 19: a killed remote broker, restarting, accepted the refresh's connection and
+    # answered nothing for seconds; its partitions' fetches waited on the refresh
+    now = 1_000.0
+    failed_at = {2: now - 1.0, 3: now - 5.0}
+    assert asking_order([1, 2, 3], failed_at, now, shuffle=lambda nodes: None) == [1, 3, 2]
+    order = asking_order([1, 2, 3, 4], failed_at, now, shuffle=lambda nodes: nodes.reverse())
+    assert order == [4, 1, 3, 2]  # the healthy ones shuffled, the failed ones after them
+
+
+def test_a_failure_long_ago_no_longer_puts_a_broker_last() -> None:
+    now = 1_000.0
+    failed_at = {1: now - FAILED_RECENTLY_S, 2: now - FAILED_RECENTLY_S + 1}
+    assert asking_order([1, 2, 3], failed_at, now, shuffle=lambda nodes: None) == [1, 3, 2]
+    assert asking_order([], failed_at, now) == []
