@@ -184,6 +184,7 @@ def _status(bed: Testbed, *, as_json: bool) -> int:
         rows.append(
             {
                 "name": cluster.name,
+                "version": getattr(cluster, "version", None) or bed.jars.version,
                 "bootstrap": cluster.bootstrap,
                 "listen": cluster.listen,
                 "pid": cluster.pid if nodes[0]["running"] else None,
@@ -197,13 +198,14 @@ def _status(bed: Testbed, *, as_json: bool) -> int:
         print(json.dumps({"kafka_version": bed.jars.version, "clusters": rows}, indent=2))
     else:
         table = Table(title=f"Kafka {bed.jars.version} test bed · {bed.state_dir}")
-        for column in ("cluster", "node", "address", "rack", "pid", "state", "log"):
+        for column in ("cluster", "version", "node", "address", "rack", "pid", "state", "log"):
             table.add_column(column)
         for row in rows:
             for node in row["nodes"]:
                 state = "up" if node["answers"] else ("starting" if node["running"] else "down")
                 table.add_row(
                     row["name"],
+                    row["version"],
                     str(node["id"]),
                     node["listen"],
                     node["rack"] or "-",

@@ -4,6 +4,10 @@ file keeping a cluster's version and its ZooKeeper."""
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -135,3 +139,29 @@ def test_the_clusters_flag_takes_a_version() -> None:
     for bad in ("old@", "old@2.8", "old@latest", "@2.8.2", "old@2.8.2,old"):
         with pytest.raises(SystemExit):
             parse_versions(bad)
+
+
+def test_down_stops_the_zookeeper_too(tmp_path: Path) -> None:
+    """A stand-in for ZooKeeper's JVM, marked with its directory as the bed marks it: the
+    cluster's stop (what ``testbed down`` calls) ends it after the broker, which is gone."""
+    bed = bed_at(tmp_path)
+    cluster = bed._place(ClusterSpec("old", version="2.8.2"))
+    assert isinstance(cluster, RunningCluster) and cluster.zookeeper is not None
+    marker = f"-Dsyncer.testbed.dir={cluster.zookeeper.directory}"
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", marker])
+    try:
+        cluster.zookeeper_pid = proc.pid
+        for _ in range(50):  # until the exec shows
+            if cluster.zookeeper.is_running():
+                break
+            time.sleep(0.05)
+        assert cluster.zookeeper.is_running() and not cluster.is_running()
+        bed.clusters["old"] = cluster
+        bed.down()
+        assert proc.wait(timeout=5) == -signal.SIGTERM
+        assert cluster.zookeeper_pid is None
+        again = Testbed.load(bed.state_dir).clusters["old"]
+        assert isinstance(again, RunningCluster) and again.zookeeper_pid is None
+    finally:
+        proc.kill()
+        proc.wait()
