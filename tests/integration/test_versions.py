@@ -26,8 +26,8 @@ from syncer.batches import FILLER_HEADER, is_filler
 from syncer.clusters import Cluster
 from syncer.config import ClusterConfig
 from syncer.connection import TP
-from syncer.status import State
 from syncer.protocol.versions import too_old
+from syncer.status import State
 from syncer.testbed import ClusterSpec, KafkaJars, RunningCluster
 from tests.kafka_helpers import (
     alter_topic,
