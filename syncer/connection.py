@@ -27,6 +27,7 @@ from aiokafka.structs import TopicPartition
 from syncer.config import ClusterConfig
 from syncer.errors import (
     AuthenticationError,
+    BrokerTooOld,
     ClusterError,
     LeaderMoved,
     TransientClusterError,
@@ -40,6 +41,7 @@ from syncer.leaders import (
 )
 from syncer.protocol import NO_ID, UNKNOWN_TOPIC_ID, TopicIdsRequest, topics_of
 from syncer.protocol.common import FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH
+from syncer.protocol.versions import refuse_if_too_old
 from syncer.replicas import ReadReplicas
 
 TP: TypeAlias = TopicPartition
@@ -165,13 +167,16 @@ class ClusterConnection:
         await self.stop()
 
     async def start(self) -> None:
-        """Bootstrap (a few attempts); idempotent. A start that fails or is cancelled closes
+        """Bootstrap (a few attempts), refusing a cluster too old to serve our requests
+        (``BrokerTooOld``); idempotent. A start that fails or is cancelled closes
         the client: whatever it had connected is not left open."""
         if self._started:
             return
         try:
             await self._bootstrap()
-        except asyncio.CancelledError:
+            where = f"{self.role} cluster {self.name!r} at {self.config.bootstrap_servers}"
+            await refuse_if_too_old(self._client, where)
+        except (asyncio.CancelledError, BrokerTooOld):
             await self._client.close()
             raise
         self._started = True

@@ -22,6 +22,7 @@ class ExitCode:
     TESTBED = 6  # syncer testbed: the bed could not do what was asked
     DIVERGED = 7  # verify: a local partition differs from a remote's
     AUTHENTICATION = 8  # a cluster refused our credentials, or TLS failed
+    TOO_OLD = 9  # a cluster's brokers lack request versions syncer needs
     INTERRUPTED = 130
 
 
@@ -71,6 +72,13 @@ class AuthenticationError(ClusterError):
     """A cluster refused our credentials or certificate, or its certificate is not trusted."""
 
     exit_code = ExitCode.AUTHENTICATION
+
+
+class BrokerTooOld(ClusterError):
+    """A cluster's brokers do not answer the request versions syncer needs (too old a
+    Kafka): refused at start, before anything is read or written."""
+
+    exit_code = ExitCode.TOO_OLD
 
 
 class PartitionHalted(SyncerError):

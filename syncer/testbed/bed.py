@@ -14,7 +14,7 @@ from typing import TypeAlias
 from syncer.testbed import tools
 from syncer.testbed.errors import TestbedError
 from syncer.testbed.jars import KafkaJars
-from syncer.testbed.node import RunningCluster, log4j_properties
+from syncer.testbed.node import RunningCluster, log4j_properties, zookeeper_mode
 from syncer.testbed.process import random_cluster_id
 from syncer.testbed.quorum import (
     NODE_HEAP,
@@ -53,7 +53,9 @@ class ClusterSpec:
     cluster of that many nodes (``quorum``) on consecutive ports from ``port`` if given,
     replicated as ``replication_factor``/``min_insync_replicas`` say (default 3 or all nodes,
     and one fewer in sync); ``auto_leader_rebalance`` turns the controller's periodic
-    preferred-leader election on. A proxy in front or a secured listener is for one node."""
+    preferred-leader election on. A proxy in front or a secured listener is for one node.
+    ``version``: another Apache Kafka version than the bed's (None: the bed's, 4.1.1); one
+    before 4.0 runs in ZooKeeper mode with a ZooKeeper of its own, one node, PLAINTEXT."""
 
     name: str
     port: int | None = None
@@ -68,6 +70,7 @@ class ClusterSpec:
     replication_factor: int | None = None
     min_insync_replicas: int | None = None
     auto_leader_rebalance: bool = False
+    version: str | None = None
 
 
 class Testbed:
@@ -118,12 +121,11 @@ class Testbed:
 
     def up(self, specs: Iterable[ClusterSpec]) -> list[AnyCluster]:
         """Start the named clusters (all at once) and wait until each answers."""
-        self.jars.ensure()
         started: list[AnyCluster] = []
         for spec in specs:
             cluster = self._place(spec)
             self.clusters[spec.name] = cluster
-            cluster.start(self.jars)
+            cluster.start(self.jars_of(cluster))
             started.append(cluster)
             self.save()
         try:
@@ -146,9 +148,15 @@ class Testbed:
             cluster.kill()
         else:
             cluster.stop()
-        cluster.start(self.jars)
+        cluster.start(self.jars_of(cluster))
         self.save()
         cluster.wait_ready()
+
+    def jars_of(self, cluster: AnyCluster) -> KafkaJars:
+        """The jars ``cluster`` runs on (its own version's, or the bed's), fetched if new."""
+        version = getattr(cluster, "version", None)
+        jars = KafkaJars(self.jars.cache_dir, version) if version else self.jars
+        return jars.ensure()
 
     # one node, one partition -------------------------------------------------------------
 
@@ -192,8 +200,26 @@ class Testbed:
             if known.is_running():
                 raise TestbedError(f"cluster {spec.name!r} is already running at {known.listen}")
         if spec.nodes > 1:
+            if spec.version is not None:
+                raise TestbedError(f"cluster {spec.name!r}: another Kafka version needs nodes=1")
             return self._place_several(spec)
         port = spec.port or free_port()
+        if zookeeper_mode(spec.version):
+            if spec.advertised or spec.security != "PLAINTEXT" or spec.authorizer:
+                raise TestbedError(
+                    f"cluster {spec.name!r}: Kafka {spec.version} in ZooKeeper mode is"
+                    " PLAINTEXT, with no proxy in front"
+                )
+            return RunningCluster(
+                name=spec.name,
+                port=port,
+                controller_port=0,  # no controller listener: the controller is elected in ZK
+                advertised=f"127.0.0.1:{port}",
+                directory=str(self.state_dir / spec.name),
+                properties=dict(spec.properties),
+                version=spec.version,
+                zookeeper_port=spec.controller_port or free_port(),
+            )
         return RunningCluster(
             name=spec.name,
             port=port,
@@ -205,6 +231,7 @@ class Testbed:
             security=spec.security,
             scram_users=dict(spec.scram_users),
             authorizer=spec.authorizer,
+            version=spec.version,
         )
 
     def _place_several(self, spec: ClusterSpec) -> MultiNodeCluster:

@@ -29,7 +29,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     up.add_argument(
         "--clusters",
         required=True,
-        help="comma-separated names, each with :N for N nodes, e.g. local:3,east:3,west",
+        help="comma-separated names, each with :N for N nodes and @VERSION for another Kafka"
+        " version (before 4.0: ZooKeeper mode, one node), e.g. local:3,east:3,old@2.8.2",
     )
     up.add_argument("--state", required=True, type=Path, help="directory for data and state")
     up.add_argument(
@@ -78,19 +79,41 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def parse_clusters(text: str) -> list[tuple[str, int]]:
-    """``local:3,east:3,west`` → ``[("local", 3), ("east", 3), ("west", 1)]``."""
-    out: list[tuple[str, int]] = []
+    """``local:3,east:3,west`` → ``[("local", 3), ("east", 3), ("west", 1)]`` (versions,
+    ``@2.8.2``, are ``parse_versions``'s)."""
+    return [(name, count) for name, count, _ in _cluster_items(text)]
+
+
+def parse_versions(text: str) -> dict[str, str]:
+    """``old@2.8.2,local`` → ``{"old": "2.8.2"}``: the clusters that run another version."""
+    return {name: version for name, _, version in _cluster_items(text) if version}
+
+
+def _cluster_items(text: str) -> list[tuple[str, int, str | None]]:
+    """Each ``NAME[:N][@VERSION]`` of a --clusters list."""
+    out: list[tuple[str, int, str | None]] = []
     for item in (i.strip() for i in text.split(",")):
         if not item:
             continue
-        name, sep, count = item.partition(":")
-        if not name or (sep and not count.isdigit()) or (sep and int(count) < 1):
-            raise SystemExit(f"syncer: --clusters wants NAME or NAME:N (N >= 1), got {item!r}")
-        out.append((name, int(count) if sep else 1))
-    names = [n for n, _ in out]
+        head, at, version = item.partition("@")
+        name, sep, count = head.partition(":")
+        bad_count = sep and (not count.isdigit() or int(count) < 1)
+        bad_version = at and not _is_version(version)
+        if not name or bad_count or bad_version:
+            raise SystemExit(
+                f"syncer: --clusters wants NAME, NAME:N (N >= 1) or NAME@VERSION"
+                f" (e.g. old@2.8.2), got {item!r}"
+            )
+        out.append((name, int(count) if sep else 1, version or None))
+    names = [n for n, _, _ in out]
     if not names or len(set(names)) != len(names):
         raise SystemExit(f"syncer: --clusters wants distinct names, got {text!r}")
     return out
+
+
+def _is_version(text: str) -> bool:
+    parts = text.split(".")
+    return len(parts) == 3 and all(p.isdigit() for p in parts)
 
 
 def _pairs(values: list[str], what: str) -> dict[str, str]:
@@ -128,6 +151,7 @@ def _dispatch(args: argparse.Namespace) -> int:
 
 def _up(args: argparse.Namespace) -> int:
     wanted = parse_clusters(args.clusters)
+    versions = parse_versions(args.clusters)
     advertised = _pairs(args.advertise, "advertise")
     ports = {k: int(v) for k, v in _pairs(args.port, "port").items()}
     rfs = {k: int(v) for k, v in _pairs(args.replication_factor, "replication-factor").items()}
@@ -144,6 +168,7 @@ def _up(args: argparse.Namespace) -> int:
             replication_factor=rfs.get(n),
             min_insync_replicas=isrs.get(n),
             auto_leader_rebalance=n in args.auto_leader_rebalance,
+            version=versions.get(n),
         )
         for n, count in wanted
     ]
@@ -159,6 +184,7 @@ def _status(bed: Testbed, *, as_json: bool) -> int:
         rows.append(
             {
                 "name": cluster.name,
+                "version": getattr(cluster, "version", None) or bed.jars.version,
                 "bootstrap": cluster.bootstrap,
                 "listen": cluster.listen,
                 "pid": cluster.pid if nodes[0]["running"] else None,
@@ -172,13 +198,14 @@ def _status(bed: Testbed, *, as_json: bool) -> int:
         print(json.dumps({"kafka_version": bed.jars.version, "clusters": rows}, indent=2))
     else:
         table = Table(title=f"Kafka {bed.jars.version} test bed · {bed.state_dir}")
-        for column in ("cluster", "node", "address", "rack", "pid", "state", "log"):
+        for column in ("cluster", "version", "node", "address", "rack", "pid", "state", "log"):
             table.add_column(column)
         for row in rows:
             for node in row["nodes"]:
                 state = "up" if node["answers"] else ("starting" if node["running"] else "down")
                 table.add_row(
                     row["name"],
+                    row["version"],
                     str(node["id"]),
                     node["listen"],
                     node["rack"] or "-",

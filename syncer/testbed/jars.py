@@ -16,9 +16,11 @@ log = logging.getLogger(__name__)
 KAFKA_VERSION = "4.1.1"
 LOG4J_VERSION = "2.24.3"
 
+Artifact = tuple[str, str, str]  # group, artifact, version
+
 # kafka_2.13 is the broker; kafka-tools has the perf-test tools; connect-mirror is MirrorMaker 2,
 # our benchmark peer. log4j-core + the slf4j 1.x binding give the JVMs a log they write to.
-ARTIFACTS = (
+ARTIFACTS: tuple[Artifact, ...] = (
     ("org.apache.kafka", "kafka_2.13", KAFKA_VERSION),
     ("org.apache.kafka", "kafka-tools", KAFKA_VERSION),
     ("org.apache.kafka", "connect-runtime", KAFKA_VERSION),
@@ -26,6 +28,48 @@ ARTIFACTS = (
     ("org.apache.logging.log4j", "log4j-core", LOG4J_VERSION),
     ("org.apache.logging.log4j", "log4j-slf4j-impl", LOG4J_VERSION),
 )
+
+# Older versions are remotes to copy from (or locals to copy into), not benchmark peers: the
+# broker alone (kafka_2.13 pulls its ZooKeeper, whose jars start ZooKeeper's server too), and
+# the log4j 1.x binding Kafka shipped with before 4.0 moved to log4j 2 (3.x ships reload4j, the
+# same API; only 2.8 is tried so far).
+_LOG4J1: tuple[Artifact, ...] = (
+    ("org.slf4j", "slf4j-log4j12", "1.7.30"),
+    ("log4j", "log4j", "1.2.17"),
+)
+
+
+def artifacts(version: str) -> tuple[Artifact, ...]:
+    """The Maven artifacts a test bed of Kafka ``version`` needs."""
+    if version == KAFKA_VERSION:
+        return ARTIFACTS
+    if uses_log4j1(version):
+        return (("org.apache.kafka", "kafka_2.13", version), *_LOG4J1)
+    return (
+        ("org.apache.kafka", "kafka_2.13", version),
+        ("org.apache.kafka", "kafka-tools", version),
+        ("org.apache.logging.log4j", "log4j-core", LOG4J_VERSION),
+        ("org.apache.logging.log4j", "log4j-slf4j-impl", LOG4J_VERSION),
+    )
+
+
+def version_key(version: str) -> tuple[int, ...]:
+    """``"2.8.2"`` → ``(2, 8, 2)``, for comparing versions."""
+    try:
+        return tuple(int(part) for part in version.split("."))
+    except ValueError:
+        raise TestbedError(f"not a Kafka version: {version!r} (want e.g. 2.8.2)") from None
+
+
+def uses_log4j1(version: str) -> bool:
+    """Kafka before 4.0 logs through log4j 1.x (``-Dlog4j.configuration``); 4.x through
+    log4j 2 (``-Dlog4j2.configurationFile``)."""
+    return version_key(version) < (4,)
+
+
+def has_zookeeper(version: str) -> bool:
+    """Kafka before 4.0 can run in ZooKeeper mode (and the bed runs it so); 4.0 removed it."""
+    return version_key(version) < (4,)
 
 
 def default_cache_dir() -> Path:
@@ -36,11 +80,11 @@ def default_cache_dir() -> Path:
     return Path(base) / "syncer"
 
 
-def _pom() -> str:
+def _pom(version: str = KAFKA_VERSION) -> str:
     deps = "\n".join(
         f"    <dependency><groupId>{g}</groupId><artifactId>{a}</artifactId>"
         f"<version>{v}</version></dependency>"
-        for g, a, v in ARTIFACTS
+        for g, a, v in artifacts(version)
     )
     return f"""<project xmlns="http://maven.apache.org/POM/4.0.0">
   <modelVersion>4.0.0</modelVersion>
@@ -93,7 +137,7 @@ class KafkaJars:
         require_tool("java", "install a Java 17+ runtime (Debian: openjdk-17-jre-headless)")
         mvn = require_tool("mvn", "install Apache Maven (Debian: maven)")
         self.home.mkdir(parents=True, exist_ok=True)
-        (self.home / "pom.xml").write_text(_pom())
+        (self.home / "pom.xml").write_text(_pom(self.version))
         staging = self.home / "libs.partial"
         shutil.rmtree(staging, ignore_errors=True)
         log.info(

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from syncer.testbed.errors import TestbedError
-from syncer.testbed.jars import KafkaJars
+from syncer.testbed.jars import KafkaJars, has_zookeeper
 from syncer.testbed.probe import probe_metadata
 from syncer.testbed.process import (
     HEAP,
@@ -23,8 +23,10 @@ from syncer.testbed.process import (
     random_cluster_id,
     send_signal,
     wait_gone,
+    write_log1_config,
 )
 from syncer.testbed.tls import Certificates, make_certificates
+from syncer.testbed.zookeeper import ZooKeeper
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +49,29 @@ rootLogger.appenderRef.out.ref = out
 logger.kafka_request.name = kafka.request.logger
 logger.kafka_request.level = WARN
 """
+
+
+# what every one-node cluster of the bed is set to, in KRaft or in ZooKeeper mode
+_COMMON = {
+    "num.partitions": "1",
+    "auto.create.topics.enable": "false",
+    "offsets.topic.replication.factor": "1",
+    "offsets.topic.num.partitions": "4",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+    "transaction.state.log.num.partitions": "4",
+    "group.initial.rebalance.delay.ms": "0",
+    "log.cleaner.backoff.ms": "1000",
+}
+
+
+def _as_properties(props: dict[str, str]) -> str:
+    return "".join(f"{k}={v}\n" for k, v in props.items())
+
+
+def zookeeper_mode(version: str | None) -> bool:
+    """Does a cluster of ``version`` (None: the bed's own 4.x) run in ZooKeeper mode?"""
+    return version is not None and has_zookeeper(version)
 
 
 @dataclass
@@ -76,6 +101,11 @@ class RunningCluster:
     rack: str | None = None
     cluster_id: str | None = None
     heap: str = HEAP  # the JVM's -Xmx
+    # an older Kafka than the bed's (None: the bed's own); before 4.0 in ZooKeeper mode,
+    # with its ZooKeeper on this port and that JVM's pid
+    version: str | None = None
+    zookeeper_port: int | None = None
+    zookeeper_pid: int | None = None
 
     @property
     def bootstrap(self) -> str:
@@ -125,7 +155,17 @@ class RunningCluster:
             }
         return props
 
+    @property
+    def zookeeper(self) -> ZooKeeper | None:
+        """The cluster's own ZooKeeper, if it runs in ZooKeeper mode."""
+        if self.zookeeper_port is None:
+            return None
+        directory = Path(self.directory) / "zookeeper"
+        return ZooKeeper(directory, self.zookeeper_port, self.zookeeper_pid)
+
     def server_properties(self) -> str:
+        if self.zookeeper_port is not None:
+            return _as_properties(self.zookeeper_mode_properties())
         main = self.security
         listeners = f"{main}://{self.listen},CONTROLLER://127.0.0.1:{self.controller_port}"
         advertised = f"{main}://{self.advertised}"
@@ -144,17 +184,9 @@ class RunningCluster:
             "listener.security.protocol.map": protocols,
             "inter.broker.listener.name": "DIRECT" if self.direct_port else "PLAINTEXT",
             "log.dirs": str(Path(self.directory) / "data"),
-            "num.partitions": "1",
-            "auto.create.topics.enable": "false",
-            "offsets.topic.replication.factor": "1",
-            "offsets.topic.num.partitions": "4",
-            "transaction.state.log.replication.factor": "1",
-            "transaction.state.log.min.isr": "1",
-            "transaction.state.log.num.partitions": "4",
+            **_COMMON,
             "share.coordinator.state.topic.replication.factor": "1",
             "share.coordinator.state.topic.min.isr": "1",
-            "group.initial.rebalance.delay.ms": "0",
-            "log.cleaner.backoff.ms": "1000",
         }
         if self.rack is not None:
             # a member of a cluster of several: a consumer that names its rack in its fetches
@@ -164,7 +196,22 @@ class RunningCluster:
             props["replica.selector.class"] = RACK_AWARE_SELECTOR
         props.update(self._security_properties())
         props.update(self.properties)
-        return "".join(f"{k}={v}\n" for k, v in props.items())
+        return _as_properties(props)
+
+    def zookeeper_mode_properties(self) -> dict[str, str]:
+        """A broker of an old cluster that keeps its metadata in its ZooKeeper: one
+        PLAINTEXT listener, no controller quorum, no storage to format."""
+        props = {
+            "broker.id": str(self.node_id),
+            "zookeeper.connect": f"127.0.0.1:{self.zookeeper_port}",
+            "zookeeper.connection.timeout.ms": "30000",
+            "listeners": f"PLAINTEXT://{self.listen}",
+            "advertised.listeners": f"PLAINTEXT://{self.advertised}",
+            "log.dirs": str(Path(self.directory) / "data"),
+            **_COMMON,
+        }
+        props.update(self.properties)
+        return props
 
     def is_running(self) -> bool:
         return self.pid is not None and is_our_java(self.pid, self.directory)
@@ -182,7 +229,11 @@ class RunningCluster:
         root.mkdir(parents=True, exist_ok=True)
         (root / "server.properties").write_text(self.server_properties())
         (root / "log4j2.properties").write_text(log4j_properties())
-        if not (root / "data" / "meta.properties").exists():
+        write_log1_config(jars, self.directory)
+        zookeeper = self.zookeeper
+        if zookeeper is not None:  # its metadata lives there: up first, nothing to format
+            self.zookeeper_pid = zookeeper.start(jars)
+        elif not (root / "data" / "meta.properties").exists():
             self._format(jars)
         self._launch(jars)
 
@@ -205,7 +256,15 @@ class RunningCluster:
         return self.pid is None or exited(self.pid, self.directory)
 
     def stop(self, timeout: float = STOP_TIMEOUT_S) -> None:
-        """SIGTERM for a clean shutdown; SIGKILL if it hangs. Idempotent."""
+        """SIGTERM for a clean shutdown; SIGKILL if it hangs; then its ZooKeeper, if it
+        has one (the broker deregisters there first). Idempotent."""
+        self._stop_broker(timeout)
+        zookeeper = self.zookeeper
+        if zookeeper is not None:
+            zookeeper.stop()
+            self.zookeeper_pid = None
+
+    def _stop_broker(self, timeout: float) -> None:
         if not self.is_running():
             self.pid = None
             return

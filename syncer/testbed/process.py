@@ -14,9 +14,17 @@ import time
 import uuid
 from pathlib import Path
 
-from syncer.testbed.jars import KafkaJars
+from syncer.testbed.jars import KafkaJars, uses_log4j1
 
 HEAP = "512m"
+
+# Kafka before 4.0 (and its ZooKeeper) log through log4j 1.x: the same one line per event
+LOG4J1_PROPERTIES = """log4j.rootLogger=INFO, out
+log4j.appender.out=org.apache.log4j.ConsoleAppender
+log4j.appender.out.layout=org.apache.log4j.PatternLayout
+log4j.appender.out.layout.ConversionPattern=[%d] %p %m (%c)%n
+log4j.logger.kafka.request.logger=WARN
+"""
 
 # JVMs this process started, kept so they are reaped (and not garbage collected while running)
 _CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
@@ -25,20 +33,32 @@ _CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
 def java_command(
     jars: KafkaJars, directory: str, main: str, *args: str, heap: str = HEAP
 ) -> list[str]:
-    """A JVM for the cluster in ``directory``, marked with it so it can be found again."""
+    """A JVM for the cluster in ``directory``, marked with it so it can be found again. Its
+    log configuration is the file ``write_log1_config`` or the node's ``log4j2.properties``."""
+    if uses_log4j1(jars.version):
+        logging = f"-Dlog4j.configuration=file:{Path(directory) / 'log4j.properties'}"
+    else:
+        logging = f"-Dlog4j2.configurationFile={Path(directory) / 'log4j2.properties'}"
     return [
         "java",
         f"-Xmx{heap}",
         "-Xms128m",
         "-XX:+UseG1GC",
         "-Djava.awt.headless=true",
-        f"-Dlog4j2.configurationFile={Path(directory) / 'log4j2.properties'}",
+        logging,
         f"-Dsyncer.testbed.dir={directory}",
         "-cp",
         jars.classpath,
         main,
         *args,
     ]
+
+
+def write_log1_config(jars: KafkaJars, directory: str) -> None:
+    """The log4j 1.x configuration of a JVM of an old version (none needed for 4.x)."""
+    if uses_log4j1(jars.version):
+        Path(directory).mkdir(parents=True, exist_ok=True)
+        (Path(directory) / "log4j.properties").write_text(LOG4J1_PROPERTIES)
 
 
 def launch(cmd: list[str], log_path: Path) -> int:
