@@ -111,6 +111,24 @@ def start(tmp_path: Path, index: int, raw: dict[str, object]) -> Daemon:
     return Daemon(directory, raw)
 
 
+def chaos_config(topic: str, local: str, remote: str) -> dict[str, object]:
+    """The members' config: short timeouts, a 6 s session and a 3 s write lease, so that
+    kills and pauses move partitions within a round."""
+    return {
+        "name": f"chaos-{topic}",
+        "local": {"bootstrap_servers": local, "request_timeout_ms": 5000},
+        "remotes": [{"name": "east", "bootstrap_servers": remote, "request_timeout_ms": 5000}],
+        "topics": {"include": [topic], "refresh_interval_s": 1},
+        "coordination": {
+            "group": f"chaos-{topic}",
+            "session_timeout_ms": 6000,
+            "heartbeat_interval_ms": 500,
+            "lease_ms": 3000,
+        },
+        "copier": {"shutdown_timeout_s": 5},
+    }
+
+
 @pytest.mark.parametrize("age_ms", [0, 2 * DAY_MS], ids=["records-now", "records-2-days-old"])
 async def test_random_kills_pauses_and_cut_links_lose_and_duplicate_nothing(
     proxied: Testbed, links: dict[str, LinkProxy], topic: str, tmp_path: Path, age_ms: int
@@ -122,21 +140,7 @@ async def test_random_kills_pauses_and_cut_links_lose_and_duplicate_nothing(
     print(f"chaos: {rounds} rounds, seed {seed}")
     rng = random.Random(seed)
     await create_topic(east.direct, topic, PARTITIONS)
-    raw: dict[str, object] = {
-        "name": f"chaos-{topic}",
-        "local": {"bootstrap_servers": local.bootstrap, "request_timeout_ms": 5000},
-        "remotes": [
-            {"name": "east", "bootstrap_servers": east.bootstrap, "request_timeout_ms": 5000}
-        ],
-        "topics": {"include": [topic], "refresh_interval_s": 1},
-        "coordination": {
-            "group": f"chaos-{topic}",
-            "session_timeout_ms": 6000,
-            "heartbeat_interval_ms": 500,
-            "lease_ms": 3000,
-        },
-        "copier": {"shutdown_timeout_s": 5},
-    }
+    raw = chaos_config(topic, local.bootstrap, east.bootstrap)
     members = [start(tmp_path, i, raw) for i in range(DAEMONS)]
     stop = asyncio.Event()
     producing = asyncio.create_task(keep_producing(east.direct, topic, stop, age_ms))

@@ -37,7 +37,7 @@ from syncer.errors import TransientClusterError
 from syncer.testbed import ClusterSpec, Testbed
 from syncer.testbed.jars import KafkaJars
 from syncer.testbed.probe import Placement, placements_async
-from tests.integration.test_chaos import PARTITIONS, keep_producing, start
+from tests.integration.test_chaos import PARTITIONS, chaos_config, keep_producing, start
 from tests.integration.test_multinode import ends
 from tests.kafka_helpers import own_bed, read_partition
 
@@ -287,21 +287,7 @@ async def test_random_broker_kills_restarts_and_elections_lose_and_duplicate_not
     rng = random.Random(seed)
     began = time.monotonic()
     await create_replicated(remote.direct, topic)
-    raw: dict[str, object] = {
-        "name": f"chaos-{topic}",
-        "local": {"bootstrap_servers": local.bootstrap, "request_timeout_ms": 5000},
-        "remotes": [
-            {"name": "east", "bootstrap_servers": remote.bootstrap, "request_timeout_ms": 5000}
-        ],
-        "topics": {"include": [topic], "refresh_interval_s": 1},
-        "coordination": {
-            "group": f"chaos-{topic}",
-            "session_timeout_ms": 6000,
-            "heartbeat_interval_ms": 500,
-            "lease_ms": 3000,
-        },
-        "copier": {"shutdown_timeout_s": 5},
-    }
+    raw = chaos_config(topic, local.bootstrap, remote.bootstrap)
     stop = asyncio.Event()
     # idempotent: a send retried through a remote node's death is not written twice there
     producing = asyncio.create_task(
