@@ -28,6 +28,7 @@ import pytest
 import yaml
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.errors import GroupCoordinatorNotAvailableError
 from aiokafka.structs import TopicPartition
 
 from syncer.testbed import ClusterSpec, KafkaJars, RunningCluster
@@ -160,11 +161,20 @@ async def end_offsets(bootstrap: str, tps: list[TopicPartition]) -> dict[TopicPa
 
 
 async def committed(bootstrap: str, group: str) -> dict[TopicPartition, int]:
-    """The group's committed offsets, as Kafka's admin API answers them."""
+    """The group's committed offsets, as Kafka's admin API answers them. A cluster where no
+    group committed yet creates its offsets topic on the first question, answering
+    "coordinator not available" meanwhile."""
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
     try:
-        answer = await admin.list_consumer_group_offsets(group)
+        for _ in range(50):
+            try:
+                answer = await admin.list_consumer_group_offsets(group)
+                break
+            except GroupCoordinatorNotAvailableError:
+                await asyncio.sleep(0.2)
+        else:
+            raise AssertionError(f"no coordinator for {group} at {bootstrap} within 10 s")
     finally:
         await admin.close()
     return {tp: meta.offset for tp, meta in answer.items() if meta.offset >= 0}
