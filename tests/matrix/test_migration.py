@@ -278,9 +278,9 @@ async def test_a_zookeeper_cluster_moves_to_kraft_with_its_producers_and_consume
     )
 
     # 2. the daemon until it has followed the live writes for a while, every partition is near
-    # the old cluster's end and it has copied the lagging group's offsets (its first pass, at
-    # start, knows no partitions yet; the next is 10 s later). The group keeping up commits
-    # at the old cluster's end, which a mirror reaches only now and then.
+    # the old cluster's end and it has copied the lagging group's offsets (a pass soon after
+    # its first topic refresh, then every 10 s). The group keeping up commits at the old
+    # cluster's end, which a mirror reaches only now and then.
     daemon = Daemon(tmp_path, raw)
     try:
         await daemon.wait_for(
