@@ -23,6 +23,9 @@ from syncer.errors import SyncerError
 log = logging.getLogger(__name__)
 
 IDLE_STATES = ("Empty", "Dead")  # Dead: the group does not exist locally yet
+# until the daemon's first topic refresh has named the mirrored partitions a pass copies
+# nothing, so the next one comes this soon rather than a whole interval later
+UNKNOWN_TOPICS_RETRY_S = 1.0
 
 
 def offsets_to_commit(
@@ -61,16 +64,21 @@ class OffsetCopier:
                 await self.copy_once()
             except SyncerError as exc:
                 log.warning("copying consumer group offsets: %s; trying again", exc)
+            wait = self.config.interval_s
+            if not self.mirrored():
+                wait = min(wait, UNKNOWN_TOPICS_RETRY_S)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), self.config.interval_s)
+                await asyncio.wait_for(stop.wait(), wait)
 
     async def copy_once(self) -> None:
+        mirrored = self.mirrored()
+        if not mirrored:
+            return  # no offset could be committed: nothing is asked of the remotes
         chosen: dict[str, str] = {}
         for name, remote in self.remotes.items():
             for group in await remote.consumer_groups():
                 if self.config.selects(group):
                     chosen.setdefault(group, name)  # the first remote listing it
-        mirrored = self.mirrored()
         for group, name in chosen.items():
             status = self.groups.setdefault(group, GroupStatus(name))
             await self._copy_group(group, self.remotes[name], mirrored, status)
