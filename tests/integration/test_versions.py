@@ -2,7 +2,10 @@
 stored in message format v1 (``message.format.version=0.10.2``), copied into the session's
 Kafka 4.1 local cluster. The 2.8 broker's own DumpLogSegments shows the data on disk is magic 1,
 so the copy goes through syncer's conversion (syncer.legacy) to v2 batches at the same offsets;
-a consumer, kcat and ``syncer verify`` then read both sides offset by offset.
+a consumer, kcat and ``syncer verify`` then read both sides offset by offset. The same
+for message format v0 (``message.format.version=0.9.0``: magic 0, no timestamps), for plain v1
+messages merged into v2 batches a 64 KiB ``max.message.bytes`` takes, and for a copy whose
+2.8 broker is killed (kill -9) mid-copy and restarted.
 
 Left for issue 20: 3.9 in ZooKeeper mode and in KRaft as remotes, and 4.x into a 3.9 local."""
 
@@ -32,6 +35,7 @@ from syncer.status import State
 from syncer.syncer import Syncer
 from syncer.testbed import ClusterSpec, KafkaJars, RunningCluster, Testbed
 from tests.kafka_helpers import (
+    all_batches,
     alter_topic,
     catch_up,
     create_topic,
@@ -355,8 +359,10 @@ async def test_v0_data_and_merged_runs_under_a_small_limit_copy_exactly(
     both have the timestamp -1 as Kafka's own record classes read them."""
     v0, small = f"{topic}.v0", f"{topic}.small"
     await write_v0_topic(old.bootstrap, v0)
-    await create_topic(old.bootstrap, small, **V1, **{"max.message.bytes": str(SMALL_LIMIT)})
-    await create_topic(local, small, **{"max.message.bytes": str(SMALL_LIMIT)})
+    # kept whatever their (2020) timestamps: a week's retention would delete them under verify
+    limit = {"max.message.bytes": str(SMALL_LIMIT), "retention.ms": "-1"}
+    await create_topic(old.bootstrap, small, **V1, **limit)
+    await create_topic(local, small, **limit)
     rows = [(b"s%d" % i, b"%0100d" % i) for i in range(3000)]  # ~420 KB of v1 messages
     await produce(old.bootstrap, small, rows, linger_ms=50, timestamp_ms=BASE_TS)
     for partition, codec in ((0, "compresscodec: gzip"), (1, "compresscodec: none")):
@@ -389,6 +395,11 @@ async def test_v0_data_and_merged_runs_under_a_small_limit_copy_exactly(
     remote_small = await read_partition(old.bootstrap, small)
     assert len(remote_small) == 3000
     assert await read_partition(local, small) == remote_small
+    sizes = [len(b.raw) async for b in all_batches(local, small)]
+    log.warning(
+        "64 KiB topic: %d messages in %d v2 batches, at most %d bytes", 3000, len(sizes), max(sizes)
+    )
+    assert max(sizes) <= SMALL_LIMIT and len(sizes) < 3000 / 50  # merged, and taken
 
     if shutil.which("kcat") is not None:
         assert kcat(local, small, 0) == kcat(old.bootstrap, small, 0)
@@ -397,7 +408,8 @@ async def test_v0_data_and_merged_runs_under_a_small_limit_copy_exactly(
             ours = [line.split(" ", 2) for line in kcat(local, v0, partition)]
             assert {t for _o, t, _rest in theirs} == {"0"} and {t for _o, t, _r in ours} == {"-1"}
             assert [(o, rest) for o, _t, rest in ours] == [(o, rest) for o, _t, rest in theirs]
-    verify(tmp_path, local, old.bootstrap, [v0, small])
+    verdicts = verify(tmp_path, local, old.bootstrap, [v0, small])
+    assert sorted((v["from"], v["to"]) for v in verdicts) == [(0, 300), (0, 300), (0, 3000)]
 
 
 async def test_a_killed_zookeeper_mode_remote_comes_back_and_the_copy_ends_identical(
@@ -442,4 +454,5 @@ async def test_a_killed_zookeeper_mode_remote_comes_back_and_the_copy_ends_ident
     remote = await read_partition(old.bootstrap, name)
     assert len(remote) == 2000
     assert await read_partition(local, name) == remote
-    verify(tmp_path, local, old.bootstrap, [name])
+    (verdict,) = verify(tmp_path, local, old.bootstrap, [name])
+    assert (verdict["from"], verdict["to"]) == (0, 2000)
