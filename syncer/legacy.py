@@ -27,7 +27,7 @@ from __future__ import annotations
 import itertools
 import struct
 import zlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -40,10 +40,14 @@ NO_TIMESTAMP = -1
 CODEC_MASK = 0x07
 LOG_APPEND_TIME_BIT = 0x08
 MIN_SIZE = 26  # a v0 message with a null key and value: 12 + crc 4 + magic 1 + attrs 1 + 8
-# Uncompressed messages are one v2 batch per run of consecutive offsets up to this many
-# bytes: a local broker checks a batch against its max.message.bytes (1 MB by default), and
-# each v1 message was checked alone at the source.
+# Uncompressed messages at consecutive offsets are merged into one v2 batch of at most
+# ``run_bound`` bytes (see there): never more than RUN_BYTES, at least RUN_FLOOR.
 RUN_BYTES = 1 << 18
+RUN_FLOOR = 1 << 14  # a default producer's batch.size: a topic taking less is rare
+V2_BATCH_BYTES = 61  # a v2 batch's header, its offset and length fields included
+# the most a v2 record adds to its key and value: length, timestamp delta, offset delta, key
+# length and value length varints at their widest (5 + 10 + 5 + 5 + 5), attributes, headers
+V2_RECORD_BYTES = 32
 
 _FRAME = struct.Struct(">qi")  # offset, size
 _CRC = struct.Struct(">I")
@@ -122,13 +126,37 @@ def frames(view: memoryview, what: str = "message") -> Iterator[memoryview]:
         pos += size
 
 
+def run_bound(stored_sizes: Iterable[int]) -> int:
+    """How many bytes a v2 batch merged from uncompressed messages may take, given the sizes
+    of the messages fetched with them, as stored (offset and length fields included, as
+    Kafka compares a message with ``max.message.bytes``).
+
+    A local topic refuses a batch above its ``max.message.bytes`` (MESSAGE_TOO_LARGE) though
+    every message in it fits alone. The remote topic took its largest message, and the local
+    one allows as much (``topics`` refuses a local limit below the remote's), so a batch no
+    larger lands. Tiny messages would then go one per batch, one produce request each, so
+    runs may reach RUN_FLOOR too: only a local topic allowing less than that could refuse
+    one, and that halts loudly, naming the batch's offset (``writes``), never skips.
+
+    A merged run is never needed: a message alone is its own batch. That batch is larger than
+    the message by up to V2_BATCH_BYTES + V2_RECORD_BYTES - 26 bytes (67 for v0, 59 for v1),
+    so a message within that of its topic's limit halts the same way, naming its offset."""
+    return min(max(max(stored_sizes, default=0), RUN_FLOOR), RUN_BYTES)
+
+
+def record_bytes(message: LegacyMessage) -> int:
+    """At most how many bytes ``message`` takes as a record of a v2 batch."""
+    return V2_RECORD_BYTES + len(message.key or b"") + len(message.value or b"")
+
+
 def runs(messages: Sequence[memoryview]) -> list[MessageRun]:
     """Whole v0/v1 messages (each from its offset field on) as the runs that become v2
     batches, at their absolute offsets."""
     out: list[MessageRun] = []
     pending: list[LegacyMessage] = []  # uncompressed, consecutive offsets
-    pending_bytes = 0
+    pending_bytes = 0  # the v2 batch they make, at most
     pending_magic = 0
+    bound = run_bound(len(raw) for raw in messages)
     for raw in messages:
         message = _read(raw)
         if message.codec:
@@ -136,16 +164,17 @@ def runs(messages: Sequence[memoryview]) -> list[MessageRun]:
             pending, pending_bytes = [], 0
             out.append(MessageRun(message.codec, message.magic, _inner(message)))
             continue
+        converted = _plain(message, None)
         follows = bool(pending) and pending[-1].offset + 1 == message.offset
         if (
             not follows
-            or pending_bytes + message.size > RUN_BYTES
+            or pending_bytes + record_bytes(converted) > bound
             or message.magic != pending_magic
         ):
             out.extend(_flush(pending, pending_magic))
-            pending, pending_bytes, pending_magic = [], 0, message.magic
-        pending.append(_plain(message, None))
-        pending_bytes += message.size
+            pending, pending_bytes, pending_magic = [], V2_BATCH_BYTES, message.magic
+        pending.append(converted)
+        pending_bytes += record_bytes(converted)
     out.extend(_flush(pending, pending_magic))
     return out
 

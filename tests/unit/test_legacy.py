@@ -19,7 +19,7 @@ from syncer.batches import (
 )
 from syncer.errors import PartitionHalted
 from syncer.holes import HoleKind, scan
-from syncer.legacy import RUN_BYTES, LegacyFormatError
+from syncer.legacy import RUN_BYTES, RUN_FLOOR, LegacyFormatError, run_bound
 
 NONE, GZIP, SNAPPY, LZ4 = 0, 1, 2, 3
 Row = tuple[int, int, bytes | None, bytes | None]  # offset, timestamp, key, value
@@ -191,9 +191,59 @@ def test_a_long_run_of_messages_is_cut_into_batches_a_broker_accepts() -> None:
     rows: list[Row] = [(i, i, b"k", bytes(1000)) for i in range(600)]
     batches = split_batches(plain(1, rows))
     assert len(batches) > 1
-    assert all(len(b.raw) <= RUN_BYTES + 100 for b in batches)
+    assert all(len(b.raw) <= RUN_FLOOR for b in batches)
     assert [b.base_offset for b in batches[1:]] == [b.next_offset for b in batches[:-1]]
     assert seen(batches) == rows
+
+
+@pytest.mark.parametrize(
+    ("sizes", "bound"),
+    [
+        ([], RUN_FLOOR),  # nothing known: the floor
+        ([40, 100, 70], RUN_FLOOR),  # small messages: the floor, not one batch each
+        ([100, 40_000, 70], 40_000),  # the topic took 40,000 bytes: so may a batch
+        ([RUN_FLOOR + 1], RUN_FLOOR + 1),
+        ([900_000, 100], RUN_BYTES),  # never above the cap
+    ],
+)
+def test_a_merged_run_is_no_larger_than_the_largest_message_or_the_floor(
+    sizes: list[int], bound: int
+) -> None:
+    assert run_bound(sizes) == bound
+
+
+@pytest.mark.parametrize("magic", [0, 1])
+@pytest.mark.parametrize("value_bytes", [0, 90, 1_000, 7_000, 40_000])
+def test_each_merged_batch_fits_within_the_bound_of_its_answer(
+    magic: int, value_bytes: int
+) -> None:
+    """A local topic whose max.message.bytes is the remote's (64 KiB here) takes every
+    batch: no merged run grows past what the remote itself took, or the floor."""
+    limit = 64 << 10
+    rows: list[Row] = [
+        (i, 1_600_000_000_000 + i, b"key-%d" % i if i % 3 else None, bytes(value_bytes))
+        for i in range(400)
+    ]
+    payload = plain(magic, rows)
+    largest = max(len(plain(magic, [row])) for row in rows)
+    assert largest <= limit
+    batches = split_batches(payload)
+    merged = [b for b in batches if b.record_count > 1]
+    assert all(len(b.raw) <= max(largest, RUN_FLOOR) <= limit for b in merged)
+    alone = [b for b in batches if b.record_count == 1]  # grows a little: see run_bound
+    assert all(len(b.raw) <= largest + 67 for b in alone)
+    if value_bytes <= 1_000:  # small messages still share batches
+        assert len(batches) < len(rows) / 10
+    assert [r[:2] for r in seen(batches)] == [(o, ts if magic else -1) for o, ts, _k, _v in rows]
+
+
+def test_one_message_alone_may_grow_by_the_v2_overhead() -> None:
+    """It cannot be split: it is its own batch, a little larger than as stored (a topic
+    whose limit is that close refuses it, and the partition halts naming its offset)."""
+    row: Row = (5, 1_600_000_000_000, b"k", bytes(100_000))
+    stored = len(plain(1, [row]))
+    (batch,) = split_batches(plain(1, [row]))
+    assert stored < len(batch.raw) <= stored + 59
 
 
 def test_a_converted_batch_is_stamped_for_local_like_any_other() -> None:
