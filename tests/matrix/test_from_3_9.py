@@ -15,7 +15,14 @@ import pytest
 from syncer.status import State
 from syncer.testbed import ClusterSpec, KafkaJars, RunningCluster, Testbed
 from tests.kafka_helpers import catch_up, make_config, own_bed
-from tests.matrix.pairing import assert_identical, topics_of, verify, write_data_set
+from tests.matrix.pairing import (
+    PER_ROUND,
+    ROUNDS,
+    assert_identical,
+    topics_of,
+    verify,
+    write_data_set,
+)
 
 log = logging.getLogger(__name__)
 
@@ -61,9 +68,12 @@ async def test_a_3_9_remote_copies_into_4_1_offset_by_offset(
     syncer = await catch_up(config)
     copy_s = time.monotonic() - copy_started
     statuses = list(syncer.statuses())
-    assert len(statuses) == 6 and all(s.state is State.CAUGHT_UP for s in statuses), [
-        (s.tp, s.state, s.error) for s in statuses
-    ]
+    per_partition = ROUNDS * PER_ROUND
+    assert len(statuses) == 6, statuses
+    assert all(
+        s.state is State.CAUGHT_UP and s.local_end == s.remote_end == per_partition
+        for s in statuses
+    ), [(s.tp, s.state, s.local_end, s.remote_end, s.error) for s in statuses]
     compared = await assert_identical(local, remote.bootstrap, topic)
     assert compared == sum(written.values())
     verify(tmp_path, local, (mode, remote.bootstrap), topic)
