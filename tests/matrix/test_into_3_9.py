@@ -77,7 +77,8 @@ async def test_4_1_copies_into_a_3_9_local_offset_by_offset(
     topics = list(topics_of(topic))
     written = await write_data_set(east, topic)
     billing = f"{topic}-billing"  # a consumer group of the remote, half-way through
-    assert len(await consume(east, topics[0], billing, 900)) == 900
+    async with asyncio.timeout(STEP_TIMEOUT_S):  # a consumer joining a group waits unbounded
+        assert len(await consume(east, topics[0], billing, 900)) == 900
     remote_commits = await committed(east, topics[0], billing)
 
     config = make_config(
