@@ -14,7 +14,7 @@ from typing import TypeAlias
 from syncer.testbed import tools
 from syncer.testbed.errors import TestbedError
 from syncer.testbed.jars import KafkaJars
-from syncer.testbed.node import RunningCluster, log4j_properties, zookeeper_mode
+from syncer.testbed.node import ZOOKEEPER, RunningCluster, cluster_mode, log4j_properties
 from syncer.testbed.process import random_cluster_id
 from syncer.testbed.quorum import (
     NODE_HEAP,
@@ -54,8 +54,10 @@ class ClusterSpec:
     replicated as ``replication_factor``/``min_insync_replicas`` say (default 3 or all nodes,
     and one fewer in sync); ``auto_leader_rebalance`` turns the controller's periodic
     preferred-leader election on. A proxy in front or a secured listener is for one node.
-    ``version``: another Apache Kafka version than the bed's (None: the bed's, 4.1.1); one
-    before 4.0 runs in ZooKeeper mode with a ZooKeeper of its own, one node, PLAINTEXT."""
+    ``version``: another Apache Kafka version than the bed's (None: the bed's, 4.1.1), one
+    node. ``mode``: where it keeps its metadata, ``"zookeeper"`` (a ZooKeeper of its own,
+    PLAINTEXT) or ``"kraft"``; None chooses ZooKeeper before 4.0 and KRaft from 4.0
+    (``node.cluster_mode``; KRaft before 3.3 or ZooKeeper from 4.0 is refused)."""
 
     name: str
     port: int | None = None
@@ -71,6 +73,7 @@ class ClusterSpec:
     min_insync_replicas: int | None = None
     auto_leader_rebalance: bool = False
     version: str | None = None
+    mode: str | None = None
 
 
 class Testbed:
@@ -199,12 +202,16 @@ class Testbed:
             known = self.clusters[spec.name]
             if known.is_running():
                 raise TestbedError(f"cluster {spec.name!r} is already running at {known.listen}")
+        try:
+            mode = cluster_mode(spec.version, spec.mode)
+        except TestbedError as exc:
+            raise TestbedError(f"cluster {spec.name!r}: {exc}") from None
         if spec.nodes > 1:
             if spec.version is not None:
                 raise TestbedError(f"cluster {spec.name!r}: another Kafka version needs nodes=1")
             return self._place_several(spec)
         port = spec.port or free_port()
-        if zookeeper_mode(spec.version):
+        if mode == ZOOKEEPER:
             if spec.advertised or spec.security != "PLAINTEXT" or spec.authorizer:
                 raise TestbedError(
                     f"cluster {spec.name!r}: Kafka {spec.version} in ZooKeeper mode is"
@@ -218,6 +225,7 @@ class Testbed:
                 directory=str(self.state_dir / spec.name),
                 properties=dict(spec.properties),
                 version=spec.version,
+                mode=ZOOKEEPER,
                 zookeeper_port=spec.controller_port or free_port(),
             )
         return RunningCluster(

@@ -9,7 +9,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from rich.console import Console
 from rich.table import Table
@@ -18,7 +18,7 @@ from syncer.testbed import demo as demo_cli
 from syncer.testbed import ops
 from syncer.testbed.bed import ClusterSpec, Testbed
 from syncer.testbed.errors import TestbedError
-from syncer.testbed.node import RunningCluster
+from syncer.testbed.node import KRAFT, MODES, RunningCluster
 from syncer.testbed.probe import probe_metadata
 
 
@@ -29,8 +29,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     up.add_argument(
         "--clusters",
         required=True,
-        help="comma-separated names, each with :N for N nodes and @VERSION for another Kafka"
-        " version (before 4.0: ZooKeeper mode, one node), e.g. local:3,east:3,old@2.8.2",
+        help="comma-separated names, each with :N for N nodes, @VERSION for another Kafka"
+        " version (one node; before 4.0 in ZooKeeper mode) and /kraft or /zookeeper for where it"
+        " keeps its metadata (KRaft from 3.3, ZooKeeper before 4.0),"
+        " e.g. local:3,east:3,old@2.8.2,mid@3.9.2/kraft",
     )
     up.add_argument("--state", required=True, type=Path, help="directory for data and state")
     up.add_argument(
@@ -80,32 +82,47 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 def parse_clusters(text: str) -> list[tuple[str, int]]:
     """``local:3,east:3,west`` → ``[("local", 3), ("east", 3), ("west", 1)]`` (versions,
-    ``@2.8.2``, are ``parse_versions``'s)."""
-    return [(name, count) for name, count, _ in _cluster_items(text)]
+    ``@2.8.2``, are ``parse_versions``'s; modes, ``/kraft``, ``parse_modes``')."""
+    return [(item.name, item.nodes) for item in _cluster_items(text)]
 
 
 def parse_versions(text: str) -> dict[str, str]:
     """``old@2.8.2,local`` → ``{"old": "2.8.2"}``: the clusters that run another version."""
-    return {name: version for name, _, version in _cluster_items(text) if version}
+    return {item.name: item.version for item in _cluster_items(text) if item.version}
 
 
-def _cluster_items(text: str) -> list[tuple[str, int, str | None]]:
-    """Each ``NAME[:N][@VERSION]`` of a --clusters list."""
-    out: list[tuple[str, int, str | None]] = []
+def parse_modes(text: str) -> dict[str, str]:
+    """``mid@3.9.2/kraft,old@3.9.2`` → ``{"mid": "kraft"}``: the clusters whose mode is
+    chosen (whether the version has it is the bed's to say, ``node.cluster_mode``)."""
+    return {item.name: item.mode for item in _cluster_items(text) if item.mode}
+
+
+class _ClusterItem(NamedTuple):
+    name: str
+    nodes: int
+    version: str | None
+    mode: str | None
+
+
+def _cluster_items(text: str) -> list[_ClusterItem]:
+    """Each ``NAME[:N][@VERSION][/MODE]`` of a --clusters list."""
+    out: list[_ClusterItem] = []
     for item in (i.strip() for i in text.split(",")):
         if not item:
             continue
-        head, at, version = item.partition("@")
+        rest, slash, mode = item.partition("/")
+        head, at, version = rest.partition("@")
         name, sep, count = head.partition(":")
         bad_count = sep and (not count.isdigit() or int(count) < 1)
         bad_version = at and not _is_version(version)
-        if not name or bad_count or bad_version:
+        bad_mode = slash and mode not in MODES
+        if not name or bad_count or bad_version or bad_mode:
             raise SystemExit(
-                f"syncer: --clusters wants NAME, NAME:N (N >= 1) or NAME@VERSION"
-                f" (e.g. old@2.8.2), got {item!r}"
+                f"syncer: --clusters wants NAME, NAME:N (N >= 1), NAME@VERSION (e.g. old@2.8.2)"
+                f" or NAME@VERSION/MODE (MODE: {' or '.join(MODES)}), got {item!r}"
             )
-        out.append((name, int(count) if sep else 1, version or None))
-    names = [n for n, _, _ in out]
+        out.append(_ClusterItem(name, int(count) if sep else 1, version or None, mode or None))
+    names = [item.name for item in out]
     if not names or len(set(names)) != len(names):
         raise SystemExit(f"syncer: --clusters wants distinct names, got {text!r}")
     return out
@@ -152,6 +169,7 @@ def _dispatch(args: argparse.Namespace) -> int:
 def _up(args: argparse.Namespace) -> int:
     wanted = parse_clusters(args.clusters)
     versions = parse_versions(args.clusters)
+    modes = parse_modes(args.clusters)
     advertised = _pairs(args.advertise, "advertise")
     ports = {k: int(v) for k, v in _pairs(args.port, "port").items()}
     rfs = {k: int(v) for k, v in _pairs(args.replication_factor, "replication-factor").items()}
@@ -169,6 +187,7 @@ def _up(args: argparse.Namespace) -> int:
             min_insync_replicas=isrs.get(n),
             auto_leader_rebalance=n in args.auto_leader_rebalance,
             version=versions.get(n),
+            mode=modes.get(n),
         )
         for n, count in wanted
     ]
@@ -185,6 +204,7 @@ def _status(bed: Testbed, *, as_json: bool) -> int:
             {
                 "name": cluster.name,
                 "version": getattr(cluster, "version", None) or bed.jars.version,
+                "mode": getattr(cluster, "mode", KRAFT),  # a cluster of several is KRaft
                 "bootstrap": cluster.bootstrap,
                 "listen": cluster.listen,
                 "pid": cluster.pid if nodes[0]["running"] else None,
@@ -198,7 +218,17 @@ def _status(bed: Testbed, *, as_json: bool) -> int:
         print(json.dumps({"kafka_version": bed.jars.version, "clusters": rows}, indent=2))
     else:
         table = Table(title=f"Kafka {bed.jars.version} test bed · {bed.state_dir}")
-        for column in ("cluster", "version", "node", "address", "rack", "pid", "state", "log"):
+        for column in (
+            "cluster",
+            "version",
+            "mode",
+            "node",
+            "address",
+            "rack",
+            "pid",
+            "state",
+            "log",
+        ):
             table.add_column(column)
         for row in rows:
             for node in row["nodes"]:
@@ -206,6 +236,7 @@ def _status(bed: Testbed, *, as_json: bool) -> int:
                 table.add_row(
                     row["name"],
                     row["version"],
+                    row["mode"],
                     str(node["id"]),
                     node["listen"],
                     node["rack"] or "-",

@@ -32,7 +32,7 @@ ARTIFACTS: tuple[Artifact, ...] = (
 # Older versions are remotes to copy from (or locals to copy into), not benchmark peers: the
 # broker alone (kafka_2.13 pulls its ZooKeeper, whose jars start ZooKeeper's server too), and
 # the log4j 1.x binding Kafka shipped with before 4.0 moved to log4j 2 (3.x ships reload4j, the
-# same API; only 2.8 is tried so far).
+# same API; 2.8.2 and 3.9.2 are tried).
 _LOG4J1: tuple[Artifact, ...] = (
     ("org.slf4j", "slf4j-log4j12", "1.7.30"),
     ("log4j", "log4j", "1.2.17"),

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from syncer.testbed.errors import TestbedError
-from syncer.testbed.jars import KafkaJars, has_zookeeper
+from syncer.testbed.jars import KafkaJars, has_zookeeper, version_key
 from syncer.testbed.probe import probe_metadata
 from syncer.testbed.process import (
     HEAP,
@@ -69,9 +69,37 @@ def _as_properties(props: dict[str, str]) -> str:
     return "".join(f"{k}={v}\n" for k, v in props.items())
 
 
-def zookeeper_mode(version: str | None) -> bool:
-    """Does a cluster of ``version`` (None: the bed's own 4.x) run in ZooKeeper mode?"""
-    return version is not None and has_zookeeper(version)
+ZOOKEEPER = "zookeeper"
+KRAFT = "kraft"
+MODES = (ZOOKEEPER, KRAFT)
+# KRaft was production-ready from 3.3 (KIP-833); earlier versions had it as early access only
+FIRST_KRAFT = (3, 3)
+
+
+def cluster_mode(version: str | None, mode: str | None = None) -> str:
+    """Where a cluster of ``version`` (None: the bed's own 4.x) keeps its metadata: ``mode``
+    if given and possible, else ZooKeeper before 4.0 (how most clusters still to be migrated
+    run) and KRaft from 4.0 (which removed ZooKeeper)."""
+    if mode is not None and mode not in MODES:
+        raise TestbedError(f"no such cluster mode {mode!r} (want one of {', '.join(MODES)})")
+    zookeeper_possible = version is not None and has_zookeeper(version)
+    if mode is None:
+        return ZOOKEEPER if zookeeper_possible else KRAFT
+    if mode == ZOOKEEPER and not zookeeper_possible:
+        raise TestbedError(
+            f"Kafka {version or 'of the bed'} has no ZooKeeper mode (removed in 4.0)"
+        )
+    if mode == KRAFT and version is not None and version_key(version) < FIRST_KRAFT:
+        raise TestbedError(
+            f"Kafka {version} has no production KRaft mode (from 3.3 on): run it in ZooKeeper mode"
+        )
+    return mode
+
+
+def has_share_groups(version: str | None) -> bool:
+    """Does a KRaft node of ``version`` know the share coordinator's settings (KIP-932,
+    4.0 on)? A 3.9 node logs each unknown setting as a warning; the bed leaves them out."""
+    return version is None or version_key(version) >= (4,)
 
 
 @dataclass
@@ -101,11 +129,16 @@ class RunningCluster:
     rack: str | None = None
     cluster_id: str | None = None
     heap: str = HEAP  # the JVM's -Xmx
-    # an older Kafka than the bed's (None: the bed's own); before 4.0 in ZooKeeper mode,
-    # with its ZooKeeper on this port and that JVM's pid
+    # an older Kafka than the bed's (None: the bed's own); where it keeps its metadata
+    # (``cluster_mode``); in ZooKeeper mode with its ZooKeeper on this port and that JVM's pid
     version: str | None = None
+    mode: str = KRAFT
     zookeeper_port: int | None = None
     zookeeper_pid: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.zookeeper_port is not None:  # a state file written before modes were recorded
+            self.mode = ZOOKEEPER
 
     @property
     def bootstrap(self) -> str:
@@ -164,7 +197,7 @@ class RunningCluster:
         return ZooKeeper(directory, self.zookeeper_port, self.zookeeper_pid)
 
     def server_properties(self) -> str:
-        if self.zookeeper_port is not None:
+        if self.mode == ZOOKEEPER:
             return _as_properties(self.zookeeper_mode_properties())
         main = self.security
         listeners = f"{main}://{self.listen},CONTROLLER://127.0.0.1:{self.controller_port}"
@@ -185,9 +218,10 @@ class RunningCluster:
             "inter.broker.listener.name": "DIRECT" if self.direct_port else "PLAINTEXT",
             "log.dirs": str(Path(self.directory) / "data"),
             **_COMMON,
-            "share.coordinator.state.topic.replication.factor": "1",
-            "share.coordinator.state.topic.min.isr": "1",
         }
+        if has_share_groups(self.version):
+            props["share.coordinator.state.topic.replication.factor"] = "1"
+            props["share.coordinator.state.topic.min.isr"] = "1"
         if self.rack is not None:
             # a member of a cluster of several: a consumer that names its rack in its fetches
             # is sent to the in-sync replica in that rack (KIP-392); one that names none
