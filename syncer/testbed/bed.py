@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -14,7 +15,13 @@ from typing import TypeAlias
 from syncer.testbed import tools
 from syncer.testbed.errors import TestbedError
 from syncer.testbed.jars import KafkaJars
-from syncer.testbed.node import ZOOKEEPER, RunningCluster, cluster_mode, log4j_properties
+from syncer.testbed.node import (
+    ZOOKEEPER,
+    ZOOKEEPER_SESSION_S,
+    RunningCluster,
+    cluster_mode,
+    log4j_properties,
+)
 from syncer.testbed.process import random_cluster_id
 from syncer.testbed.quorum import (
     NODE_HEAP,
@@ -149,6 +156,9 @@ class Testbed:
         cluster = self.clusters[name]
         if crash:
             cluster.kill()
+            if getattr(cluster, "zookeeper_port", None) is not None:
+                # its registration in ZooKeeper outlives it until the session expires
+                time.sleep(ZOOKEEPER_SESSION_S + 1)
         else:
             cluster.stop()
         cluster.start(self.jars_of(cluster))

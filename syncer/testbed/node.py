@@ -70,6 +70,7 @@ def _as_properties(props: dict[str, str]) -> str:
 
 
 ZOOKEEPER = "zookeeper"
+ZOOKEEPER_SESSION_S = 6  # a ZooKeeper-mode broker's session (ZooKeeper's floor is 4 s)
 KRAFT = "kraft"
 MODES = (ZOOKEEPER, KRAFT)
 # KRaft was production-ready from 3.3 (KIP-833); earlier versions had it as early access only
@@ -239,6 +240,9 @@ class RunningCluster:
             "broker.id": str(self.node_id),
             "zookeeper.connect": f"127.0.0.1:{self.zookeeper_port}",
             "zookeeper.connection.timeout.ms": "30000",
+            # a broker killed with kill -9 registers again only once ZooKeeper expired its
+            # session (/brokers/ids/N, NodeExists before): 6 s, not the 18 s default
+            "zookeeper.session.timeout.ms": str(ZOOKEEPER_SESSION_S * 1000),
             "listeners": f"PLAINTEXT://{self.listen}",
             "advertised.listeners": f"PLAINTEXT://{self.advertised}",
             "log.dirs": str(Path(self.directory) / "data"),
