@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from syncer.errors import ConfigError
-from syncer.typed import build, interpolate
+from syncer.typed import build, first_per_path, interpolate
 
 MAX_LANES = 64
 DEFAULT_COPIED_CONFIGS: tuple[str, ...] = tuple(
@@ -207,12 +207,11 @@ class Config:
     def from_dict(cls, raw: Any, source: str = "config") -> Config:
         problems: list[str] = []
         config = build(cls, interpolate(raw, "", problems), "", problems)
-        if config is not None and not problems:
+        if config is not None:  # the rules run over what was right, whatever else was not
             config = _read_secrets(config, problems)
-        if config is not None and not problems:
             problems.extend(_check(config))
         if problems or config is None:
-            raise ConfigError(problems or ["empty configuration"], source)
+            raise ConfigError(first_per_path(problems) or ["empty configuration"], source)
         return config
 
     def remote(self, name: str) -> ClusterConfig:
