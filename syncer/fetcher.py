@@ -34,7 +34,7 @@ from syncer.clusters import TP, Cluster, FetchedPartition
 from syncer.config import CopierConfig
 from syncer.errors import SyncerError, TransientClusterError
 from syncer.loops import RequestLoop
-from syncer.ratelimit import ByteRate, wait_s
+from syncer.ratelimit import ByteRate, request_bytes, wait_s
 from syncer.sources import MAX_BUSY
 from syncer.wire import FetchOutcome
 
@@ -320,13 +320,7 @@ class Fetcher(RequestLoop):
             size = sum(len(p.records) for p in result.values())
             for cap in self.caps:
                 cap.take(size, time.monotonic())
-            log.debug(
-                "fetch from %s node %d: %d partitions, %d bytes",
-                self.cluster.name,
-                node,
-                len(result),
-                size,
-            )
+            log.debug("fetch from %s node %d: %d bytes", self.cluster.name, node, size)
             now = asyncio.get_running_loop().time()
             for tp, want in wants.items():
                 got = result.get(tp)
@@ -364,7 +358,9 @@ class Fetcher(RequestLoop):
         """One fetch request: by topic id where the remote reports ids, else by name."""
         sizes = {
             "max_wait_ms": wait_ms,
-            "max_bytes": self.config.fetch_max_bytes,
+            "max_bytes": request_bytes(
+                self.config.fetch_max_bytes, self.config.partition_fetch_max_bytes, self.caps
+            ),
             "partition_max_bytes": self.config.partition_fetch_max_bytes,
             "connection": connection,
         }

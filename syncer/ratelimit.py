@@ -69,3 +69,15 @@ class ByteRate:
 def wait_s(caps: tuple[ByteRate, ...], now: float) -> float:
     """How long until a fetch may go out under every one of ``caps``."""
     return max((cap.wait_s(now) for cap in caps), default=0.0)
+
+
+def request_bytes(
+    fetch_max_bytes: int, partition_max_bytes: int, caps: tuple[ByteRate, ...]
+) -> int:
+    """A fetch request's ``max_bytes``: under a cap, about a burst's worth (at least one
+    partition's share), so answers pace the link evenly instead of in fetch-sized gulps (a
+    4 MiB answer is most of a second of a 5 MB/s link)."""
+    capped = [cap.bytes_per_s * BURST_S for cap in caps if cap.bytes_per_s]
+    if not capped:
+        return fetch_max_bytes
+    return min(fetch_max_bytes, max(int(min(capped)), partition_max_bytes))

@@ -11,7 +11,7 @@ import pytest
 from syncer.clusters import TP
 from syncer.config import CopierConfig
 from syncer.fetcher import Fetcher
-from syncer.ratelimit import BURST_S, ByteRate, wait_s
+from syncer.ratelimit import BURST_S, ByteRate, request_bytes, wait_s
 from tests.unit.test_fetcher import Broker
 
 MB = 1_000_000
@@ -123,3 +123,12 @@ def test_the_remotes_table_shows_the_rate_and_its_cap() -> None:
     assert _rate(4.93e6, 5e6) == "4.9 (5.0)"
     assert _rate(12e6, 0) == "12.0"
     assert _rate(None, None) == "-"
+
+
+def test_a_capped_request_asks_for_about_a_burst() -> None:
+    sizes = (4 * 1024 * 1024, 256 * 1024)  # fetch_max_bytes, partition_fetch_max_bytes
+    assert request_bytes(*sizes, ()) == 4 * 1024 * 1024
+    assert request_bytes(*sizes, (ByteRate(0, 0.0),)) == 4 * 1024 * 1024
+    assert request_bytes(*sizes, (ByteRate(4 * MB, 0.0), ByteRate(0, 0.0))) == 1 * MB
+    assert request_bytes(*sizes, (ByteRate(100 * MB, 0.0),)) == 4 * 1024 * 1024
+    assert request_bytes(*sizes, (ByteRate(100_000, 0.0),)) == 256 * 1024  # one partition's
