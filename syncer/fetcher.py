@@ -253,6 +253,9 @@ class Fetcher(RequestLoop):
                 by_node[(node, kind)][tp] = heapq.heappop(queue).dequeued()
         for (node, kind), wants in by_node.items():
             if kind is RequestKind.DATA:
+                # a broker fills an answer in the request's order until its max_bytes is
+                # spent: the partitions that brought records longest ago go first
+                wants = dict(sorted(wants.items(), key=lambda w: self._brought.get(w[0], 0.0)))
                 connection = DATA_CONNECTION
                 self._data_busy[node] += 1
                 wait_ms = 0

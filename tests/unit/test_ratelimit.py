@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from syncer.clusters import TP
+from syncer.clusters import TP, FetchedPartition
 from syncer.config import CopierConfig
 from syncer.fetcher import Fetcher
 from syncer.ratelimit import BURST_S, ByteRate, request_bytes, wait_s
@@ -132,3 +132,40 @@ def test_a_capped_request_asks_for_about_a_burst() -> None:
     assert request_bytes(*sizes, (ByteRate(4 * MB, 0.0), ByteRate(0, 0.0))) == 1 * MB
     assert request_bytes(*sizes, (ByteRate(100 * MB, 0.0),)) == 4 * 1024 * 1024
     assert request_bytes(*sizes, (ByteRate(100_000, 0.0),)) == 256 * 1024  # one partition's
+
+
+class Filling(Broker):
+    """A remote that fills an answer like a broker: in the request's order, one partition's
+    records only (as if ``max_bytes`` were spent on the first), the rest empty."""
+
+    async def fetch(self, node, wants, **kwargs):  # type: ignore[no-untyped-def,override]
+        self.requests.append((1, {tp: o for tp, (o, _) in wants.items()}, 0))
+        answer = {}
+        for i, (tp, (offset, _limit)) in enumerate(wants.items()):
+            data = b"r" * 1000 if i == 0 else b""
+            answer[tp] = FetchedPartition(0, 10**9, 10**9, 0, (), data)
+        await asyncio.sleep(0.001)
+        return answer
+
+
+async def test_partitions_after_the_one_an_answer_filled_get_their_turn() -> None:
+    """Every partition keeps several fetches queued (as a catching-up copier does); each
+    answer carries only its first partition's records. The partition that brought records
+    goes to the back, so none is starved (before: the first one took every answer)."""
+    broker = Filling()
+    fetcher = Fetcher(broker, CopierConfig())  # type: ignore[arg-type]
+    fetcher.start()
+    served: dict[TP, int] = {}
+
+    async def copy(tp: TP) -> None:
+        while True:
+            got = await fetcher.fetch(tp, 0)
+            served[tp] = served.get(tp, 0) + bool(got.records)
+
+    tasks = [asyncio.create_task(copy(TP("t", p))) for p in range(4) for _ in range(3)]
+    await asyncio.sleep(0.5)
+    for task in tasks:
+        task.cancel()
+    await fetcher.stop()
+    counts = [served.get(TP("t", p), 0) for p in range(4)]
+    assert min(counts) > 0.5 * max(counts), counts
