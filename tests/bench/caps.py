@@ -113,7 +113,9 @@ async def measure(
         here = await batch_digests(local, topic, partition)
         there = (await batch_digests(east, topic, partition))[: len(here)]
         if here != there or not here:
-            differ = next((i for i, (a, b) in enumerate(zip(here, there)) if a != b), None)
+            differ = next(
+                (i for i, (a, b) in enumerate(zip(here, there, strict=False)) if a != b), None
+            )
             console.print(f"{topic}[{partition}]: {len(here)} batches, first differing: {differ}")
         exact = exact and here == there and bool(here)
     return Row(cap, span, taken, exact)
