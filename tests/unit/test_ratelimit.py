@@ -141,7 +141,7 @@ class Filling(Broker):
     async def fetch(self, node, wants, **kwargs):  # type: ignore[no-untyped-def,override]
         self.requests.append((1, {tp: o for tp, (o, _) in wants.items()}, 0))
         answer = {}
-        for i, tp in enumerate(wants.items()):
+        for i, tp in enumerate(wants):
             data = b"r" * 1000 if i == 0 else b""
             answer[tp] = FetchedPartition(0, 10**9, 10**9, 0, (), data)
         await asyncio.sleep(0.001)
