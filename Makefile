@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test unit integration lint test-matrix chaos chaos-brokers bench bench-catchup bench-remotes bench-wan bench-steady bench-scale clean testbed-down
+.PHONY: run test unit integration lint test-matrix chaos chaos-brokers bench bench-catchup bench-remotes bench-wan bench-steady bench-scale bench-caps clean testbed-down
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -50,7 +50,7 @@ lint: $(STAMP)
 
 # Benchmarks (not tests): syncer and MirrorMaker 2 side by side; writes results/*.json
 # (and results/bench-wan.png).
-bench: bench-catchup bench-remotes bench-wan bench-steady bench-scale
+bench: bench-catchup bench-remotes bench-wan bench-steady bench-scale bench-caps
 
 bench-catchup: $(STAMP)
 	$(BIN)/python -m tests.bench.catchup
@@ -69,6 +69,10 @@ bench-steady: $(STAMP)
 # 2,000 partitions (100 topics x 20): first byte, time to sync, peak RSS, idle CPU.
 bench-scale: $(STAMP)
 	$(BIN)/python -m tests.bench.scale
+
+# Bandwidth caps of 5 and 20 MB/s on a large backlog: the rate over 30 s against the cap.
+bench-caps: $(STAMP)
+	$(BIN)/python -m tests.bench.caps
 
 testbed-down:
 	-$(BIN)/syncer testbed down --state .run

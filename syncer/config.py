@@ -17,8 +17,9 @@ from typing import Any
 
 import yaml
 
+from syncer.config_security import check_security
 from syncer.errors import ConfigError
-from syncer.typed import build, interpolate
+from syncer.typed import build, first_per_path, interpolate
 
 MAX_LANES = 64
 DEFAULT_COPIED_CONFIGS: tuple[str, ...] = tuple(
@@ -44,6 +45,8 @@ class ClusterConfig:
     fetch_max_bytes: int = 0
     partition_fetch_max_bytes: int = 0
     client_rack: str | None = None  # remotes: fetch from the replica in this rack (KIP-392)
+    # remotes: bytes per second this process fetches from it at most, over all lanes (0: no cap)
+    max_bytes_per_second: int = 0
     # security: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL
     security_protocol: str = "PLAINTEXT"
     ssl_cafile: str = ""  # the CA that signed the brokers' certificates ("" = the system's)
@@ -117,6 +120,8 @@ class CopierConfig:
     retry_backoff_ms: int = 200
     retry_backoff_max_ms: int = 10_000
     shutdown_timeout_s: float = 30.0
+    # bytes per second fetched from all remotes together at most (0: no cap)
+    max_bytes_per_second: int = 0
 
 
 @dataclass(frozen=True)
@@ -207,12 +212,11 @@ class Config:
     def from_dict(cls, raw: Any, source: str = "config") -> Config:
         problems: list[str] = []
         config = build(cls, interpolate(raw, "", problems), "", problems)
-        if config is not None and not problems:
+        if config is not None:  # the rules run over what was right, whatever else was not
             config = _read_secrets(config, problems)
-        if config is not None and not problems:
             problems.extend(_check(config))
         if problems or config is None:
-            raise ConfigError(problems or ["empty configuration"], source)
+            raise ConfigError(first_per_path(problems) or ["empty configuration"], source)
         return config
 
     def remote(self, name: str) -> ClusterConfig:
@@ -220,8 +224,6 @@ class Config:
 
 
 SECRET_FILES = {"sasl_password": "sasl_password_file", "ssl_key_password": "ssl_key_password_file"}
-SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 
 
 def _read_secrets(config: Config, problems: list[str]) -> Config:
@@ -319,6 +321,8 @@ def _check_remotes(config: Config) -> list[str]:
         problems.append("local.connections: lanes are for remotes; the local cluster uses 1")
     if config.local.client_rack is not None:
         problems.append("local.client_rack: only remotes are read from nearby replicas")
+    if config.local.max_bytes_per_second:
+        problems.append("local.max_bytes_per_second: caps are for remotes (or the copier)")
     return problems
 
 
@@ -333,44 +337,12 @@ def _check_cluster(cluster: ClusterConfig, where: str) -> list[str]:
     for name in ("fetch_max_bytes", "partition_fetch_max_bytes"):
         if getattr(cluster, name) < 0:
             problems.append(f"{where}.{name}: must be positive, or 0 for the copier's")
+    if cluster.max_bytes_per_second < 0:
+        problems.append(f"{where}.max_bytes_per_second: must be positive, or 0 for no cap")
     rack = cluster.client_rack
     if rack is not None and (not isinstance(rack, str) or not rack.strip()):
         problems.append(f"{where}.client_rack: a rack name, or leave it out to read from leaders")
-    return problems + _check_security(cluster, where)
-
-
-def _check_security(cluster: ClusterConfig, where: str) -> list[str]:
-    problems = []
-    protocol = cluster.security_protocol
-    if protocol not in SECURITY_PROTOCOLS:
-        choices = ", ".join(SECURITY_PROTOCOLS)
-        return [f"{where}.security_protocol: must be one of {choices}, got {protocol!r}"]
-    tls = "SSL" in protocol
-    for name in ("ssl_cafile", "ssl_certfile", "ssl_keyfile"):
-        path = getattr(cluster, name)
-        if path and not tls:
-            problems.append(f"{where}.{name}: needs security_protocol SSL or SASL_SSL")
-        elif path and not Path(path).is_file():
-            problems.append(f"{where}.{name}: no such file: {path}")
-    if bool(cluster.ssl_certfile) != bool(cluster.ssl_keyfile):
-        problems.append(f"{where}.ssl_certfile, ssl_keyfile: give both or neither")
-    mechanism = cluster.sasl_mechanism
-    if not protocol.startswith("SASL"):
-        if mechanism or cluster.sasl_username:
-            problems.append(f"{where}.sasl_mechanism: needs security_protocol SASL_*")
-        return problems
-    if mechanism not in SASL_MECHANISMS:
-        choices = ", ".join(SASL_MECHANISMS)
-        problems.append(f"{where}.sasl_mechanism: must be one of {choices}, got {mechanism!r}")
-    elif mechanism == "OAUTHBEARER":
-        if cluster.sasl_oauth_token_provider is None:
-            problems.append(
-                f"{where}.sasl_mechanism: OAUTHBEARER needs a token provider, set from Python"
-                " (ClusterConfig.sasl_oauth_token_provider)"
-            )
-    elif not cluster.sasl_username or not cluster.sasl_password:
-        problems.append(f"{where}: {mechanism} needs sasl_username and sasl_password")
-    return problems
+    return problems + check_security(cluster, where)
 
 
 def _check_topics(topics: TopicsConfig) -> list[str]:
@@ -387,6 +359,8 @@ def _check_copier(copier: CopierConfig) -> list[str]:
         for name in ("fetch_max_bytes", "partition_fetch_max_bytes", "buffer_bytes")
         if getattr(copier, name) <= 0
     ]
+    if copier.max_bytes_per_second < 0:
+        problems.append("copier.max_bytes_per_second: must be positive, or 0 for no cap")
     if copier.max_chunks < 1:
         problems.append("copier.max_chunks: must be positive")
     if copier.chunk_timeout_ms <= copier.fetch_max_wait_ms:

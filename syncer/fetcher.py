@@ -34,6 +34,7 @@ from syncer.clusters import TP, Cluster, FetchedPartition
 from syncer.config import CopierConfig
 from syncer.errors import SyncerError, TransientClusterError
 from syncer.loops import RequestLoop
+from syncer.ratelimit import ByteRate, request_bytes, wait_s
 from syncer.sources import MAX_BUSY
 from syncer.wire import FetchOutcome
 
@@ -98,8 +99,13 @@ class Fetcher(RequestLoop):
         config: CopierConfig,
         observe: Callable[[float], None] = lambda seconds: None,
         topic_ids: Mapping[str, uuid.UUID] | None = None,
+        caps: tuple[ByteRate, ...] = (),
     ) -> None:
         super().__init__(f"fetcher-{cluster.name}")
+        # bandwidth caps (this remote's, the process's): while one is overdrawn, no request
+        # goes out; each answer's bytes are paid when it arrives
+        self.caps = caps
+        self._capped: asyncio.TimerHandle | None = None
         self.cluster = cluster
         # the ids remembered for this remote's topics (the owner adds to it): a topic with
         # one is fetched by id, so a topic recreated under its name answers UNKNOWN_TOPIC_ID
@@ -135,6 +141,8 @@ class Fetcher(RequestLoop):
 
     def _cancel_waiting(self) -> None:
         self.brokers.close()
+        if self._capped is not None:
+            self._capped.cancel()
         for queue in self._wants.values():
             for want in queue:
                 want.future.cancel()
@@ -210,6 +218,8 @@ class Fetcher(RequestLoop):
     def _dispatch(self) -> bool:
         """One request per broker and kind (data, poll, quiet poll) with room for it, the
         lowest offset of every partition that waits; whether any went out."""
+        if self._over_cap():
+            return False
         by_node: dict[tuple[int, RequestKind], dict[TP, _Want]] = defaultdict(dict)
         quiet_since = asyncio.get_running_loop().time() - QUIET_S
         now = time.monotonic()
@@ -243,6 +253,9 @@ class Fetcher(RequestLoop):
                 by_node[(node, kind)][tp] = heapq.heappop(queue).dequeued()
         for (node, kind), wants in by_node.items():
             if kind is RequestKind.DATA:
+                # a broker fills an answer in the request's order until its max_bytes is
+                # spent: the partitions that brought records longest ago go first
+                wants = dict(sorted(wants.items(), key=lambda w: self._brought.get(w[0], 0.0)))
                 connection = DATA_CONNECTION
                 self._data_busy[node] += 1
                 wait_ms = 0
@@ -253,6 +266,20 @@ class Fetcher(RequestLoop):
                 wait_ms = self._quiet_wait_ms if quiet else self.config.fetch_max_wait_ms
             self._spawn(self._fetch(node, connection, wants, wait_ms))
         return bool(by_node)
+
+    def _over_cap(self) -> bool:
+        """Is a bandwidth cap overdrawn? Then the loop wakes again when it is paid back."""
+        if self._capped is not None:
+            return True  # a wake-up is set for when it is
+        hold = wait_s(self.caps, time.monotonic())
+        if hold > 0:
+
+            def resume() -> None:
+                self._capped = None
+                self._wakeup.set()
+
+            self._capped = asyncio.get_running_loop().call_later(hold, resume)
+        return hold > 0
 
     def _leader(self, tp: TP) -> int | None:
         """Where ``tp``'s next fetch goes; None while its leader is being refreshed (it waits
@@ -293,13 +320,10 @@ class Fetcher(RequestLoop):
             self.fetches += 1
             self.brokers.answered(node)
             self.observe(time.monotonic() - sent)
-            log.debug(
-                "fetch from %s node %d: %d partitions, %d bytes",
-                self.cluster.name,
-                node,
-                len(result),
-                sum(len(p.records) for p in result.values()),
-            )
+            size = sum(len(p.records) for p in result.values())
+            for cap in self.caps:
+                cap.take(size, time.monotonic())
+            log.debug("fetch from %s node %d: %d bytes", self.cluster.name, node, size)
             now = asyncio.get_running_loop().time()
             for tp, want in wants.items():
                 got = result.get(tp)
@@ -337,7 +361,9 @@ class Fetcher(RequestLoop):
         """One fetch request: by topic id where the remote reports ids, else by name."""
         sizes = {
             "max_wait_ms": wait_ms,
-            "max_bytes": self.config.fetch_max_bytes,
+            "max_bytes": request_bytes(
+                self.config.fetch_max_bytes, self.config.partition_fetch_max_bytes, self.caps
+            ),
             "partition_max_bytes": self.config.partition_fetch_max_bytes,
             "connection": connection,
         }

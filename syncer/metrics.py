@@ -186,8 +186,20 @@ class SyncerCollector(Collector):
             " with client_rack, the nearby follower's share",
             labels=["remote", "node"],
         )
+        cap = GaugeMetricFamily(
+            "syncer_remote_max_bytes_per_second",
+            "The remote's bandwidth cap (remotes[].max_bytes_per_second; 0: none)",
+            labels=["remote"],
+        )
+        taken = GaugeMetricFamily(
+            "syncer_remote_rate_bytes_per_second",
+            "Record bytes per second fetched from the remote over the last 5 s",
+            labels=["remote"],
+        )
         for remote in snapshot.remotes:
             name = remote.name
+            cap.add_metric([name], remote.max_bytes_per_s)
+            taken.add_metric([name], remote.rate_bytes_per_s)
             for node, size in sorted(remote.fetched_by_node.items()):
                 fetched.add_metric([name, str(node)], size)
             connections.add_metric([name], remote.connections)
@@ -198,6 +210,17 @@ class SyncerCollector(Collector):
             healthy.add_metric([name], 1 if remote.healthy else 0)
             rate.add_metric([name], remote.bytes_per_s)
         yield from (served, served_records, errors, healthy, rate, lanes, connections, fetched)
+        yield from (cap, taken)
+        yield GaugeMetricFamily(
+            "syncer_fetch_max_bytes_per_second",
+            "The cap on all remotes together (copier.max_bytes_per_second; 0: none)",
+            value=snapshot.max_bytes_per_s,
+        )
+        yield GaugeMetricFamily(
+            "syncer_fetch_rate_bytes_per_second",
+            "Record bytes per second fetched from all remotes over the last 5 s",
+            value=snapshot.rate_bytes_per_s,
+        )
 
 
 # request latencies on loopback are milliseconds; over a long link, seconds

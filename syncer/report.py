@@ -47,6 +47,8 @@ class RemoteRow:
     health: str | None = None
     errors: int | None = None
     dropped: int | None = None
+    rate: float | None = None  # record bytes per second fetched now
+    cap: float | None = None  # its bandwidth cap (0: none)
 
 
 def remote_rows(
@@ -65,6 +67,8 @@ def remote_rows(
             row.served_records = sum(r["served_records"] for r in reports)
             row.errors = sum(r["errors"] for r in reports)
             row.dropped = sum(r["dropped_partitions"] for r in reports)
+            row.rate = sum(r.get("rate_bytes_per_s", 0) for r in reports)
+            row.cap = sum(r.get("max_bytes_per_s", 0) for r in reports)
             sick = [r for r in reports if r["state"] != "healthy"]
             row.health = f"{sick[0]['state']}: {sick[0]['last_error']}" if sick else "healthy"
         out.append(row)

@@ -16,6 +16,7 @@ from syncer.clusters import TP
 from syncer.holes import RemoteEnds
 from syncer.offsets import GroupStatus
 from syncer.partition import furthest_end
+from syncer.ratelimit import ByteRate
 from syncer.sources import SourceHealth
 
 
@@ -106,6 +107,8 @@ class RemoteStatus:
     errors: int
     last_error: str | None
     fetched_by_node: dict[int, int] = field(default_factory=dict)  # record bytes per broker
+    max_bytes_per_s: float = 0.0  # its bandwidth cap (0: none)
+    rate_bytes_per_s: float = 0.0  # record bytes per second fetched, over the last seconds
 
     @classmethod
     def of(
@@ -114,6 +117,7 @@ class RemoteStatus:
         now: float,
         connections: int,
         fetched_by_node: dict[int, int] | None = None,
+        rate: ByteRate | None = None,
     ) -> RemoteStatus:
         return cls(
             health.name,
@@ -127,6 +131,8 @@ class RemoteStatus:
             health.errors,
             health.last_error,
             dict(fetched_by_node or {}),
+            rate.bytes_per_s if rate else 0.0,
+            rate.rate(now) if rate else 0.0,
         )
 
 
@@ -143,6 +149,8 @@ class Snapshot:
     buffer_limit: int
     # how long the local brokers keep our producer state (0: unknown)
     producer_id_expiration_ms: int
+    max_bytes_per_s: float = 0.0  # the cap on all remotes together (0: none)
+    rate_bytes_per_s: float = 0.0  # what all remotes together bring, over the last seconds
 
     def dropped_partitions(self) -> dict[str, int]:
         """Per remote, the partitions that no longer use it."""
@@ -187,6 +195,8 @@ def status_document(snapshot: Snapshot) -> dict[str, Any]:
             "last_error": r.last_error,
             "dropped_partitions": dropped.get(r.name, 0),
             "fetched_bytes_by_node": {str(n): size for n, size in r.fetched_by_node.items()},
+            "max_bytes_per_s": round(r.max_bytes_per_s),  # its bandwidth cap (0: none)
+            "rate_bytes_per_s": round(r.rate_bytes_per_s),
         }
         for r in snapshot.remotes
     ]
@@ -199,6 +209,9 @@ def status_document(snapshot: Snapshot) -> dict[str, Any]:
         "partitions": partitions,
         "remotes": remotes,
         "groups": groups,
+        # the cap on all remotes together (0: none) and what they bring now
+        "max_bytes_per_s": round(snapshot.max_bytes_per_s),
+        "rate_bytes_per_s": round(snapshot.rate_bytes_per_s),
     }
 
 

@@ -31,6 +31,7 @@ from syncer.metrics import Instruments
 from syncer.mirroring import MirroredTopics
 from syncer.offsets import OffsetCopier
 from syncer.partition import PartitionSources
+from syncer.ratelimit import ByteRate
 from syncer.retry import retried
 from syncer.sources import SourceHealth
 from syncer.status import PartitionStatus, RemoteStatus, Snapshot, State, Summary
@@ -68,6 +69,10 @@ class Syncer:
             for rank, r in enumerate(config.remotes)
         }
         self.memory = ByteBudget(config.copier.buffer_bytes)
+        # bandwidth: each remote's cap and the process's (0: none), and the rates under them
+        now = time.monotonic()
+        self.rates = {r.name: ByteRate(r.max_bytes_per_second, now) for r in config.remotes}
+        self.rate = ByteRate(config.copier.max_bytes_per_second, now)
         self.instruments = Instruments()
         self._grouped = False  # run() shares partitions through the group; catch_up() does not
         self.offsets = OffsetCopier(config.groups, self.local, self.remotes, self._mirrored_now)
@@ -134,7 +139,9 @@ class Syncer:
         sizes = self._fetch_sizes(self.remotes[remote].config)
         observe = self.instruments.fetch_seconds.labels(remote).observe
         ids = self.topics.ids[remote_label(remote)]
-        return Lanes([Fetcher(c, sizes, observe, ids) for c in self.clusters.lanes(remote)])
+        caps = (self.rates[remote], self.rate)
+        lanes = self.clusters.lanes(remote)
+        return Lanes([Fetcher(c, sizes, observe, ids, caps) for c in lanes])
 
     def _fetch_sizes(self, remote: ClusterConfig) -> CopierConfig:
         copier = self.config.copier
@@ -367,9 +374,13 @@ class Syncer:
             name=self.config.name,
             partitions=tuple(s.copy() for s in self.statuses()),
             remotes=tuple(
-                RemoteStatus.of(health, now, connections.get(name, 0), fetched.get(name))
+                RemoteStatus.of(
+                    health, now, connections.get(name, 0), fetched.get(name), self.rates[name]
+                )
                 for name, health in self.health.items()
             ),
+            max_bytes_per_s=self.rate.bytes_per_s,
+            rate_bytes_per_s=self.rate.rate(now),
             groups={n: dataclasses.replace(g) for n, g in self.offsets.groups.items()},
             refused=len(self.refused),
             buffer_used=self.memory.used,

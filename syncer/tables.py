@@ -61,7 +61,7 @@ def remotes_table(remotes: list[RemoteRow]) -> Table:
     table = Table(title="remotes")
     columns = ["remote", "reachable", "partitions", "ahead of local"]
     if live:
-        columns += ["served MB", "records", "health", "errors", "dropped for"]
+        columns += ["served MB", "records", "MB/s (cap)", "health", "errors", "dropped for"]
     for column in columns:
         table.add_column(column, justify="left" if column in ("remote", "health") else "right")
     for r in remotes:
@@ -75,12 +75,20 @@ def remotes_table(remotes: list[RemoteRow]) -> Table:
             cells += [
                 "-" if r.served_bytes is None else f"{r.served_bytes / 1e6:.1f}",
                 "-" if r.served_records is None else str(r.served_records),
+                _rate(r.rate, r.cap),
                 r.health or "-",
                 "-" if r.errors is None else str(r.errors),
                 "-" if r.dropped is None else f"{r.dropped} partitions",
             ]
         table.add_row(*cells)
     return table
+
+
+def _rate(rate: float | None, cap: float | None) -> str:
+    """A remote's rate now, and its bandwidth cap if it has one: ``4.9 (5.0)``."""
+    if rate is None:
+        return "-"
+    return f"{rate / 1e6:.1f}" + (f" ({cap / 1e6:.1f})" if cap else "")
 
 
 def rows_table(

@@ -1,7 +1,10 @@
 """Plain values (parsed YAML) into frozen, typed dataclasses, every problem reported with its
 path at once: ``${VAR}`` and ``${VAR:-default}`` replaced from the environment in every
-string, unknown keys and missing required ones named, scalars checked against the field's
-type, enums written as one of their words. Knows nothing of syncer's settings."""
+string, unknown keys and missing (or empty) required ones named, scalars checked against the
+field's type, enums written as one of their words. A value found wrong is left out, so the
+field keeps its default (a required one a blank of its type) and the rules that span fields
+can still run over the rest: one pass reports every problem of a file, whatever its kind.
+Knows nothing of syncer's settings."""
 
 from __future__ import annotations
 
@@ -42,6 +45,12 @@ def _join(path: str, key: str) -> str:
 
 T = TypeVar("T")
 
+# what _convert answers for a value it found wrong (and reported): the field is left out
+_INVALID: Any = object()
+# stand-ins for a required field that is missing, empty or wrong, so the object can be built
+# and the cross-field rules still run; the problem is already reported at that path
+_BLANKS: dict[Any, Any] = {str: "", int: 0, float: 0.0, bool: False}
+
 
 def build(cls: type[T], raw: Any, path: str, problems: list[str]) -> T | None:
     """Build dataclass ``cls`` from a mapping, appending every problem found to ``problems``."""
@@ -58,27 +67,61 @@ def build(cls: type[T], raw: Any, path: str, problems: list[str]) -> T | None:
     values: dict[str, Any] = {}
     for name, spec in fields.items():
         where = _join(path, name)
+        required = (
+            spec.default is dataclasses.MISSING and spec.default_factory is dataclasses.MISSING
+        )
+        value = _INVALID
         if name not in raw or spec.metadata.get("python_only"):
-            if spec.default is dataclasses.MISSING and spec.default_factory is dataclasses.MISSING:
+            if required:
                 problems.append(f"{where}: required")
-            continue
-        values[name] = _convert(hints[name], raw[name], where, problems)
+        else:
+            value = _convert(hints[name], raw[name], where, problems)
+            if required and isinstance(value, str) and not value.strip():
+                problems.append(f"{where}: required, got an empty value")
+        if value is not _INVALID:
+            values[name] = value
+        elif required:
+            values[name] = _blank(hints[name])
     try:
         return cls(**values)
     except TypeError:
         return None
 
 
+def _blank(hint: Any) -> Any:
+    """A stand-in for a required field of type ``hint`` that is missing or wrong."""
+    if dataclasses.is_dataclass(hint):
+        return build(hint, {}, "", [])  # type: ignore[arg-type]
+    if typing.get_origin(hint) is tuple:
+        return ()
+    return _BLANKS.get(hint)
+
+
+def first_per_path(problems: list[str]) -> list[str]:
+    """``problems`` with only the first one said of each path: a value found wrong is also
+    blank (or its default) to the rules that run after, which need not repeat it."""
+    seen: set[str] = set()
+    kept = []
+    for problem in problems:
+        where = problem.partition(": ")[0]
+        if where not in seen:
+            seen.add(where)
+            kept.append(problem)
+    return kept
+
+
 def _convert(hint: Any, value: Any, path: str, problems: list[str]) -> Any:
     origin = typing.get_origin(hint)
     if dataclasses.is_dataclass(hint):
-        return build(hint, value, path, problems)  # type: ignore[arg-type]
+        built = build(hint, value, path, problems)  # type: ignore[arg-type]
+        return _INVALID if built is None else built
     if origin is tuple:
         (item,) = typing.get_args(hint)[:1]
         if not isinstance(value, list):
             problems.append(f"{path}: expected a list, got {_kind(value)}")
-            return ()
-        return tuple(_convert(item, v, f"{path}[{i}]", problems) for i, v in enumerate(value))
+            return _INVALID
+        items = (_convert(item, v, f"{path}[{i}]", problems) for i, v in enumerate(value))
+        return tuple(v for v in items if v is not _INVALID)
     if origin in (typing.Union, types.UnionType):
         return value
     return _scalar(hint, value, path, problems)
@@ -96,20 +139,20 @@ def _scalar(hint: Any, value: Any, path: str, problems: list[str]) -> Any:
     if isinstance(value, hint) and not (hint is int and isinstance(value, bool)):
         return value
     problems.append(f"{path}: expected {hint.__name__}, got {_kind(value)}")
-    return value
+    return _INVALID
 
 
 def _choice(hint: type[StrEnum], value: Any, path: str, problems: list[str]) -> Any:
     """One of a fixed set of words (an enum's values), written in YAML as a string."""
     if not isinstance(value, str):
         problems.append(f"{path}: expected str, got {_kind(value)}")
-        return value
+        return _INVALID
     try:
         return hint(value)
     except ValueError:
         choices = " or ".join(repr(member.value) for member in hint)
         problems.append(f"{path}: must be {choices}, got {value!r}")
-        return value
+        return _INVALID
 
 
 def _kind(value: Any) -> str:

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from syncer.config import Config, HolePolicy
 from syncer.errors import ConfigError
@@ -189,3 +191,86 @@ topics: {include: [x]}
         "remotes[1].client_rack: a rack name, or leave it out to read from leaders",
         "local.client_rack: only remotes are read from nearby replicas",
     ]
+
+
+def test_problems_of_every_kind_are_reported_together() -> None:
+    """An unknown key no longer hides the rules that span fields, nor a wrong value the
+    others; an empty value where one is required is named with its path."""
+    found = problems("""
+local: {bootstrap_servers: "127.0.0.1:9092"}
+remotes:
+  - {name: east, bootstrap_servers: "h:1", colour: blue}
+  - {name: east, bootstrap_servers: ""}
+topics: {include: ["("]}
+copier: {buffer_bytes: -1, max_chunks: lots}
+""")
+    assert found == [
+        "remotes[0].colour: unknown key",
+        "remotes[1].bootstrap_servers: required, got an empty value",
+        "copier.max_chunks: expected int, got a string",
+        "remotes[1].name: duplicate remote name 'east'",
+        "topics.include[0]: invalid regex '(': missing ), unterminated subpattern at position 0",
+        "copier.buffer_bytes: must be positive",
+    ]
+
+
+def test_a_wrong_value_is_said_once_not_again_by_the_rules_after() -> None:
+    """A wrong value is left out (its default stands in), so a rule that would also trip on
+    the default is not repeated at the same path; a missing section still lets the others be
+    checked."""
+    found = problems("""
+remotes: {east: "h:1"}
+topics: {include: ["("]}
+""")
+    assert found == [
+        "local: required",
+        "remotes: expected a list, got a mapping",
+        "topics.include[0]: invalid regex '(': missing ), unterminated subpattern at position 0",
+    ]
+
+
+def test_a_blank_required_value_is_an_error() -> None:
+    assert problems(GOOD.replace('"127.0.0.1:9092"', '"  "')) == [
+        "local.bootstrap_servers: required, got an empty value"
+    ]
+
+
+_SCALARS = st.one_of(
+    st.none(), st.booleans(), st.integers(-3, 70_000), st.sampled_from(["", " ", "h:1", "(", "x"])
+)
+_KEYS = {
+    "local": ["bootstrap_servers", "connections", "client_rack", "security_protocol", "name"],
+    "remotes": ["name", "bootstrap_servers", "connections", "fetch_max_bytes", "ssl_cafile"],
+    "topics": ["include", "exclude", "on_hole", "fill", "refresh_interval_s"],
+    "copier": ["buffer_bytes", "max_chunks", "max_in_flight", "chunk_timeout_ms"],
+    "coordination": ["group", "lease_ms", "instance_id"],
+    "http": ["listen"],
+    "groups": ["include", "interval_s"],
+}
+
+
+def _section(keys: list[str]) -> st.SearchStrategy[object]:
+    values = st.one_of(_SCALARS, st.lists(_SCALARS, max_size=3))
+    return st.one_of(_SCALARS, st.dictionaries(st.sampled_from([*keys, "oops"]), values))
+
+
+_FILES = st.fixed_dictionaries(
+    {},
+    optional={
+        name: st.lists(_section(keys), max_size=3) if name == "remotes" else _section(keys)
+        for name, keys in _KEYS.items()
+    },
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_FILES)
+def test_any_file_is_loaded_or_refused_with_its_problems_never_a_crash(raw: object) -> None:
+    """Whatever mix of wrong, missing and unknown values a file holds, loading it ends in a
+    Config or a ConfigError listing problems with their paths, each path said once."""
+    try:
+        Config.from_dict(raw)
+    except ConfigError as error:
+        assert error.problems
+        paths = [p.partition(": ")[0] for p in error.problems]
+        assert len(paths) == len(set(paths))
