@@ -28,6 +28,8 @@ from syncer.testbed.tools import perf_produce
 
 log = logging.getLogger(__name__)
 
+# west is read under a bandwidth cap: its 50 MB take ~5 s, and the status shows "10.0 (10.0)"
+DEMO_CAPS = {"west": {"max_bytes_per_second": 10_000_000}}
 SAMPLE = {  # remote → (topic, partitions, records of 1 KiB)
     "east": ("demo.orders", 4, 200_000),
     "west": ("demo.payments", 2, 50_000),
@@ -70,7 +72,10 @@ def run(args: argparse.Namespace) -> int:
 def _write_config(bed: Testbed, path: Path) -> Config:
     raw = {
         "local": {"bootstrap_servers": bed.clusters["local"].bootstrap},
-        "remotes": [{"name": n, "bootstrap_servers": bed.clusters[n].bootstrap} for n in SAMPLE],
+        "remotes": [
+            {"name": n, "bootstrap_servers": bed.clusters[n].bootstrap, **DEMO_CAPS.get(n, {})}
+            for n in SAMPLE
+        ],
         "topics": {"include": [r"demo\..*"], "refresh_interval_s": 5},
     }
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
