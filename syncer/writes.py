@@ -38,6 +38,11 @@ SHRINK_READS = 3
 # below min.insync.replicas holds the writes it had appended until the produce timeout
 # (Kafka 4: the high watermark does not move under min ISR, KIP-966)
 UNANSWERED_S = 5.0
+# a batch the local topic refuses as too large was taken by the remote: the local
+# max.message.bytes trails a limit the remote raised, until the topic refresh syncs it
+# (topics.refresh_interval_s, 30 s by default) or refuses the topic; the writes wait that
+# long, then the partition halts as it would at once before
+TOO_LARGE_PATIENCE_S = 120.0
 
 
 class Resync(Exception):
@@ -101,6 +106,7 @@ class PartitionWrites:
         self.refused_at: int | None = None
         # since when the writes wait on a refusal of the local brokers (``status.waiting``)
         self.waiting_since: float | None = None
+        self.too_large_since: float | None = None  # refused as too large since, until one lands
 
     def __repr__(self) -> str:
         return (
@@ -189,7 +195,7 @@ class PartitionWrites:
     def _confirm(self, sent: Sent) -> None:
         self.confirmed = max(self.confirmed or 0, sent.next_offset)
         self.proven_at = sent.max_timestamp
-        self.refused_at = None
+        self.refused_at = self.too_large_since = None
         if self.waiting_since is not None:
             log.info(
                 "%s: writes land again after %.1f s waiting (%s)",
@@ -207,6 +213,20 @@ class PartitionWrites:
         if self.waiting_since is None:
             self.waiting_since = time.monotonic()
         self.status.waiting = reason
+
+    def _too_large(self, sent: Sent) -> PartitionHalted | TransientClusterError:
+        """Wait for the topic refresh to raise the local limit (``TOO_LARGE_PATIENCE_S``),
+        then halt."""
+        refused = (
+            f"batch at offset {sent.base_offset} ({sent.size} bytes) is larger than the local"
+            " topic's max.message.bytes allows"
+        )
+        now = time.monotonic()
+        self.too_large_since = self.too_large_since or now
+        if now - self.too_large_since > TOO_LARGE_PATIENCE_S:
+            return PartitionHalted(f"{self.where}: {refused}")
+        self._wait(f"{refused}; waiting for the topic refresh to raise it")
+        return TransientClusterError(f"{self.where}: {refused}")
 
     def _misplaced(self, verdict: Verdict) -> MisalignedWrite:
         return MisalignedWrite(
@@ -233,10 +253,7 @@ class PartitionWrites:
         if outcome is Outcome.DUPLICATE:
             raise Resync(f"duplicate sequence at offset {sent.base_offset}")
         if outcome is Outcome.TOO_LARGE:
-            raise PartitionHalted(
-                f"{self.where}: batch at offset {sent.base_offset} ({sent.size} bytes) is"
-                " larger than the local topic's max.message.bytes allows"
-            )
+            raise self._too_large(sent)
         error = error_for(result.error_code, f"write at offset {sent.base_offset}")
         if outcome in (Outcome.NOT_LANDED, Outcome.UNKNOWN):
             self._wait(waiting_for(result.error_code) or f"local {error}")

@@ -1,0 +1,220 @@
+"""Topic settings that do not drift, over plain values: which copied settings a local topic
+changes to follow its remote (SET / DELETE by where each value comes from), which changes
+are held back because the copy would stop being faithful, remotes that disagree, topics
+deleted at a remote, and a batch refused as too large waiting for the refresh."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from syncer.admin import TopicSetting
+from syncer.errors import PartitionHalted, TransientClusterError
+from syncer.protocol.common import MESSAGE_TOO_LARGE
+from syncer.topic_drift import config_sync, disagreement, gone_at_remotes
+from tests.unit.test_writes import ProduceResult, batch, started
+
+KEYS = ("cleanup.policy", "retention.ms", "max.message.bytes", "compression.type")
+
+
+def own(value: str, default: str | None = None) -> TopicSetting:
+    """Set on the topic itself; ``default``: what it would be without."""
+    return TopicSetting(value, True, default)
+
+
+def inherited(value: str) -> TopicSetting:
+    return TopicSetting(value, False, value)
+
+
+BEFORE = {  # the remote's settings at the last look: its broker's defaults
+    "cleanup.policy": inherited("delete"),
+    "max.message.bytes": inherited("1048588"),
+    "compression.type": inherited("producer"),
+}
+
+
+def test_a_value_the_remote_sets_is_set_locally() -> None:
+    remote = {"retention.ms": own("60000")}
+    sync = config_sync(KEYS, remote, {"retention.ms": own("3600000", "604800000")})
+    assert sync.set == {"retention.ms": "60000"} and sync.delete == () and not sync.held
+    assert sync.describe() == "retention.ms 3600000 → 60000"
+    # a local default equal to the remote's value still gets it set explicitly
+    sync = config_sync(KEYS, remote, {"retention.ms": inherited("60000")})
+    assert sync.set == {"retention.ms": "60000"}
+
+
+def test_an_equal_explicit_value_changes_nothing() -> None:
+    sync = config_sync(KEYS, {"retention.ms": own("60000")}, {"retention.ms": own("60000")})
+    assert not sync and sync.describe() == ""
+
+
+def test_a_value_the_remote_no_longer_sets_is_deleted_locally() -> None:
+    sync = config_sync(
+        KEYS, {"retention.ms": inherited("604800000")}, {"retention.ms": own("60000", "86400000")}
+    )
+    assert sync.delete == ("retention.ms",) and sync.set == {}
+    assert sync.describe() == "retention.ms 60000 → 86400000"  # the local broker's default
+
+
+def test_broker_defaults_are_never_copied() -> None:
+    """Both inherit: the brokers' defaults may differ, nothing is set (as at creation)."""
+    sync = config_sync(
+        KEYS, {"retention.ms": inherited("1000")}, {"retention.ms": inherited("604800000")}
+    )
+    assert not sync and not sync.held
+
+
+def test_only_the_copied_keys_and_never_the_timestamp_type() -> None:
+    remote = {"segment.ms": own("1000"), "message.timestamp.type": own("LogAppendTime")}
+    local = {"segment.ms": inherited("9"), "message.timestamp.type": own("CreateTime")}
+    assert not config_sync((*KEYS, "message.timestamp.type"), remote, local)
+
+
+def test_a_key_missing_from_either_answer_is_left_alone() -> None:
+    assert not config_sync(KEYS, {"retention.ms": own("1")}, {})
+    assert not config_sync(KEYS, {}, {"retention.ms": own("1")})
+
+
+def test_a_raised_max_message_bytes_is_raised_locally() -> None:
+    remote = {"max.message.bytes": own("4194304")}
+    sync = config_sync(KEYS, remote, {"max.message.bytes": inherited("1048588")}, "e", BEFORE)
+    assert sync.set == {"max.message.bytes": "4194304"}
+
+
+def test_a_fidelity_setting_the_remote_did_not_change_is_judged_not_repaired() -> None:
+    """A local max.message.bytes lowered by hand (or a process's first look, which cannot
+    tell): left as it is, so the topic is refused loudly as before; retention still syncs."""
+    remote = {"max.message.bytes": own("4194304"), "retention.ms": own("1")}
+    local = {"max.message.bytes": own("1000000"), "retention.ms": inherited("7")}
+    for last_seen in (None, remote):
+        sync = config_sync(KEYS, remote, local, "east", last_seen)
+        assert sync.set == {"retention.ms": "1"}
+        assert "the remote did not change it" in sync.held["max.message.bytes"]
+
+
+def test_max_message_bytes_is_never_lowered() -> None:
+    """The remote keeps the batches its old limit took: a lower local limit would refuse
+    their copies."""
+    lowered = config_sync(
+        KEYS,
+        {"max.message.bytes": own("100000")},
+        {"max.message.bytes": own("4194304")},
+        "e",
+        {"max.message.bytes": own("4194304")},
+    )
+    assert not lowered and "never lowered (4194304 → 100000)" in lowered.held["max.message.bytes"]
+    back_to_default = config_sync(
+        KEYS,
+        {"max.message.bytes": inherited("1048588")},
+        {"max.message.bytes": own("4194304", "1048588")},
+    )
+    assert not back_to_default and "max.message.bytes" in back_to_default.held
+
+
+def test_compression_never_becomes_a_codec_but_may_go_back_to_producer() -> None:
+    to_codec = config_sync(
+        KEYS, {"compression.type": own("gzip")}, {"compression.type": inherited("producer")}
+    )  # held whatever the remote was before
+    assert not to_codec and "recompress" in to_codec.held["compression.type"]
+    back = config_sync(
+        KEYS,
+        {"compression.type": inherited("producer")},
+        {"compression.type": own("gzip", "producer")},
+        "east",
+        {"compression.type": own("gzip")},
+    )
+    assert back.delete == ("compression.type",)
+
+
+def test_a_delete_to_an_unfaithful_local_default_is_held() -> None:
+    """The local brokers compact by default, the remote's do not: deleting the local
+    topic's ``delete`` would start compacting records the remote keeps."""
+    sync = config_sync(
+        KEYS,
+        {"cleanup.policy": inherited("delete")},
+        {"cleanup.policy": own("delete", "compact")},
+        "east",
+        {"cleanup.policy": own("delete")},
+    )
+    assert not sync
+    assert sync.held["cleanup.policy"] == (
+        "local cleanup.policy is compact, remote east's is delete: local compaction would"
+        " remove records the remote keeps"
+    )
+
+
+def test_compaction_set_at_the_remote_is_followed() -> None:
+    remote = {"cleanup.policy": own("compact")}
+    sync = config_sync(KEYS, remote, {"cleanup.policy": inherited("delete")}, "e", BEFORE)
+    assert sync.set == {"cleanup.policy": "compact"}
+
+
+def test_an_unknown_local_default_holds_a_fidelity_setting_only() -> None:
+    remote = {"retention.ms": inherited("1"), "max.message.bytes": inherited("1048588")}
+    local = {"retention.ms": own("5"), "max.message.bytes": own("2000000")}
+    sync = config_sync(KEYS, remote, local, "e", {"max.message.bytes": own("2000000")})
+    assert sync.delete == ("retention.ms",) and set(sync.held) == {"max.message.bytes"}
+    assert sync.held["max.message.bytes"] == "the value it would have locally is unknown"
+
+
+def test_synonyms_give_the_default_a_delete_falls_back_to() -> None:
+    synonyms = [
+        ("retention.ms", "60000", 1),  # DYNAMIC_TOPIC_CONFIG: the topic's own
+        ("log.retention.ms", "86400000", 4),  # STATIC_BROKER_CONFIG
+        ("log.retention.hours", "168", 5),
+    ]
+    assert TopicSetting.of("60000", 1, synonyms) == TopicSetting("60000", True, "86400000")
+    assert TopicSetting.of("86400000", 4, synonyms[1:]) == inherited("86400000")
+    assert TopicSetting.of("60000", 1, synonyms[:1]) == TopicSetting("60000", True, None)
+
+
+def test_remotes_that_set_copied_settings_differently_are_named() -> None:
+    remotes = {
+        "east": {"retention.ms": own("1"), "cleanup.policy": inherited("delete")},
+        "west": {"retention.ms": inherited("7"), "cleanup.policy": inherited("delete")},
+    }
+    assert disagreement(KEYS, remotes) == "retention.ms: east=1, west=default"
+    assert disagreement(KEYS, {"east": remotes["east"]}) == ""
+    assert disagreement(KEYS, {"east": remotes["east"], "w": remotes["east"]}) == ""
+
+
+def test_a_topic_missing_at_a_remote_it_was_copied_from_is_gone() -> None:
+    a, b = uuid.uuid4(), uuid.uuid4()
+    known = {
+        "local": {"t": a, "u": b},
+        "remote east": {"t": a, "u": b},
+        "remote west": {"t": a},
+        "remote old": {"t": a},
+    }
+    seen = {"local": {}, "remote east": {"u": b}, "remote west": {}, "remote old": None}
+    asked = {"local": {"t", "u"}, "remote east": {"t", "u"}, "remote west": {"t"}}
+    gone = gone_at_remotes(known, seen, asked, "local")
+    assert gone == {"t": ("remote east", "remote west")}
+    # a topic not asked about (halted) is not reported gone
+    assert gone_at_remotes(known, seen, {"remote east": {"u"}}, "local") == {}
+
+
+async def test_a_batch_refused_as_too_large_waits_for_the_refresh_then_halts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The remote took it: the local limit trails one the remote raised until the topic
+    refresh syncs it. The writes wait (and show why); past the patience, the partition
+    halts as it did at once before; a write that lands resets the patience."""
+    writer, _local, w = await started()
+    w.submit(batch(0), b"raw")
+    writer.sent[0].set_result(ProduceResult(MESSAGE_TOO_LARGE, -1))
+    with pytest.raises(TransientClusterError):
+        await w.drain(0)
+    assert w.status.waiting is not None and "waiting for the topic refresh" in w.status.waiting
+    assert w.too_large_since is not None
+    monkeypatch.setattr("syncer.writes.TOO_LARGE_PATIENCE_S", -1.0)
+    w.submit(batch(0), b"raw")
+    writer.sent[1].set_result(ProduceResult(MESSAGE_TOO_LARGE, -1))
+    with pytest.raises(PartitionHalted, match=r"larger than the local topic's max\.message\.bytes"):
+        await w.drain(0)
+    monkeypatch.setattr("syncer.writes.TOO_LARGE_PATIENCE_S", 120.0)
+    w.submit(batch(0), b"raw")
+    writer.sent[2].set_result(ProduceResult(0, 0))
+    await w.drain(0)
+    assert w.too_large_since is None and w.status.waiting is None
