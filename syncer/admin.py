@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 from collections import defaultdict
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -63,6 +63,15 @@ class TopicAdmin(ClusterConnection):
     """Topic, broker-setting and consumer-group administration of one cluster."""
 
     _admin: AIOKafkaAdminClient | None = None  # opened by the first admin call
+    # set on the local cluster by ``MirroredTopics`` when topics.sync_configs is on
+    limit_follower: Callable[[str], Awaitable[int | None]] | None = None
+
+    async def followed_limit(self, topic: str) -> int | None:
+        """The local ``topic``'s max.message.bytes once its copied settings followed its
+        remote's now (None: they do not follow, or it is not known)."""
+        if self.limit_follower is None:
+            return None
+        return await self.limit_follower(topic)
 
     async def stop(self) -> None:
         if self._admin is not None:

@@ -60,6 +60,8 @@ class MirroredTopics:
         self.halted: dict[str, str] = {}  # topic → why (its id changed)
         self.drift = TopicDrift()  # settings synced, held back, topics gone at a remote
         self.configs = ConfigSyncer(config.copy_configs, local, remotes, self.drift)
+        if config.sync_configs:  # a batch refused as too large asks before it halts
+            local.limit_follower = self.followed_limit
 
     def __repr__(self) -> str:
         return (
@@ -141,6 +143,20 @@ class MirroredTopics:
         self.mirror = {t: n for t, n in plan.mirror.items() if t not in self.halted}
         self.sources = dict(plan.sources)
         return Refresh(plan, halted)
+
+    async def followed_limit(self, topic: str) -> int | None:
+        """The local ``topic``'s max.message.bytes after its copied settings followed its
+        remote's now: a batch the remote took under a limit it raised since the last
+        refresh is copied, not halted on (None: not mirrored, or not reported)."""
+        sources = self.sources.get(topic)
+        if not sources or topic in self.halted:
+            return None
+        applied = await self.configs.sync([topic], {topic: sources})
+        limit = applied.get(topic, {}).get("max.message.bytes")
+        if limit is None:  # nothing raised now: what the local broker has
+            settings = await self.local.topic_settings([topic], ["max.message.bytes"])
+            limit = settings.get(topic, {}).get("max.message.bytes")
+        return None if limit is None else int(limit)
 
     async def check_ids(
         self,

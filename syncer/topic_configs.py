@@ -5,6 +5,7 @@ topic and count it in ``TopicDrift`` (status and metrics read it)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -12,9 +13,13 @@ from collections.abc import Mapping, Sequence
 from syncer.admin import TopicSetting
 from syncer.clusters import Cluster
 from syncer.errors import ClusterError
-from syncer.topic_drift import TopicDrift, config_sync, disagreement
+from syncer.topic_drift import ConfigSync, TopicDrift, config_sync, disagreement
 
 log = logging.getLogger(__name__)
+
+# a broker applies an altered setting as it replays the metadata log: milliseconds
+REPORTED_TRIES = 50
+REPORTED_POLL_S = 0.1
 
 
 class ConfigSyncer:
@@ -35,6 +40,7 @@ class ConfigSyncer:
         self._disagreements: dict[str, str] = {}  # topic → the one logged last
         # each topic's source remote and its settings at the last look (applied or held)
         self._seen: dict[str, tuple[str, Mapping[str, TopicSetting]]] = {}
+        self._lock = asyncio.Lock()
 
     def __repr__(self) -> str:
         return f"<ConfigSyncer [keys: {len(self.keys)}, synced: {sum(self.drift.synced.values())}]>"
@@ -47,6 +53,16 @@ class ConfigSyncer:
         applied: dict[str, dict[str, str]] = {}
         if not topics or not self.keys:
             return applied
+        async with self._lock:  # a refresh, and partitions asking about a batch too large
+            await self._sync(topics, sources, applied)
+        return applied
+
+    async def _sync(
+        self,
+        topics: Sequence[str],
+        sources: Mapping[str, tuple[str, ...]],
+        applied: dict[str, dict[str, str]],
+    ) -> None:
         local = await self.local.topic_setting_sources(topics, self.keys)
         remote = {
             name: await cluster.topic_setting_sources(
@@ -62,7 +78,6 @@ class ConfigSyncer:
                 changed = await self._follow(topic, source, theirs[source], local[topic])
                 if changed:
                     applied[topic] = changed
-        return applied
 
     async def _follow(
         self,
@@ -85,6 +100,7 @@ class ConfigSyncer:
                 held.update({key: f"the local broker refused it: {exc}" for key in change.changes})
                 self._note_held(topic, source, held)
                 return {}
+            await self._reported(topic, change)
             log.info(
                 "topic %s: settings synced from remote %s: %s", topic, source, change.describe()
             )
@@ -93,6 +109,16 @@ class ConfigSyncer:
         self._seen[topic] = (source, theirs)
         self._note_held(topic, source, held)
         return {key: new for key, (_old, new) in change.changes.items() if new is not None}
+
+    async def _reported(self, topic: str, change: ConfigSync) -> None:
+        """Wait (bounded) until the local broker reports ``change``: whoever asks next (the
+        fidelity check, a partition with a batch too large) reads the new values."""
+        for _ in range(REPORTED_TRIES):
+            now = (await self.local.topic_setting_sources([topic], change.changes)).get(topic, {})
+            if change.shown_in(now):
+                return
+            await asyncio.sleep(REPORTED_POLL_S)
+        log.warning("topic %s: the local broker does not report the settings synced yet", topic)
 
     def seen(self, topic: str, source: str, settings: Mapping[str, TopicSetting]) -> None:
         """Remember the source's settings a local topic was created with: a later change

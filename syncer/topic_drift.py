@@ -33,6 +33,14 @@ class ConfigSync:
     def __bool__(self) -> bool:
         return bool(self.set or self.delete)
 
+    def shown_in(self, now: Mapping[str, TopicSetting]) -> bool:
+        """Does a local topic whose settings are ``now`` show these changes applied?"""
+        for key, value in self.set.items():
+            setting = now.get(key)
+            if setting is None or not setting.explicit or setting.value != value:
+                return False
+        return not any((s := now.get(key)) is not None and s.explicit for key in self.delete)
+
     def describe(self) -> str:
         """``key old → new`` for every applied change, comma-separated."""
         return ", ".join(

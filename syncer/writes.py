@@ -38,11 +38,6 @@ SHRINK_READS = 3
 # below min.insync.replicas holds the writes it had appended until the produce timeout
 # (Kafka 4: the high watermark does not move under min ISR, KIP-966)
 UNANSWERED_S = 5.0
-# a batch the local topic refuses as too large was taken by the remote: the local
-# max.message.bytes trails a limit the remote raised, until the topic refresh syncs it
-# (topics.refresh_interval_s, 30 s by default) or refuses the topic; the writes wait that
-# long, then the partition halts as it would at once before
-TOO_LARGE_PATIENCE_S = 120.0
 
 
 class Resync(Exception):
@@ -106,7 +101,8 @@ class PartitionWrites:
         self.refused_at: int | None = None
         # since when the writes wait on a refusal of the local brokers (``status.waiting``)
         self.waiting_since: float | None = None
-        self.too_large_since: float | None = None  # refused as too large since, until one lands
+        # the batch refused as too large, until a write lands again
+        self.too_large: Sent | None = None
 
     def __repr__(self) -> str:
         return (
@@ -195,7 +191,7 @@ class PartitionWrites:
     def _confirm(self, sent: Sent) -> None:
         self.confirmed = max(self.confirmed or 0, sent.next_offset)
         self.proven_at = sent.max_timestamp
-        self.refused_at = self.too_large_since = None
+        self.refused_at = self.too_large = None
         if self.waiting_since is not None:
             log.info(
                 "%s: writes land again after %.1f s waiting (%s)",
@@ -214,19 +210,27 @@ class PartitionWrites:
             self.waiting_since = time.monotonic()
         self.status.waiting = reason
 
-    def _too_large(self, sent: Sent) -> PartitionHalted | TransientClusterError:
-        """Wait for the topic refresh to raise the local limit (``TOO_LARGE_PATIENCE_S``),
-        then halt."""
-        refused = (
-            f"batch at offset {sent.base_offset} ({sent.size} bytes) is larger than the local"
-            " topic's max.message.bytes allows"
-        )
-        now = time.monotonic()
-        self.too_large_since = self.too_large_since or now
-        if now - self.too_large_since > TOO_LARGE_PATIENCE_S:
-            return PartitionHalted(f"{self.where}: {refused}")
-        self._wait(f"{refused}; waiting for the topic refresh to raise it")
-        return TransientClusterError(f"{self.where}: {refused}")
+    def _too_large(self, sent: Sent) -> TransientClusterError:
+        """The remote took the batch: its limit may have been raised since the local topic
+        last followed it. Retried once the local topic followed its remote's settings now
+        (``checked_local_end``), which halts if the limit is still too low."""
+        self.too_large = sent
+        refused = f"batch at offset {sent.base_offset} ({sent.size} bytes)"
+        self._wait(f"{refused} refused as too large; the local topic follows its remote's limit")
+        return TransientClusterError(f"{self.where}: {refused} is too large for the local topic")
+
+    async def _followed_limit(self) -> None:
+        """Halt unless the local max.message.bytes, once the topic followed its remote's
+        settings (``Cluster.followed_limit``), now takes the batch refused as too large."""
+        sent = self.too_large
+        if sent is None:
+            return
+        limit = await self.local.followed_limit(self.tp.topic)
+        if limit is None or limit < sent.size:
+            raise PartitionHalted(
+                f"{self.where}: batch at offset {sent.base_offset} ({sent.size} bytes) is"
+                " larger than the local topic's max.message.bytes allows"
+            )
 
     def _misplaced(self, verdict: Verdict) -> MisalignedWrite:
         return MisalignedWrite(
@@ -292,6 +296,7 @@ class PartitionWrites:
         connection) or refused may have landed, and anything that landed wrong halts
         before more is written behind it. No write is pipelined until one lands again."""
         self.proven_at = None
+        await self._followed_limit()
         end = (await self.local.latest([self.tp]))[self.tp]
         confirmed = self.confirmed
         if confirmed is None:

@@ -13,7 +13,15 @@ from syncer.admin import TopicSetting
 from syncer.errors import PartitionHalted, TransientClusterError
 from syncer.protocol.common import MESSAGE_TOO_LARGE
 from syncer.topic_drift import config_sync, disagreement, gone_at_remotes
-from tests.unit.test_writes import ProduceResult, batch, started
+from syncer.writes import PartitionWrites
+from tests.unit.test_writes import (
+    ProduceResult,
+    StandInLocal,
+    StandInWriter,
+    batch,
+    unreachable_check,
+    writes,
+)
 
 KEYS = ("cleanup.policy", "retention.ms", "max.message.bytes", "compression.type")
 
@@ -195,26 +203,70 @@ def test_a_topic_missing_at_a_remote_it_was_copied_from_is_gone() -> None:
     assert gone_at_remotes(known, seen, {"remote east": {"u"}}, "local") == {}
 
 
-async def test_a_batch_refused_as_too_large_waits_for_the_refresh_then_halts(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """The remote took it: the local limit trails one the remote raised until the topic
-    refresh syncs it. The writes wait (and show why); past the patience, the partition
-    halts as it did at once before; a write that lands resets the patience."""
-    writer, _local, w = await started()
-    w.submit(batch(0), b"raw")
+def test_a_sync_is_shown_once_the_broker_reports_it() -> None:
+    change = config_sync(
+        KEYS,
+        {"retention.ms": own("1"), "retention.bytes": inherited("-1")},
+        {"retention.ms": inherited("7"), "retention.bytes": own("5", "-1")},
+        "e",
+    )
+    assert change.set == {"retention.ms": "1"} and change.delete == ()  # not a copied key
+    change = config_sync(
+        (*KEYS, "retention.bytes"),
+        {"retention.ms": own("1"), "retention.bytes": inherited("-1")},
+        {"retention.ms": inherited("7"), "retention.bytes": own("5", "-1")},
+    )
+    assert change.delete == ("retention.bytes",)
+    before = {"retention.ms": inherited("7"), "retention.bytes": own("5", "-1")}
+    halfway = {"retention.ms": own("1", "7"), "retention.bytes": own("5", "-1")}
+    after = {"retention.ms": own("1", "7"), "retention.bytes": inherited("-1")}
+    assert not change.shown_in(before) and not change.shown_in(halfway)
+    assert change.shown_in(after)
+
+
+class FollowingLocal(StandInLocal):
+    """A local cluster whose topic follows its remote's limit: ``limit`` once asked."""
+
+    def __init__(self, limit: int | None) -> None:
+        super().__init__(0)
+        self.limit = limit
+        self.asked = 0
+
+    async def followed_limit(self, topic: str) -> int | None:
+        self.asked += 1
+        return self.limit
+
+
+async def refused_as_too_large(limit: int | None) -> tuple[PartitionWrites, FollowingLocal]:
+    local = FollowingLocal(limit)
+    w = writes(writer := StandInWriter(), local)
+    await w.checked_local_end(unreachable_check)
+    w.submit(batch(0), b"raw")  # 100 bytes
     writer.sent[0].set_result(ProduceResult(MESSAGE_TOO_LARGE, -1))
-    with pytest.raises(TransientClusterError):
+    with pytest.raises(TransientClusterError, match="too large for the local topic"):
         await w.drain(0)
-    assert w.status.waiting is not None and "waiting for the topic refresh" in w.status.waiting
-    assert w.too_large_since is not None
-    monkeypatch.setattr("syncer.writes.TOO_LARGE_PATIENCE_S", -1.0)
+    assert w.status.waiting is not None and "refused as too large" in w.status.waiting
+    return w, local
+
+
+async def test_a_batch_too_large_is_retried_once_the_local_limit_followed_the_remote() -> None:
+    """The remote took it under a limit it raised since the last refresh: the local topic
+    follows now, before the partition resumes, and the batch is sent again."""
+    w, local = await refused_as_too_large(limit=100)
+    assert await w.checked_local_end(unreachable_check) == 0 and local.asked == 1
     w.submit(batch(0), b"raw")
-    writer.sent[1].set_result(ProduceResult(MESSAGE_TOO_LARGE, -1))
-    with pytest.raises(PartitionHalted, match=r"larger than the local topic's max\.message\.bytes"):
-        await w.drain(0)
-    monkeypatch.setattr("syncer.writes.TOO_LARGE_PATIENCE_S", 120.0)
-    w.submit(batch(0), b"raw")
-    writer.sent[2].set_result(ProduceResult(0, 0))
+    w.writer.sent[1].set_result(ProduceResult(0, 0))  # type: ignore[attr-defined]
     await w.drain(0)
-    assert w.too_large_since is None and w.status.waiting is None
+    assert w.too_large is None and w.status.waiting is None and w.confirmed == 10
+    local.end = 10
+    assert await w.checked_local_end(unreachable_check) == 10 and local.asked == 1  # not asked
+
+
+@pytest.mark.parametrize("limit", [99, None])
+async def test_a_batch_still_too_large_after_following_halts(limit: int | None) -> None:
+    """The local limit is the remote's (or settings do not follow): halt, as before."""
+    w, _local = await refused_as_too_large(limit)
+    with pytest.raises(
+        PartitionHalted, match=r"batch at offset 0 \(100 bytes\) is larger than the local topic's"
+    ):
+        await w.checked_local_end(unreachable_check)
