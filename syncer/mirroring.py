@@ -1,8 +1,10 @@
 """Which topics a process mirrors, and whether each is still the topic it was: planned from
 both sides' partition counts and settings, created or grown locally, refused with one line
 when a local setting would make readers see something else, and halted when a topic id
-changes (a topic deleted and recreated, locally or at a remote). Decisions are the pure
-functions of ``topics`` and ``topic_ids``; this is the I/O around them."""
+changes (a topic deleted and recreated, locally or at a remote). The copied settings of
+existing topics follow their remote's on every refresh (``topic_configs``), and a topic
+deleted at a remote is reported, never deleted locally. Decisions are the pure functions
+of ``topics``, ``topic_ids`` and ``topic_drift``; this is the I/O around them."""
 
 from __future__ import annotations
 

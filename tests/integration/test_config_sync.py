@@ -106,6 +106,7 @@ async def test_local_topic_settings_follow_the_remote(local: str, east: str, top
         )
         await eventually(lambda: copied(syncer, local, east, topic), "the large record")
         assert followed < REFRESH_S + 3.0, followed
+        print(f"local settings followed {followed:.2f} s after the record was produced")
         assert syncer.copiers[TP(topic, 0)].status.state is not State.HALTED
         assert syncer.refused == {}
 
@@ -140,9 +141,6 @@ async def test_local_topic_settings_follow_the_remote(local: str, east: str, top
         }
         metrics = exposition(syncer.instruments.attach(syncer.snapshot)).decode()
         assert f'syncer_topic_gone_at_remote{{remote="east",topic="{topic}"}} 1.0' in metrics
-        await asyncio.sleep(REFRESH_S)
-        state = syncer.copiers[TP(topic, 0)].status
-        print(f"partition after the remote topic was deleted: {state.state} {state.error}")
     assert "retention.ms" in await described(local, topic)  # the local topic is still there
 
 

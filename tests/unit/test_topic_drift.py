@@ -1,7 +1,8 @@
 """Topic settings that do not drift, over plain values: which copied settings a local topic
 changes to follow its remote (SET / DELETE by where each value comes from), which changes
 are held back because the copy would stop being faithful, remotes that disagree, topics
-deleted at a remote, and a batch refused as too large waiting for the refresh."""
+deleted at a remote, a batch refused as too large asking the topic to follow first, and
+what status, metrics and the status table show."""
 
 from __future__ import annotations
 
@@ -11,8 +12,11 @@ import pytest
 
 from syncer.admin import TopicSetting
 from syncer.errors import PartitionHalted, TransientClusterError
+from syncer.metrics import Instruments, exposition
 from syncer.protocol.common import MESSAGE_TOO_LARGE
-from syncer.topic_drift import config_sync, disagreement, gone_at_remotes
+from syncer.report import topic_notes
+from syncer.status import Snapshot, status_document
+from syncer.topic_drift import TopicDrift, config_sync, disagreement, gone_at_remotes
 from syncer.writes import PartitionWrites
 from tests.unit.test_writes import (
     ProduceResult,
@@ -270,3 +274,30 @@ async def test_a_batch_still_too_large_after_following_halts(limit: int | None) 
         PartitionHalted, match=r"batch at offset 0 \(100 bytes\) is larger than the local topic's"
     ):
         await w.checked_local_end(unreachable_check)
+
+
+def test_status_metrics_and_the_status_table_show_the_drift() -> None:
+    drift = TopicDrift(
+        synced={"t": 2},
+        last_sync={"t": (1.0, "retention.ms 1 → 2")},
+        held={"t": {"max.message.bytes": "never lowered"}},
+        gone={"u": ("remote east",)},
+    )
+    snapshot = Snapshot("x", (), (), {}, 0, 0, 0, 0, topics=drift)
+    document = status_document(snapshot)
+    assert document["topics"] == {
+        "configs_synced": {"t": 2},
+        "last_config_sync": {"t": {"at": 1.0, "changes": "retention.ms 1 → 2"}},
+        "configs_held": {"t": {"max.message.bytes": "never lowered"}},
+        "gone_at_remote": {"u": ["remote east"]},
+    }
+    metrics = exposition(Instruments().attach(lambda: snapshot)).decode().splitlines()
+    assert 'syncer_topic_configs_synced_total{topic="t"} 2.0' in metrics
+    assert 'syncer_topic_configs_held{key="max.message.bytes",topic="t"} 1.0' in metrics
+    assert 'syncer_topic_gone_at_remote{remote="east",topic="u"} 1.0' in metrics
+    assert topic_notes([document]) == [
+        "topic t: settings synced 2x, last: retention.ms 1 → 2",
+        "topic t: max.message.bytes not synced: never lowered",
+        "topic u: deleted on the remote east cluster (kept locally)",
+    ]
+    assert topic_notes([{"partitions": []}]) == []  # a daemon from before
