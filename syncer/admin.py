@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import contextlib
 from collections import defaultdict
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Collection, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
 from aiokafka import errors as kafka_errors
 from aiokafka.admin import AIOKafkaAdminClient, NewPartitions, NewTopic
@@ -17,7 +19,33 @@ from aiokafka.protocol.commit import OffsetCommitRequest
 
 from syncer.connection import TP, ClusterConnection, client_options, error_for
 from syncer.errors import ClusterError, TransientClusterError
+from syncer.protocol.configs import AlterTopicConfigsRequest, alter_errors
 from syncer.retry import retried
+
+DYNAMIC_TOPIC_CONFIG = 1  # DescribeConfigs' config_source of a value set on the topic itself
+
+
+@dataclass(frozen=True, slots=True)
+class TopicSetting:
+    """One setting of a topic as DescribeConfigs reports it: its effective ``value``,
+    whether it is ``explicit`` (set on the topic itself, config_source DYNAMIC_TOPIC_CONFIG;
+    else inherited from the broker's settings or Kafka's default), and the ``default`` it
+    would have without the topic's own value (the first synonym of another source, in the
+    broker's order of precedence; None: not reported)."""
+
+    value: str | None
+    explicit: bool
+    default: str | None = None
+
+    @classmethod
+    def of(
+        cls, value: str | None, source: int, synonyms: Iterable[tuple[Any, ...]]
+    ) -> TopicSetting:
+        if source != DYNAMIC_TOPIC_CONFIG:
+            return cls(value, False, value)
+        inherited = [s[1] for s in synonyms if s[2] != DYNAMIC_TOPIC_CONFIG]
+        return cls(value, True, inherited[0] if inherited else None)
+
 
 # NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS: ask again
 COORDINATOR_ERRORS = {14, 15, 16}
@@ -35,6 +63,15 @@ class TopicAdmin(ClusterConnection):
     """Topic, broker-setting and consumer-group administration of one cluster."""
 
     _admin: AIOKafkaAdminClient | None = None  # opened by the first admin call
+    # set on the local cluster by ``MirroredTopics`` when topics.sync_configs is on
+    limit_follower: Callable[[str], Awaitable[int | None]] | None = None
+
+    async def followed_limit(self, topic: str) -> int | None:
+        """The local ``topic``'s max.message.bytes once its copied settings followed its
+        remote's now (None: they do not follow, or it is not known)."""
+        if self.limit_follower is None:
+            return None
+        return await self.limit_follower(topic)
 
     async def stop(self) -> None:
         if self._admin is not None:
@@ -163,20 +200,61 @@ class TopicAdmin(ClusterConnection):
     async def _topic_settings(
         self, topics: list[str], keys: list[str]
     ) -> dict[str, dict[str, str]]:
+        described = await self._described(topics, keys, synonyms=False)
+        return {
+            t: {e[0]: e[1] for e in entries if e[1] is not None} for t, entries in described.items()
+        }
+
+    async def topic_setting_sources(
+        self, topics: Collection[str], keys: Collection[str]
+    ) -> dict[str, dict[str, TopicSetting]]:
+        """Each topic's ``keys`` with where their values come from (``TopicSetting``). A
+        topic that does not exist is absent."""
+        if not topics:
+            return {}
+
+        async def describe() -> dict[str, dict[str, TopicSetting]]:
+            described = await self._described(sorted(topics), sorted(keys), synonyms=True)
+            return {
+                topic: {e[0]: TopicSetting.of(e[1], e[3], e[5]) for e in entries}
+                for topic, entries in described.items()
+            }
+
+        return await retried(describe, what=f"{self.name}: settings of {len(topics)} topics")
+
+    async def _described(
+        self, topics: list[str], keys: list[str], *, synonyms: bool
+    ) -> dict[str, list[tuple[Any, ...]]]:
+        """DescribeConfigs' entries of each topic, for ``keys``."""
         wanted = {key: None for key in keys}  # the keys filter what the broker answers
         resources = [ConfigResource(ConfigResourceType.TOPIC, t, wanted) for t in topics]
         with _admin_errors(f"{self.name}: describing topic settings"):
             admin = await self._admin_client()
-            responses = await admin.describe_configs(resources)
-        out: dict[str, dict[str, str]] = {}
+            responses = await admin.describe_configs(resources, include_synonyms=synonyms)
+        out: dict[str, list[tuple[Any, ...]]] = {}
         for response in responses:
             for code, _message, _type, topic, entries in response.resources:
                 if code == kafka_errors.UnknownTopicOrPartitionError.errno:
                     continue
                 if code:
                     raise error_for(code, f"{self.name}: settings of topic {topic}")
-                out[topic] = {e[0]: e[1] for e in entries if e[1] is not None}
+                out[topic] = list(entries)
         return out
+
+    async def alter_topic_configs(
+        self, topic: str, set: Mapping[str, str], delete: tuple[str, ...]
+    ) -> None:
+        """Set ``set`` and delete ``delete`` on ``topic`` with IncrementalAlterConfigs: its
+        other settings stay as they are."""
+
+        async def alter() -> None:
+            with _admin_errors(f"{self.name}: altering the settings of {topic}"):
+                admin = await self._admin_client()
+                response = await admin._send_request(AlterTopicConfigsRequest(topic, set, delete))
+            for code, message in alter_errors(response):
+                raise error_for(code, f"{self.name}: altering the settings of {topic}: {message}")
+
+        await retried(alter, what=f"{self.name}: altering the settings of {topic}")
 
     async def create_topic(
         self, topic: str, partitions: int, configs: dict[str, str], replication_factor: int

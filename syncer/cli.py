@@ -31,6 +31,7 @@ from syncer.report import (
     merge_live,
     producer_state_note,
     remote_rows,
+    topic_notes,
 )
 from syncer.status import Summary
 from syncer.syncer import Syncer
@@ -301,7 +302,7 @@ async def _snapshot(
     if not holes and urls:
         live, problems = await asyncio.to_thread(fetch_live, urls)
         merge_live(rows, live)
-        notes += problems
+        notes += problems + topic_notes(live)
     return rows, remote_rows(names, rows, down, live), notes
 
 

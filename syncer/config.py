@@ -87,6 +87,8 @@ class TopicsConfig:
     # then DeleteRecords, so local start and end equal the remote's (else: data lost, halt)
     align_start: bool = False
     refresh_interval_s: float = 30.0
+    # keep copy_configs equal to the remote's on every refresh, not only at creation
+    sync_configs: bool = True
 
     def selects(self, topic: str) -> bool:
         if topic.startswith("__"):

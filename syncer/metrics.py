@@ -28,6 +28,7 @@ class SyncerCollector(Collector):
         snapshot = self.read_snapshot()
         yield from self._partitions(snapshot)
         yield from self._remotes(snapshot)
+        yield from self._topics(snapshot)
         refused = GaugeMetricFamily(
             "syncer_topics_refused",
             "Selected topics not mirrored (partition counts or settings differ)",
@@ -58,6 +59,33 @@ class SyncerCollector(Collector):
         for name, group in sorted(snapshot.groups.items()):
             committed.add_metric([name, group.source], group.committed)
         yield committed
+
+    def _topics(self, snapshot: Snapshot) -> Iterator[Metric]:
+        synced = CounterMetricFamily(
+            "syncer_topic_configs_synced",
+            "Times a local topic's copied settings were changed to follow its remote",
+            labels=["topic"],
+        )
+        held = GaugeMetricFamily(
+            "syncer_topic_configs_held",
+            "Copied settings a remote changed that are not applied locally (1; why: /status, log)",
+            labels=["topic", "key"],
+        )
+        gone = GaugeMetricFamily(
+            "syncer_topic_gone_at_remote",
+            "Mirrored topics deleted at a remote (1; the local topic is kept)",
+            labels=["topic", "remote"],
+        )
+        drift = snapshot.topics
+        for topic, count in sorted(drift.synced.items()):
+            synced.add_metric([topic], count)
+        for topic, keys in sorted(drift.held.items()):
+            for key in sorted(keys):
+                held.add_metric([topic, key], 1)
+        for topic, places in sorted(drift.gone.items()):
+            for where in places:
+                gone.add_metric([topic, where.removeprefix("remote ")], 1)
+        yield from (synced, held, gone)
 
     def _partitions(self, snapshot: Snapshot) -> Iterator[Metric]:
         local = GaugeMetricFamily(

@@ -1,8 +1,10 @@
 """Which topics a process mirrors, and whether each is still the topic it was: planned from
 both sides' partition counts and settings, created or grown locally, refused with one line
 when a local setting would make readers see something else, and halted when a topic id
-changes (a topic deleted and recreated, locally or at a remote). Decisions are the pure
-functions of ``topics`` and ``topic_ids``; this is the I/O around them."""
+changes (a topic deleted and recreated, locally or at a remote). The copied settings of
+existing topics follow their remote's on every refresh (``topic_configs``), and a topic
+deleted at a remote is reported, never deleted locally. Decisions are the pure functions
+of ``topics``, ``topic_ids`` and ``topic_drift``; this is the I/O around them."""
 
 from __future__ import annotations
 
@@ -17,6 +19,8 @@ from syncer.config import TopicsConfig
 from syncer.errors import TransientClusterError
 from syncer.holes import RemoteEnds
 from syncer.retry import retried
+from syncer.topic_configs import ConfigSyncer
+from syncer.topic_drift import TopicDrift, gone_at_remotes
 from syncer.topic_ids import LOCAL, id_changes, learned, remote_label
 from syncer.topics import (
     FIDELITY_SETTINGS,
@@ -56,6 +60,10 @@ class MirroredTopics:
         self.ids.update({remote_label(name): {} for name in remotes})
         self.without_ids: set[str] = set()  # clusters whose brokers report no topic ids
         self.halted: dict[str, str] = {}  # topic → why (its id changed)
+        self.drift = TopicDrift()  # settings synced, held back, topics gone at a remote
+        self.configs = ConfigSyncer(config.copy_configs, local, remotes, self.drift)
+        if config.sync_configs:  # a batch refused as too large asks before it halts
+            local.limit_follower = self.followed_limit
 
     def __repr__(self) -> str:
         return (
@@ -65,17 +73,29 @@ class MirroredTopics:
 
     async def plan(self, copying: set[str]) -> TopicPlan:
         """What to mirror, create, grow or refuse now (``copying``: topics with copiers)."""
-        local_counts = await self.local.partition_counts()
-        remote_counts = {n: await c.partition_counts() for n, c in self.remotes.items()}
-        mirrored = set(self.mirror) | copying
-        plan = plan_topics(self.config, local_counts, remote_counts, mirrored)
+        plan = await self._shape(copying)
         existing = [t for t in plan.mirror if t not in plan.create]
         return refuse(plan, await self._unfaithful(existing, plan))
 
-    async def _unfaithful(self, topics: list[str], plan: TopicPlan) -> dict[str, str]:
+    async def _shape(self, copying: set[str]) -> TopicPlan:
+        """The plan from the partition counts alone (settings not judged yet)."""
+        local_counts = await self.local.partition_counts()
+        remote_counts = {n: await c.partition_counts() for n, c in self.remotes.items()}
+        mirrored = set(self.mirror) | copying
+        return plan_topics(self.config, local_counts, remote_counts, mirrored)
+
+    async def _unfaithful(
+        self,
+        topics: list[str],
+        plan: TopicPlan,
+        applied: Mapping[str, Mapping[str, str]] | None = None,
+    ) -> dict[str, str]:
         """The local ``topics`` whose settings would make readers see something else than
-        the remotes' readers (topic → the one line saying which setting)."""
+        the remotes' readers (topic → the one line saying which setting). ``applied``: the
+        values just set, judged even if a broker does not report them yet."""
         local = await self.local.topic_settings(topics, FIDELITY_SETTINGS)
+        for topic, values in (applied or {}).items():
+            local.setdefault(topic, {}).update(values)
         remote = {
             name: await cluster.topic_settings(
                 [t for t in topics if name in plan.sources[t]], FIDELITY_SETTINGS
@@ -91,14 +111,24 @@ class MirroredTopics:
         return out
 
     async def refresh(self, copying: set[str]) -> Refresh:
-        """Plan, create or grow local topics, judge new ones' settings, check every id."""
-        plan = await self.plan(copying)
+        """Plan, create or grow local topics, sync the copied settings of existing ones,
+        judge every one's settings, check every id. The settings are synced before they are
+        judged: a limit the remote raised is raised here, not refused."""
+        plan = await self._shape(copying)
+        existing = [t for t in plan.mirror if t not in plan.create and t not in self.halted]
+        applied = {}
+        if self.config.sync_configs:
+            applied = await self.configs.sync(existing, plan.sources)
+        plan = refuse(plan, await self._unfaithful(existing, plan, applied))
         # a topic copied before and gone locally is not created again: it halts below
         create = {t: n for t, n in plan.create.items() if t not in self.ids[LOCAL]}
         grow = {t: n for t, n in plan.grow.items() if t not in self.halted}
         for topic, count in create.items():
-            source = self.remotes[plan.sources[topic][0]]
-            await create_local_topic(self.local, source, topic, count, self.config)
+            source = plan.sources[topic][0]
+            settings = await create_local_topic(
+                self.local, self.remotes[source], topic, count, self.config
+            )
+            self.configs.seen(topic, source, settings)
         for topic, count in grow.items():
             log.info("growing local topic %s to %d partitions", topic, count)
             await self.local.add_partitions(topic, count)
@@ -115,6 +145,20 @@ class MirroredTopics:
         self.mirror = {t: n for t, n in plan.mirror.items() if t not in self.halted}
         self.sources = dict(plan.sources)
         return Refresh(plan, halted)
+
+    async def followed_limit(self, topic: str) -> int | None:
+        """The local ``topic``'s max.message.bytes after its copied settings followed its
+        remote's now: a batch the remote took under a limit it raised since the last
+        refresh is copied, not halted on (None: not mirrored, or not reported)."""
+        sources = self.sources.get(topic)
+        if not sources or topic in self.halted:
+            return None
+        applied = await self.configs.sync([topic], {topic: sources})
+        limit = applied.get(topic, {}).get("max.message.bytes")
+        if limit is None:  # nothing raised now: what the local broker has
+            settings = await self.local.topic_settings([topic], ["max.message.bytes"])
+            limit = settings.get(topic, {}).get("max.message.bytes")
+        return None if limit is None else int(limit)
 
     async def check_ids(
         self,
@@ -135,6 +179,7 @@ class MirroredTopics:
         clusters = {LOCAL: self.local} | {remote_label(n): c for n, c in self.remotes.items()}
         seen = {where: await clusters[where].topic_ids(asked[where]) for where in asked}
         self._warn_without_ids(seen)
+        self._report_gone(gone_at_remotes(self.ids, seen, asked, LOCAL))
         halted = {}
         for change in id_changes(self.ids, seen, asked):
             if change.topic not in self.halted:
@@ -171,6 +216,19 @@ class MirroredTopics:
             for tp, (start, end) in ends.items():
                 out.setdefault(tp, {})[name] = RemoteEnds(start, end)
         return out
+
+    def _report_gone(self, gone: dict[str, tuple[str, ...]]) -> None:
+        """Log a topic deleted at a remote once, and keep it in ``drift`` while it is gone
+        (the local topic stays: syncer never deletes one)."""
+        for topic, places in gone.items():
+            if self.drift.gone.get(topic) != places:
+                log.error(
+                    "topic %s was deleted on the %s cluster: the local topic is kept as it is"
+                    " (syncer never deletes a topic); nothing more is copied from there",
+                    topic,
+                    " and ".join(places),
+                )
+        self.drift.gone = gone
 
     def _warn_without_ids(self, seen: Mapping[str, dict[str, uuid.UUID] | None]) -> None:
         for where, ids in seen.items():

@@ -94,6 +94,26 @@ def merge_live(rows: list[PartitionRow], live: list[dict[str, Any]]) -> None:
             row.state += f" (waiting: {found['waiting']})"
 
 
+def topic_notes(live: list[dict[str, Any]]) -> list[str]:
+    """One line per topic whose copied settings a daemon synced or held back, or that was
+    deleted at a remote (from each ``/status``; a daemon before them reports none)."""
+    notes = []
+    for doc in live:
+        topics = doc.get("topics", {})
+        for topic, count in topics.get("configs_synced", {}).items():
+            last = topics.get("last_config_sync", {}).get(topic, {})
+            notes.append(
+                f"topic {topic}: settings synced {count}x, last: {last.get('changes', '?')}"
+            )
+        for topic, held in topics.get("configs_held", {}).items():
+            notes += [f"topic {topic}: {key} not synced: {why}" for key, why in held.items()]
+        for topic, where in topics.get("gone_at_remote", {}).items():
+            notes.append(
+                f"topic {topic}: deleted on the {' and '.join(where)} cluster (kept locally)"
+            )
+    return notes
+
+
 def fetch_live(urls: list[str], timeout: float = 5.0) -> tuple[list[dict[str, Any]], list[str]]:
     """``/status`` of each daemon: (the documents, one line per daemon that did not answer)."""
     docs, problems = [], []

@@ -18,6 +18,7 @@ from syncer.offsets import GroupStatus
 from syncer.partition import furthest_end
 from syncer.ratelimit import ByteRate
 from syncer.sources import SourceHealth
+from syncer.topic_drift import TopicDrift
 
 
 class State(StrEnum):
@@ -151,6 +152,7 @@ class Snapshot:
     producer_id_expiration_ms: int
     max_bytes_per_s: float = 0.0  # the cap on all remotes together (0: none)
     rate_bytes_per_s: float = 0.0  # what all remotes together bring, over the last seconds
+    topics: TopicDrift = field(default_factory=TopicDrift)  # settings synced, topics gone
 
     def dropped_partitions(self) -> dict[str, int]:
         """Per remote, the partitions that no longer use it."""
@@ -212,6 +214,21 @@ def status_document(snapshot: Snapshot) -> dict[str, Any]:
         # the cap on all remotes together (0: none) and what they bring now
         "max_bytes_per_s": round(snapshot.max_bytes_per_s),
         "rate_bytes_per_s": round(snapshot.rate_bytes_per_s),
+        "topics": topics_document(snapshot.topics),
+    }
+
+
+def topics_document(drift: TopicDrift) -> dict[str, Any]:
+    """Per topic: copied settings synced from its remote (count, the last change and when),
+    changes held back (key → why), and the remotes where it was deleted."""
+    return {
+        "configs_synced": dict(sorted(drift.synced.items())),
+        "last_config_sync": {
+            t: {"at": at, "changes": changes}
+            for t, (at, changes) in sorted(drift.last_sync.items())
+        },
+        "configs_held": {t: dict(h) for t, h in sorted(drift.held.items())},
+        "gone_at_remote": {t: list(where) for t, where in sorted(drift.gone.items())},
     }
 
 

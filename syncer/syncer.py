@@ -315,8 +315,7 @@ class Syncer:
         return found.plan
 
     async def _watch_topic_ids(self) -> None:
-        """Check topic ids every ``topics.refresh_interval_s`` (catch-up, which does not
-        refresh topics)."""
+        """Check topic ids every ``topics.refresh_interval_s`` (catch-up refreshes once)."""
         while True:
             await asyncio.sleep(self.config.topics.refresh_interval_s)
             try:
@@ -386,6 +385,7 @@ class Syncer:
             buffer_used=self.memory.used,
             buffer_limit=self.memory.limit,
             producer_id_expiration_ms=self.state_clock.expiration_ms,
+            topics=self.topics.drift.copy(),
         )
 
     def summary(self) -> Summary:

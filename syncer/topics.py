@@ -7,6 +7,7 @@ import logging
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
 
+from syncer.admin import TopicSetting
 from syncer.clusters import Cluster
 from syncer.config import TopicsConfig
 
@@ -165,7 +166,12 @@ def creation_configs(copied: Mapping[str, str]) -> dict[str, str]:
 
 async def create_local_topic(
     local: Cluster, source: Cluster, topic: str, partitions: int, selection: TopicsConfig
-) -> None:
-    configs = creation_configs(await source.topic_configs(topic, selection.copy_configs))
+) -> dict[str, TopicSetting]:
+    """Create ``topic`` locally with the source's copied settings; those settings as read
+    (the ones the local topic starts from, for ``topic_configs``)."""
+    settings = (await source.topic_setting_sources([topic], selection.copy_configs)).get(topic, {})
+    copied = {k: s.value for k, s in settings.items() if s.explicit and s.value is not None}
+    configs = creation_configs(copied)
     log.info("creating local topic %s with %d partitions and %s", topic, partitions, configs)
     await local.create_topic(topic, partitions, configs, selection.replication_factor)
+    return settings

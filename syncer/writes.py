@@ -101,6 +101,8 @@ class PartitionWrites:
         self.refused_at: int | None = None
         # since when the writes wait on a refusal of the local brokers (``status.waiting``)
         self.waiting_since: float | None = None
+        # the batch refused as too large, until a write lands again
+        self.too_large: Sent | None = None
 
     def __repr__(self) -> str:
         return (
@@ -189,7 +191,7 @@ class PartitionWrites:
     def _confirm(self, sent: Sent) -> None:
         self.confirmed = max(self.confirmed or 0, sent.next_offset)
         self.proven_at = sent.max_timestamp
-        self.refused_at = None
+        self.refused_at = self.too_large = None
         if self.waiting_since is not None:
             log.info(
                 "%s: writes land again after %.1f s waiting (%s)",
@@ -207,6 +209,28 @@ class PartitionWrites:
         if self.waiting_since is None:
             self.waiting_since = time.monotonic()
         self.status.waiting = reason
+
+    def _too_large(self, sent: Sent) -> TransientClusterError:
+        """The remote took the batch: its limit may have been raised since the local topic
+        last followed it. Retried once the local topic followed its remote's settings now
+        (``checked_local_end``), which halts if the limit is still too low."""
+        self.too_large = sent
+        refused = f"batch at offset {sent.base_offset} ({sent.size} bytes)"
+        self._wait(f"{refused} refused as too large; the local topic follows its remote's limit")
+        return TransientClusterError(f"{self.where}: {refused} is too large for the local topic")
+
+    async def _followed_limit(self) -> None:
+        """Halt unless the local max.message.bytes, once the topic followed its remote's
+        settings (``Cluster.followed_limit``), now takes the batch refused as too large."""
+        sent = self.too_large
+        if sent is None:
+            return
+        limit = await self.local.followed_limit(self.tp.topic)
+        if limit is None or limit < sent.size:
+            raise PartitionHalted(
+                f"{self.where}: batch at offset {sent.base_offset} ({sent.size} bytes) is"
+                " larger than the local topic's max.message.bytes allows"
+            )
 
     def _misplaced(self, verdict: Verdict) -> MisalignedWrite:
         return MisalignedWrite(
@@ -233,10 +257,7 @@ class PartitionWrites:
         if outcome is Outcome.DUPLICATE:
             raise Resync(f"duplicate sequence at offset {sent.base_offset}")
         if outcome is Outcome.TOO_LARGE:
-            raise PartitionHalted(
-                f"{self.where}: batch at offset {sent.base_offset} ({sent.size} bytes) is"
-                " larger than the local topic's max.message.bytes allows"
-            )
+            raise self._too_large(sent)
         error = error_for(result.error_code, f"write at offset {sent.base_offset}")
         if outcome in (Outcome.NOT_LANDED, Outcome.UNKNOWN):
             self._wait(waiting_for(result.error_code) or f"local {error}")
@@ -275,6 +296,7 @@ class PartitionWrites:
         connection) or refused may have landed, and anything that landed wrong halts
         before more is written behind it. No write is pipelined until one lands again."""
         self.proven_at = None
+        await self._followed_limit()
         end = (await self.local.latest([self.tp]))[self.tp]
         confirmed = self.confirmed
         if confirmed is None:

@@ -1,0 +1,153 @@
+"""Topic settings that do not drift, on real brokers: a running syncer makes the local topic
+follow the copied settings its remote changes (set and back to the default) within one
+refresh, raises max.message.bytes before a record larger than the old limit is copied
+(exactly, without a halt), leaves a later change alone with ``sync_configs: false``, and
+reports a topic deleted at the remote without deleting it locally.
+
+The local settings are read back with aiokafka's own DescribeConfigs, not syncer's."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Callable
+
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+
+from syncer.clusters import TP
+from syncer.config import Config
+from syncer.errors import TransientClusterError
+from syncer.metrics import exposition
+from syncer.status import State, status_document
+from syncer.syncer import Syncer
+from tests.integration.test_faults import delete_topic
+from tests.kafka_helpers import (
+    alter_topic,
+    batch_digests,
+    create_topic,
+    make_config,
+    produce,
+)
+
+REFRESH_S = 1.5
+DYNAMIC_TOPIC_CONFIG = 1
+BIG = 2_000_000  # above the brokers' default max.message.bytes (1048588)
+
+
+async def described(bootstrap: str, topic: str) -> dict[str, tuple[str, bool]]:
+    """The topic's settings: key → (value, set on the topic itself)."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        (response,) = await admin.describe_configs(
+            [ConfigResource(ConfigResourceType.TOPIC, topic)]
+        )
+    finally:
+        await admin.close()
+    (resource,) = response.resources
+    return {e[0]: (e[1], e[3] == DYNAMIC_TOPIC_CONFIG) for e in resource[4]}
+
+
+async def eventually(check: Callable[[], object], what: str, timeout: float = 15.0) -> float:
+    """Seconds until ``check()`` (sync or async) is true."""
+    started = time.monotonic()
+    while True:
+        result = check()
+        if asyncio.iscoroutine(result):
+            result = await result
+        if result:
+            return time.monotonic() - started
+        assert time.monotonic() - started < timeout, f"timed out waiting for {what}"
+        await asyncio.sleep(0.1)
+
+
+@contextlib.asynccontextmanager
+async def running(config: Config) -> AsyncIterator[Syncer]:
+    syncer = Syncer(config)
+    async with syncer:
+        task = asyncio.create_task(syncer.run())
+        try:
+            yield syncer
+        finally:
+            syncer.request_stop()
+            await task
+
+
+def config(local: str, east: str, topic: str, **topics: object) -> Config:
+    settings = {"include": [topic], "refresh_interval_s": REFRESH_S, **topics}
+    return make_config(local, {"east": east}, [topic], topics=settings)
+
+
+async def copied(syncer: Syncer, local: str, east: str, topic: str) -> bool:
+    status = syncer.copiers.get(TP(topic, 0))
+    assert status is None or status.status.state is not State.HALTED, status.status.error
+    try:
+        return await batch_digests(local, topic) == await batch_digests(east, topic)
+    except TransientClusterError:  # the local topic is not there yet
+        return False
+
+
+async def test_local_topic_settings_follow_the_remote(local: str, east: str, topic: str) -> None:
+    await create_topic(east, topic, **{"retention.ms": "3600000"})
+    await produce(east, topic, [(b"k", b"small")])
+    async with running(config(local, east, topic)) as syncer:
+        await eventually(lambda: copied(syncer, local, east, topic), "the first copy")
+        assert (await described(local, topic))["retention.ms"] == ("3600000", True)
+
+        # the remote raises its limit and takes a record the old one refused at once: the
+        # copy waits for the refresh that raises the local limit, and is exact
+        changed = {"retention.ms": "60000", "max.message.bytes": str(BIG + 100_000)}
+        await alter_topic(east, topic, changed)
+        await produce(east, topic, [(b"big", b"x" * BIG)], max_request_size=BIG + 100_000)
+        followed = await eventually(
+            lambda: _has(local, topic, changed), "the local settings to follow"
+        )
+        await eventually(lambda: copied(syncer, local, east, topic), "the large record")
+        assert followed < REFRESH_S + 3.0, followed
+        print(f"local settings followed {followed:.2f} s after the record was produced")
+        assert syncer.copiers[TP(topic, 0)].status.state is not State.HALTED
+        assert syncer.refused == {}
+
+        # retention.ms back to the remote's default: deleted locally, the limit kept
+        await alter_topic(east, topic, {"max.message.bytes": str(BIG + 100_000)})
+        await eventually(
+            lambda: _inherits(local, topic, "retention.ms"), "retention.ms to be deleted"
+        )
+        drift = syncer.snapshot().topics
+        assert drift.synced[topic] == 2, drift
+        assert drift.last_sync[topic][1] == "retention.ms 60000 → (default)"
+        document = status_document(syncer.snapshot())["topics"]
+        assert document["configs_synced"] == {topic: 2}
+        metrics = exposition(syncer.instruments.attach(syncer.snapshot)).decode()
+        assert f'syncer_topic_configs_synced_total{{topic="{topic}"}} 2.0' in metrics
+
+    # sync_configs: false leaves a later change alone, and a topic deleted at the remote is
+    # reported and kept locally
+    async with running(config(local, east, topic, sync_configs=False)) as syncer:
+        await eventually(lambda: TP(topic, 0) in syncer.copiers, "the copier")
+        await alter_topic(east, topic, {"retention.ms": "120000", "max.message.bytes": str(BIG)})
+        await asyncio.sleep(2 * REFRESH_S + 0.5)
+        settings = await described(local, topic)
+        assert settings["retention.ms"][1] is False  # not set: the broker's default
+        assert settings["max.message.bytes"] == (str(BIG + 100_000), True)
+        assert syncer.snapshot().topics.synced == {}
+        await delete_topic(east, topic)
+        await eventually(lambda: syncer.topics.drift.gone, "the deletion to be reported")
+        assert syncer.topics.drift.gone == {topic: ("remote east",)}
+        assert status_document(syncer.snapshot())["topics"]["gone_at_remote"] == {
+            topic: ["remote east"]
+        }
+        metrics = exposition(syncer.instruments.attach(syncer.snapshot)).decode()
+        assert f'syncer_topic_gone_at_remote{{remote="east",topic="{topic}"}} 1.0' in metrics
+    assert "retention.ms" in await described(local, topic)  # the local topic is still there
+
+
+async def _has(bootstrap: str, topic: str, settings: dict[str, str]) -> bool:
+    now = await described(bootstrap, topic)
+    return all(now.get(k) == (v, True) for k, v in settings.items())
+
+
+async def _inherits(bootstrap: str, topic: str, key: str) -> bool:
+    return (await described(bootstrap, topic))[key][1] is False
