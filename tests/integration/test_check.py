@@ -1,0 +1,124 @@
+"""``syncer check`` against real brokers: a local cluster speaking SASL/SCRAM with ACLs
+enforced (a bed of its own), the session's ``east`` as the remote. A good setup is all OK
+(exit 0); a local topic with LogAppendTime and a principal without WRITE each FAIL with the
+setting or the ACL named (exit 10); ``syncer run``'s start logs the same FAIL."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from syncer.config import Config
+from syncer.errors import ExitCode
+from syncer.preflight import log_preflight
+from syncer.testbed import ClusterSpec, Testbed
+from syncer.testbed.tools import add_acl
+from tests.kafka_helpers import create_topic, own_bed, produce, run_cli
+
+PASSWORD = "check-password-31"
+
+
+@pytest.fixture(scope="module")
+def acl_bed(tmp_path_factory: pytest.TempPathFactory, testbed: Testbed) -> Iterator[Testbed]:
+    users = {"syncer": PASSWORD, "limited": PASSWORD}
+    spec = ClusterSpec("check-local", security="SASL_PLAINTEXT", scram_users=users, authorizer=True)
+    with own_bed(tmp_path_factory.mktemp("check"), testbed.jars, [spec]) as bed:
+        yield bed
+
+
+def settings(bed: Testbed, east: str, topic: str, user: str = "syncer") -> dict[str, Any]:
+    return {
+        "local": {
+            "bootstrap_servers": bed.clusters["check-local"].bootstrap,
+            "security_protocol": "SASL_PLAINTEXT",
+            "sasl_mechanism": "SCRAM-SHA-512",
+            "sasl_username": user,
+            "sasl_password": PASSWORD,
+        },
+        "remotes": [{"name": "east", "bootstrap_servers": east}],
+        "topics": {"include": [topic]},
+        "http": {"listen": ""},
+    }
+
+
+def check(raw: dict[str, Any], tmp_path: Path) -> tuple[int, list[dict[str, str]]]:
+    path = tmp_path / "syncer.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    result = run_cli("check", "-c", str(path), "--json", timeout=90)
+    assert result.stdout, result.stderr
+    return result.returncode, json.loads(result.stdout)
+
+
+def failures(lines: list[dict[str, str]]) -> list[dict[str, str]]:
+    return [line for line in lines if line["level"] == "FAIL"]
+
+
+async def test_a_good_setup_is_all_ok(
+    acl_bed: Testbed, east: str, topic: str, tmp_path: Path
+) -> None:
+    await create_topic(east, topic, 2)
+    await produce(east, topic, [(b"k", b"%d" % i) for i in range(30)], partition=1)
+    code, lines = check(settings(acl_bed, east, topic), tmp_path)
+    assert [line for line in lines if line["level"] != "OK"] == []
+    assert code == ExitCode.OK
+    checked = {(line["where"], line["what"]) for line in lines}
+    assert ("local", "connect") in checked and ("remote east", "version") in checked
+    assert (f"topic {topic}", "partitions") in checked  # created by run: CREATE checked
+    assert (f"{topic}[1]", "holes") in checked  # 30 records to copy, scanned
+
+
+async def test_a_local_topic_with_log_append_time_fails_naming_the_setting(
+    acl_bed: Testbed, east: str, topic: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    await create_topic(east, topic, 1)
+    local = acl_bed.clusters["check-local"].direct
+    await create_topic(local, topic, 1, **{"message.timestamp.type": "LogAppendTime"})
+    raw = settings(acl_bed, east, topic)
+    code, lines = check(raw, tmp_path)
+    assert code == ExitCode.CHECK_FAILED
+    (failed,) = failures(lines)
+    assert failed["where"] == f"topic {topic}" and failed["what"] == "settings"
+    assert "local message.timestamp.type is LogAppendTime" in failed["detail"]
+    # `syncer run` checks the same at its start and logs the FAIL (it refuses the topic later)
+    with caplog.at_level(logging.WARNING, logger="syncer.preflight"):
+        await log_preflight(Config.from_dict(raw))
+    assert any("message.timestamp.type" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_principal_without_write_fails_naming_the_acl(
+    acl_bed: Testbed, east: str, topic: str, tmp_path: Path
+) -> None:
+    await create_topic(east, topic, 1)
+    local = acl_bed.clusters["check-local"].direct
+    await create_topic(local, topic, 1)
+    # with an ACL on the topic, what is not granted is denied (no allow-everyone fallback)
+    granted = ("Describe", "Read", "DescribeConfigs")
+    operations = [arg for op in granted for arg in ("--operation", op)]
+    add_acl(
+        local, "--allow-principal", "User:limited", *operations, "--topic", topic, jars=acl_bed.jars
+    )
+    code, lines = check(settings(acl_bed, east, topic, user="limited"), tmp_path)
+    assert code == ExitCode.CHECK_FAILED
+    (failed,) = failures(lines)
+    assert failed["where"] == "local" and failed["what"] == "acl"
+    assert failed["detail"] == f"missing ACL: ALLOW User:limited WRITE on topic {topic}"
+
+
+def test_a_refused_password_fails_naming_the_cluster(
+    acl_bed: Testbed, east: str, topic: str, tmp_path: Path
+) -> None:
+    raw = settings(acl_bed, east, topic)
+    raw["local"]["sasl_password"] = "not-" + PASSWORD
+    code, lines = check(raw, tmp_path)
+    assert code == ExitCode.CHECK_FAILED
+    (failed,) = failures(lines)
+    assert failed["where"] == "local" and failed["what"] == "connect"
+    assert "local cluster 'local'" in failed["detail"]
+    assert "authentication failed (SCRAM-SHA-512 as 'syncer')" in failed["detail"]
+    assert ("remote east", "connect", "OK") in {(x["where"], x["what"], x["level"]) for x in lines}
