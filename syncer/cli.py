@@ -37,6 +37,7 @@ from syncer.report import (
 from syncer.status import Summary
 from syncer.syncer import Syncer
 from syncer.tables import print_report, print_verdicts, render
+from syncer.tasks import cancel_and_wait
 from syncer.testbed import cli as testbed_cli
 from syncer.verify import Verdict, verify_partition
 from syncer.writes import read_state_clock
@@ -149,7 +150,6 @@ def _run(args: argparse.Namespace) -> int:
     config = Config.from_file(args.config)
 
     async def main() -> int:
-        await log_preflight(config)  # `syncer check`'s lines: every WARN and FAIL logged
         syncer = Syncer(config)
         loop = asyncio.get_running_loop()
         interrupts = 0
@@ -172,7 +172,13 @@ def _run(args: argparse.Namespace) -> int:
             if address is not None:
                 await stack.enter_async_context(StatusServer(syncer, address))
             await stack.enter_async_context(syncer)
-            summary = await syncer.run()
+            # `syncer check`'s lines, every WARN and FAIL logged, beside the copy: it neither
+            # holds up nor refuses anything (a FAIL's refusal or halt is the copy's to make)
+            checks = asyncio.create_task(log_preflight(config), name="check")
+            try:
+                summary = await syncer.run()
+            finally:
+                await cancel_and_wait(checks)
         print(summary.line(), file=sys.stderr)
         return _exit_code(summary)
 

@@ -73,6 +73,8 @@ async def preflight(config: Config) -> list[Line]:
             lines += await _judge(config, local, local_versions, remotes)
         except SyncerError as exc:  # a cluster stopped answering part-way: say where
             lines.append(Line(Level.FAIL, "check", "incomplete", str(exc)))
+        except (kafka_errors.KafkaError, OSError, TimeoutError) as exc:  # the admin calls'
+            lines.append(Line(Level.FAIL, "check", "incomplete", repr(exc)))
     return lines
 
 

@@ -5,8 +5,11 @@ setting or the ACL named (exit 10); ``syncer run``'s start logs the same FAIL.""
 
 from __future__ import annotations
 
+import asyncio
 import json
-import logging
+import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,9 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from syncer.config import Config
 from syncer.errors import ExitCode
-from syncer.preflight import log_preflight
 from syncer.testbed import ClusterSpec, Testbed
 from syncer.testbed.tools import add_acl
 from tests.kafka_helpers import create_topic, own_bed, produce, run_cli
@@ -74,7 +75,7 @@ async def test_a_good_setup_is_all_ok(
 
 
 async def test_a_local_topic_with_log_append_time_fails_naming_the_setting(
-    acl_bed: Testbed, east: str, topic: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    acl_bed: Testbed, east: str, topic: str, tmp_path: Path
 ) -> None:
     await create_topic(east, topic, 1)
     local = acl_bed.clusters["check-local"].direct
@@ -85,10 +86,25 @@ async def test_a_local_topic_with_log_append_time_fails_naming_the_setting(
     (failed,) = failures(lines)
     assert failed["where"] == f"topic {topic}" and failed["what"] == "settings"
     assert "local message.timestamp.type is LogAppendTime" in failed["detail"]
-    # `syncer run` checks the same at its start and logs the FAIL (it refuses the topic later)
-    with caplog.at_level(logging.WARNING, logger="syncer.preflight"):
-        await log_preflight(Config.from_dict(raw))
-    assert any("message.timestamp.type" in r.getMessage() for r in caplog.records)
+    # `syncer run` checks the same at its start and logs the FAIL (the copy refuses the topic)
+    command = [sys.executable, "-m", "syncer", "run", "-c", str(tmp_path / "syncer.yaml")]
+    with subprocess.Popen(command, stderr=subprocess.PIPE, text=True) as daemon:
+        reader = asyncio.ensure_future(asyncio.to_thread(first_line, daemon, "check FAIL"))
+        await asyncio.wait({reader}, timeout=30)
+        daemon.send_signal(signal.SIGTERM)
+        logged = await reader  # found, or ends with the daemon's stderr
+        daemon.wait(timeout=30)
+    assert f"check FAIL topic {topic} settings: local message.timestamp.type is" in logged
+    assert daemon.returncode == ExitCode.HALTED  # it ran; the topic was refused, as before
+
+
+def first_line(daemon: subprocess.Popen[str], text: str) -> str:
+    """The first line of the daemon's stderr holding ``text`` ("" if it ends without one)."""
+    assert daemon.stderr is not None
+    for line in daemon.stderr:
+        if text in line:
+            return line
+    return ""
 
 
 async def test_a_principal_without_write_fails_naming_the_acl(
