@@ -9,15 +9,17 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 from aiokafka import errors as kafka_errors
 from aiokafka.admin import NewTopic
-from aiokafka.protocol.admin import DescribeGroupsRequest
 
+from syncer.admin import COORDINATOR_ERRORS
 from syncer.batches import split_batches
 from syncer.check import (
     COORDINATION_GROUP_NEEDS,
+    GROUP_AUTHORIZATION_FAILED,
     LOCAL_TOPIC_NEEDS,
     REMOTE_GROUP_NEEDS,
     REMOTE_TOPIC_NEEDS,
@@ -38,10 +40,18 @@ from syncer.check import (
 )
 from syncer.clusters import READ_COMMITTED, TP, Cluster
 from syncer.config import Config
-from syncer.errors import SyncerError
+from syncer.errors import SyncerError, TransientClusterError
 from syncer.holes import RemoteEnds, choose_remote, scan
-from syncer.protocol.acl import Authorized, AuthorizedOperationsRequest, Operation, authorized_of
+from syncer.protocol.acl import (
+    Authorized,
+    AuthorizedOperationsRequest,
+    GroupOperationsRequest,
+    Operation,
+    authorized_of,
+    group_operations_of,
+)
 from syncer.protocol.versions import api_versions, write_implies_idempotent
+from syncer.retry import retried
 from syncer.topics import FIDELITY_SETTINGS, TopicPlan, plan_topics
 
 log = logging.getLogger(__name__)
@@ -167,6 +177,7 @@ async def _local_acls(
     return lines
 
 
+GroupOperations = tuple[int, frozenset[Operation] | None]  # error code, operations granted
 UNKNOWN = 3  # UNKNOWN_TOPIC_OR_PARTITION: the topic does not exist (and we may describe it)
 
 
@@ -187,53 +198,53 @@ async def _create_refusal(local: Cluster, topic: str, partitions: int) -> str | 
     return None
 
 
-async def _group_operations(
-    cluster: Cluster, group: str
-) -> tuple[int, frozenset[Operation] | None]:
-    """A group's error code and the operations granted on it (DescribeGroups v3)."""
-    from syncer.protocol.acl import granted
+async def _group_operations(cluster: Cluster, group: str) -> GroupOperations:
+    """A group's error code and the operations granted on it (DescribeGroups v3, at its
+    coordinator; a cluster whose offsets topic is still being made answers after a while)."""
+    return await retried(
+        partial(_describe_group, cluster, group),
+        what=f"{cluster.name}: describing group {group}",
+        give_up_after_s=20,
+    )
 
+
+async def _describe_group(cluster: Cluster, group: str) -> GroupOperations:
     admin = await cluster._admin_client()
     try:
         node = await admin.find_coordinator(group)
+        response = await admin._send_request(GroupOperationsRequest([group]), node)
     except kafka_errors.GroupAuthorizationFailedError:
-        return 30, None
-    response = await admin._send_request(DescribeGroupsRequest([group], True), node)
-    (described,) = response.groups
-    code, ops = int(described[0]), int(described[-1])
-    return code, None if code else granted(ops)
+        return GROUP_AUTHORIZATION_FAILED, None
+    except kafka_errors.KafkaError as exc:
+        if exc.retriable:
+            what = f"{cluster.name}: describing group {group}: {exc!r}"
+            raise TransientClusterError(what) from exc
+        raise
+    code, ops = group_operations_of(response).get(group, (GROUP_AUTHORIZATION_FAILED, None))
+    if code in COORDINATOR_ERRORS:
+        raise TransientClusterError(f"{cluster.name}: describing group {group}: coordinator moving")
+    return code, ops
 
 
 async def _remote_acls(config: Config, name: str, cluster: Cluster, plan: TopicPlan) -> list[Line]:
     where, principal = f"remote {name}", principal_of(cluster.config)
     topics = sorted(t for t, sources in plan.sources.items() if name in sources)
     asked = await _authorized(cluster, topics) if topics else Authorized({}, None)
-    lines = [
-        acl_line(where, f"topic {t}", principal, REMOTE_TOPIC_NEEDS, *_ops(asked, t))
-        for t in topics
-    ]
+    lines = []
+    for topic in topics:
+        code, ops = asked.topics.get(topic, (UNKNOWN, None))
+        lines.append(acl_line(where, f"topic {topic}", principal, REMOTE_TOPIC_NEEDS, ops, code))
     if config.groups.include:
         groups = [g for g in await cluster.consumer_groups() if config.groups.selects(g)]
         if not groups:
-            lines.append(
-                Line(
-                    Level.WARN,
-                    where,
-                    "acl",
-                    "no group matches groups.include (or the principal may not DESCRIBE any)",
-                )
-            )
+            why = "no group matches groups.include (or the principal may not DESCRIBE any)"
+            lines.append(Line(Level.WARN, where, "acl", why))
         for group in groups:
             code, ops = await _group_operations(cluster, group)
             lines.append(
                 acl_line(where, f"group {group}", principal, REMOTE_GROUP_NEEDS, ops, code)
             )
     return lines
-
-
-def _ops(asked: Authorized, topic: str) -> tuple[frozenset[Operation] | None, int]:
-    code, ops = asked.topics.get(topic, (UNKNOWN, None))
-    return ops, code
 
 
 # settings ---------------------------------------------------------------------------------

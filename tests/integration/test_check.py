@@ -17,6 +17,8 @@ from typing import Any
 import pytest
 import yaml
 
+from syncer.clusters import TP, Cluster
+from syncer.config import ClusterConfig
 from syncer.errors import ExitCode
 from syncer.testbed import ClusterSpec, Testbed
 from syncer.testbed.tools import add_acl
@@ -65,13 +67,22 @@ async def test_a_good_setup_is_all_ok(
 ) -> None:
     await create_topic(east, topic, 2)
     await produce(east, topic, [(b"k", b"%d" % i) for i in range(30)], partition=1)
-    code, lines = check(settings(acl_bed, east, topic), tmp_path)
+    group = f"{topic}.group"  # a group at the remote whose offsets are copied
+    async with Cluster(ClusterConfig(east, name="east"), role="remote") as remote:
+        assert await remote.commit_offsets(group, {TP(topic, 1): 10}) == {TP(topic, 1): 0}
+    raw = settings(acl_bed, east, topic)
+    raw["groups"] = {"include": [group]}
+    raw["coordination"] = {"group": f"{topic}.syncer"}
+    code, lines = check(raw, tmp_path)
     assert [line for line in lines if line["level"] != "OK"] == []
     assert code == ExitCode.OK
-    checked = {(line["where"], line["what"]) for line in lines}
-    assert ("local", "connect") in checked and ("remote east", "version") in checked
-    assert (f"topic {topic}", "partitions") in checked  # created by run: CREATE checked
-    assert (f"{topic}[1]", "holes") in checked  # 30 records to copy, scanned
+    checked = {(line["where"], line["what"], line["detail"]) for line in lines}
+    asked = {(where, what) for where, what, _ in checked}
+    assert ("local", "connect") in asked and ("remote east", "version") in asked
+    assert (f"topic {topic}", "partitions") in asked  # created by run: CREATE checked
+    assert (f"{topic}[1]", "holes") in asked  # 30 records to copy, scanned
+    assert ("local", "acl", f"DESCRIBE/READ on group {topic}.syncer") in checked
+    assert ("remote east", "acl", f"DESCRIBE on group {group}") in checked
 
 
 async def test_a_local_topic_with_log_append_time_fails_naming_the_setting(

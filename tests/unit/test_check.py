@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from aiokafka.protocol.admin import DescribeGroupsResponse_v3
 
 from syncer.check import (
     LOCAL_TOPIC_NEEDS,
@@ -32,9 +33,12 @@ from syncer.protocol import NO_ID, MetadataRequest_v10, MetadataResponse_v10
 from syncer.protocol.acl import (
     NOT_PROVIDED,
     AuthorizedOperationsRequest,
+    GroupOperationsRequest,
+    GroupOperationsRequest_v3,
     Operation,
     authorized_of,
     granted,
+    group_operations_of,
 )
 from syncer.protocol.versions import release_guess, write_implies_idempotent
 from syncer.topics import plan_topics
@@ -83,6 +87,22 @@ def test_the_answer_gives_each_topics_operations_and_the_clusters() -> None:
     assert found.topics["t"] == (0, {Operation.READ, Operation.WRITE})
     assert found.topics["denied"] == (29, None)
     assert found.cluster == {Operation.DESCRIBE}
+
+
+def test_a_group_answer_is_read_with_its_authorized_operations() -> None:
+    request = GroupOperationsRequest(["g"]).build(GroupOperationsRequest_v3)
+    assert request.encode().endswith(b"\x01")  # include_authorized_operations
+    # the answer the request is paired with carries the field (aiokafka's v3 pairs v2's)
+    assert request.RESPONSE_TYPE is DescribeGroupsResponse_v3
+    response = DescribeGroupsResponse_v3(
+        0,
+        [
+            (0, "g", "Empty", "consumer", "", [], bits(Operation.READ, Operation.DESCRIBE)),
+            (30, "denied", "", "", "", [], NOT_PROVIDED),
+        ],
+    )
+    found = group_operations_of(DescribeGroupsResponse_v3.decode(response.encode()))
+    assert found == {"g": (0, {Operation.READ, Operation.DESCRIBE}), "denied": (30, None)}
 
 
 # clusters ----------------------------------------------------------------------------------
