@@ -22,7 +22,7 @@ from syncer.config import ClusterConfig
 from syncer.errors import ExitCode
 from syncer.testbed import ClusterSpec, Testbed
 from syncer.testbed.tools import add_acl
-from tests.kafka_helpers import create_topic, own_bed, produce, run_cli
+from tests.kafka_helpers import create_topic, own_bed, produce, produce_transactions, run_cli
 
 PASSWORD = "check-password-31"
 
@@ -149,3 +149,25 @@ def test_a_refused_password_fails_naming_the_cluster(
     assert "local cluster 'local'" in failed["detail"]
     assert "authentication failed (SCRAM-SHA-512 as 'syncer')" in failed["detail"]
     assert ("remote east", "connect", "OK") in {(x["where"], x["what"], x["level"]) for x in lines}
+
+
+async def test_a_hole_ahead_and_data_lost_at_the_source_fail(
+    acl_bed: Testbed, east: str, topic: str, tmp_path: Path
+) -> None:
+    await create_topic(east, topic, 2)
+    # partition 0: a committed transaction, whose marker is a hole (on_hole: halt)
+    await produce_transactions(east, topic, [(True, [(b"k", b"v")] * 3)], partition=0)
+    # partition 1: records deleted at the remote below 10 while the local one is empty
+    await produce(east, topic, [(b"k", b"%d" % i) for i in range(20)], partition=1)
+    async with Cluster(ClusterConfig(east, name="east"), role="remote") as remote:
+        assert await remote.delete_records(TP(topic, 1), 10) == 10
+    await create_topic(acl_bed.clusters["check-local"].direct, topic, 2)
+    code, lines = check(settings(acl_bed, east, topic), tmp_path)
+    assert code == ExitCode.CHECK_FAILED
+    found = {(x["where"], x["what"]): x["detail"] for x in failures(lines)}
+    assert found == {
+        (f"{topic}[0]", "holes"): "hole at offset 3: transaction marker (on_hole: halt)",
+        (f"{topic}[1]", "source"): (
+            "data lost at the source: local ends at 0, the remotes start at 10"
+        ),
+    }
