@@ -376,12 +376,16 @@ async def _first_fetch(
 async def log_preflight(config: Config, timeout_s: float = 60.0) -> None:
     """``syncer run``'s start: the same checks, each WARN and FAIL logged. It refuses
     nothing: what a FAIL means (a refused topic, a halt at a hole) is done by the copy, and
-    a cluster that does not answer fails the start as it did before. Bounded by
-    ``timeout_s``: a deployment of many partitions over a long link starts all the same."""
+    a cluster that does not answer fails the start as it did before. It runs beside the
+    copy, bounded by ``timeout_s``; whatever ends it early is logged, never raised (the
+    daemon's task owner only cancels it)."""
     try:
         lines = await asyncio.wait_for(preflight(config), timeout_s)
     except (SyncerError, TimeoutError) as exc:
         log.warning("check at start: could not finish: %s", exc or "timed out")
+        return
+    except Exception:  # a bug here must not pass unseen, nor stop the copy
+        log.exception("check at start failed")
         return
     for line in lines:
         if line.level is Level.FAIL:
