@@ -18,10 +18,12 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
+from syncer.check import exit_code, print_lines
 from syncer.clusters import TP, Cluster, ClusterSet
 from syncer.config import Config
 from syncer.errors import ExitCode, SyncerError
 from syncer.http import StatusServer
+from syncer.preflight import log_preflight, preflight
 from syncer.progress import CatchUpProgress
 from syncer.report import (
     PartitionRow,
@@ -36,6 +38,7 @@ from syncer.report import (
 from syncer.status import Summary
 from syncer.syncer import Syncer
 from syncer.tables import print_report, print_verdicts, render
+from syncer.tasks import cancel_and_wait
 from syncer.testbed import cli as testbed_cli
 from syncer.verify import Verdict, verify_partition
 from syncer.writes import read_state_clock
@@ -61,11 +64,12 @@ def build_parser() -> argparse.ArgumentParser:
         ("catch-up", "one shot: copy up to the remote ends seen at start, then exit", _catch_up),
         ("plan", "dry run: ends, gaps and the first hole per partition", _plan),
         ("status", "ends, lag and state per partition", _status),
+        ("check", "preflight: OK / WARN / FAIL per check, changing nothing", _check),
     )
     for name, text, func in commands:
         p = sub.add_parser(name, help=text)
         p.add_argument("-c", "--config", required=True, type=Path, help="YAML configuration")
-        if name in ("plan", "status"):
+        if name in ("plan", "status", "check"):
             p.add_argument("--json", action="store_true", help="print JSON instead of a table")
         if name == "status":
             p.add_argument(
@@ -169,7 +173,13 @@ def _run(args: argparse.Namespace) -> int:
             if address is not None:
                 await stack.enter_async_context(StatusServer(syncer, address))
             await stack.enter_async_context(syncer)
-            summary = await syncer.run()
+            # `syncer check`'s lines, every WARN and FAIL logged, beside the copy: it neither
+            # holds up nor refuses anything (a FAIL's refusal or halt is the copy's to make)
+            checks = asyncio.create_task(log_preflight(config), name="check")
+            try:
+                summary = await syncer.run()
+            finally:
+                await cancel_and_wait(checks)
         print(summary.line(), file=sys.stderr)
         return _exit_code(summary)
 
@@ -254,6 +264,17 @@ async def _verdicts(
                 )
                 out.append(verdict)
     return out
+
+
+def _check(args: argparse.Namespace) -> int:
+    config = Config.from_file(args.config)
+
+    async def main() -> int:
+        lines = await preflight(config)
+        print_lines(lines, as_json=args.json)
+        return exit_code(lines)
+
+    return _run_async(main())
 
 
 def _plan(args: argparse.Namespace) -> int:

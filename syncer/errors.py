@@ -23,6 +23,7 @@ class ExitCode:
     DIVERGED = 7  # verify: a local partition differs from a remote's
     AUTHENTICATION = 8  # a cluster refused our credentials, or TLS failed
     TOO_OLD = 9  # a cluster's brokers lack request versions syncer needs
+    CHECK_FAILED = 10  # syncer check: at least one line is a FAIL
     INTERRUPTED = 130
 
 

@@ -89,3 +89,43 @@ async def refuse_if_too_old(client: AIOKafkaClient, where: str) -> None:
     why = too_old(versions)
     if why is not None:
         raise BrokerTooOld(f"{where}: {why}")
+
+
+METADATA_KEY = 3
+# newer releases, told by the first request version each brought (Kafka's *Request.json
+# "validVersions" history): (api key, version, release), newest first
+_NEWER_RELEASES = (
+    (PRODUCE, 13, "4.1"),  # topic ids in Produce (KIP-516's last step)
+    (FETCH, 13, "3.1"),  # topic ids in Fetch
+    (LIST_OFFSETS, 7, "3.0"),  # MAX_TIMESTAMP (KIP-734)
+    (METADATA_KEY, 10, "2.8"),  # topic ids in Metadata
+)
+# KIP-679 (Kafka 3.0): InitProducerId without a transactional id is allowed to a principal
+# with IDEMPOTENT_WRITE on the cluster *or* WRITE on any topic (KafkaApis
+# .handleInitProducerIdRequest: authorize(IDEMPOTENT_WRITE, CLUSTER) ||
+# authorizeByResourceType(WRITE, TOPIC)); Produce itself asks only WRITE on the topic
+WRITE_IMPLIES_IDEMPOTENT = "3.0"
+
+
+def release_guess(versions: Mapping[int, tuple[int, int]]) -> str:
+    """The oldest Kafka release whose brokers answer these ApiVersions, as ``"3.1+"``: a
+    guess from the newest request versions, enough to tell what a cluster can do."""
+    for key, version, release in _NEWER_RELEASES:
+        if versions.get(key, (-1, -1))[1] >= version:
+            return f"{release}+"
+    return kafka_release(versions.get(FETCH, (-1, -1))[1])
+
+
+def write_implies_idempotent(versions: Mapping[int, tuple[int, int]]) -> bool:
+    """Does WRITE on a topic let this broker's principal allocate an idempotent producer id
+    (Kafka 3.0+, told by ListOffsets v7)?"""
+    return versions.get(LIST_OFFSETS, (-1, -1))[1] >= 7
+
+
+async def api_versions(client: AIOKafkaClient) -> dict[int, tuple[int, int]]:
+    """One broker's ApiVersions: api key → (min, max). Raises what the request raised."""
+    node = client.get_random_node()
+    if node is None:
+        raise kafka_errors.KafkaConnectionError("no broker known")
+    response = await client.send(node, ApiVersionRequest())
+    return {key: (low, high) for key, low, high, *_ in response.api_versions}
