@@ -18,7 +18,7 @@ run: $(STAMP)
 
 # Unit tests, then integration tests against real brokers started by the test bed.
 test: $(STAMP)
-	$(BIN)/pytest -q -p no:cacheprovider tests/unit tests/integration
+	$(BIN)/pytest -q -p no:cacheprovider --durations=25 tests/unit tests/integration
 
 unit: $(STAMP)
 	$(BIN)/pytest -q tests/unit
