@@ -15,9 +15,11 @@ from pathlib import Path
 import yaml
 from aiokafka import AIOKafkaProducer
 
+from syncer.check import print_lines
 from syncer.clusters import Cluster
 from syncer.config import ClusterConfig, Config
 from syncer.http import StatusServer
+from syncer.preflight import preflight
 from syncer.report import gather_rows, merge_live, remote_rows
 from syncer.status import status_document
 from syncer.syncer import Syncer
@@ -118,6 +120,7 @@ async def _trickle(bootstrap: str, topic: str) -> None:
 
 
 async def _sync(config: Config, bed: Testbed, seconds: float | None) -> int:
+    print_lines(await preflight(config), as_json=False)  # what `syncer check` says first
     syncer = Syncer(config)
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
