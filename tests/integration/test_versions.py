@@ -159,11 +159,21 @@ def kcat(bootstrap: str, topic: str, partition: int) -> list[str]:
 async def write_v1_topic(bootstrap: str, topic: str) -> None:
     """Partition 0 gzip (v1 wrappers of several inner messages), partition 1 uncompressed;
     keys, a null key, a null value, explicit timestamps."""
-    await create_topic(bootstrap, topic, 2, **V1)
+    await write_legacy_topic(bootstrap, topic, V1, rounds=5, keys=13, tag=b"p")
+
+
+async def write_legacy_topic(
+    bootstrap: str, topic: str, format_: dict[str, str], *, rounds: int, keys: int, tag: bytes
+) -> None:
+    """A topic in an old message format (``format_``), partition 0 gzip and partition 1
+    plain, ``rounds`` × 100 records each with ``keys`` distinct keys, one null key and one
+    null value per round, the timestamps BASE_TS + round (a v0 topic drops them)."""
+    await create_topic(bootstrap, topic, 2, **format_)
     for partition, codec in ((0, "gzip"), (1, None)):
-        for round_ in range(5):
-            records = [
-                (b"k%d" % (i % 13), b"p%d-r%d-%d" % (partition, round_, i)) for i in range(100)
+        for round_ in range(rounds):
+            records: list[tuple[bytes | None, bytes | None]] = [
+                (b"k%d" % (i % keys), b"%s%d-r%d-%d" % (tag, partition, round_, i))
+                for i in range(100)
             ]
             records[7] = (None, b"no key")
             records[11] = (b"no value", None)
@@ -314,23 +324,7 @@ SMALL_LIMIT = 64 << 10  # max.message.bytes far below legacy.RUN_BYTES
 async def write_v0_topic(bootstrap: str, topic: str) -> None:
     """Partition 0 gzip, partition 1 uncompressed, in message format v0: keys, a null key,
     a null value; the timestamps the producer gives are dropped (v0 has none)."""
-    await create_topic(bootstrap, topic, 2, **V0)
-    for partition, codec in ((0, "gzip"), (1, None)):
-        for round_ in range(3):
-            records = [
-                (b"k%d" % (i % 7), b"v0-p%d-r%d-%d" % (partition, round_, i)) for i in range(100)
-            ]
-            records[3] = (None, b"no key")
-            records[5] = (b"no value", None)
-            await produce(
-                bootstrap,
-                topic,
-                records,
-                partition=partition,
-                codec=codec,
-                linger_ms=20,
-                timestamp_ms=BASE_TS + round_,
-            )
+    await write_legacy_topic(bootstrap, topic, V0, rounds=3, keys=7, tag=b"v0-p")
 
 
 async def test_v0_data_and_merged_runs_under_a_small_limit_copy_exactly(
