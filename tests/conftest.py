@@ -41,7 +41,7 @@ def testbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Testbed]:
         bed.up([ClusterSpec(name) for name in CLUSTERS])
         yield bed
     finally:
-        bed.down()
+        bed.down(kill=True)  # throw-away data: no clean shutdown to wait for
 
 
 @pytest.fixture(scope="session")
@@ -69,7 +69,7 @@ def three_nodes(root: Path, name: str, **settings: object) -> Iterator[Testbed]:
         log.warning("3-node cluster %s up in %.1f s", name, time.monotonic() - started)
         yield bed
     finally:
-        bed.down()
+        bed.down(kill=True)  # throw-away data: no clean shutdown to wait for
 
 
 @pytest.fixture(scope="module")

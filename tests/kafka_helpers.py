@@ -387,4 +387,4 @@ def own_bed(root: Path, jars: KafkaJars, specs: Iterable[ClusterSpec]) -> Iterat
     try:
         yield bed
     finally:
-        bed.down()
+        bed.down(kill=True)  # throw-away data: no clean shutdown to wait for
