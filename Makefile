@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test unit integration lint test-matrix chaos chaos-brokers bench bench-catchup bench-remotes bench-wan bench-steady bench-scale bench-caps clean testbed-down
+.PHONY: run test unit integration lint dist test-matrix chaos chaos-brokers bench bench-catchup bench-remotes bench-wan bench-steady bench-scale bench-caps clean testbed-down
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -74,8 +74,13 @@ bench-scale: $(STAMP)
 bench-caps: $(STAMP)
 	$(BIN)/python -m tests.bench.caps
 
+# A wheel and an sdist of kafka-syncer in dist/ (what `pip install` and `pipx install` take).
+dist: $(STAMP)
+	rm -rf dist
+	$(BIN)/python -m build --outdir dist .
+
 testbed-down:
 	-$(BIN)/syncer testbed down --state .run
 
 clean:
-	rm -rf $(VENV) .run results *.egg-info
+	rm -rf $(VENV) .run results dist build *.egg-info

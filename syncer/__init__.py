@@ -1,5 +1,9 @@
 """syncer: keep local Kafka partitions offset-for-offset identical to remote ones."""
 
+# The one place the version lives: pyproject.toml reads it from here (setuptools dynamic
+# version, parsed without importing), `syncer --version` prints it.
+__version__ = "0.1.0"
+
 from syncer.config import ClusterConfig, Config, CopierConfig, HolePolicy, TopicsConfig
 from syncer.errors import (
     ClusterError,

@@ -8,16 +8,19 @@ import contextlib
 import datetime
 import json
 import logging
+import platform
 import signal
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+import aiokafka
 from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
+from syncer import __version__
 from syncer.check import exit_code, print_lines
 from syncer.clusters import TP, Cluster, ClusterSet
 from syncer.config import Config
@@ -51,6 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="syncer",
         description="Keep local Kafka partitions offset-for-offset identical to remote ones.",
     )
+    # the versions a bug report needs: ours, and the interpreter and transport underneath
+    runtime = f"Python {platform.python_version()}, aiokafka {aiokafka.__version__}"
+    parser.add_argument("--version", action="version", version=f"syncer {__version__} ({runtime})")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging")
     parser.add_argument(
         "--log-format",
