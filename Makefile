@@ -9,6 +9,7 @@ STAMP  := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
+	-$(BIN)/pip uninstall --quiet --yes syncer  # the distribution's name before kafka-syncer
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
