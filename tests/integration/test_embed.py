@@ -1,0 +1,77 @@
+"""examples/embed.py, a host service running a Syncer, against the test bed: the copy, the
+events it received, syncer's metrics and its own on its one port, and a clean SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from syncer.testbed.bed import free_port
+from tests.kafka_helpers import create_topic, get, produce, read_partition, samples
+
+EXAMPLE = Path(__file__).parents[2] / "examples" / "embed.py"
+PARTITIONS = 2
+RECORDS = 50
+
+
+def wait_for_events(url: str, wanted: int, timeout: float = 45) -> list[dict[str, object]]:
+    """The service's /events once it has ``wanted`` CaughtUp events for different partitions."""
+    deadline = time.monotonic() + timeout
+    seen: list[dict[str, object]] = []
+    while time.monotonic() < deadline:
+        code, body = get(f"{url}/events")
+        if code == 200:
+            seen = json.loads(body)
+            if len({e["partition"] for e in seen if e["event"] == "CaughtUp"}) >= wanted:
+                return seen
+        time.sleep(0.3)
+    raise AssertionError(f"not every partition caught up in {timeout}s: {seen}")
+
+
+async def test_embedded_service_copies_reports_and_stops_on_sigterm(
+    local: str, east: str, topic: str
+) -> None:
+    await create_topic(east, topic, partitions=PARTITIONS)
+    for partition in range(PARTITIONS):
+        records = [(f"k{i}".encode(), f"v{partition}-{i}".encode()) for i in range(RECORDS)]
+        await produce(east, topic, records, partition=partition)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    command = [sys.executable, str(EXAMPLE), "--local", local, "--remote", f"east={east}"]
+    command += ["--topic", topic, "--port", str(port), "--name", f"embed-{topic}"]
+    service = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        events = wait_for_events(url, PARTITIONS)
+        caught_up = {e["partition"]: e["end"] for e in events if e["event"] == "CaughtUp"}
+        assert set(caught_up) == set(range(PARTITIONS))
+        assert not [e for e in events if e["event"] in ("Halted", "RemoteDropped")]
+        for partition in range(PARTITIONS):
+            assert await read_partition(local, topic, partition) == await read_partition(
+                east, topic, partition
+            )
+
+        code, page = get(f"{url}/metrics")
+        assert code == 200
+        figures = samples(page)
+        assert figures[("embed_heartbeats_total", frozenset())] >= 1  # the host's own
+        for partition in range(PARTITIONS):
+            labels = frozenset({("topic", topic), ("partition", str(partition))})
+            assert figures[("syncer_partition_local_end_offset", labels)] == RECORDS
+        code, body = get(f"{url}/status")
+        states = {p["partition"]: p["state"] for p in json.loads(body)["partitions"]}
+        assert states == {p: "caught-up" for p in range(PARTITIONS)}
+
+        service.send_signal(signal.SIGTERM)
+        output, _ = service.communicate(timeout=30)
+    finally:
+        if service.poll() is None:
+            service.kill()
+            service.communicate()
+    assert service.returncode == 0, output
+    assert "syncer event: CaughtUp" in output  # the host's logging shows syncer's events
+    assert "shutdown ◆ 2 partitions ◆ 100 records" in output
+    assert "Traceback" not in output
