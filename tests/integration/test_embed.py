@@ -18,12 +18,17 @@ PARTITIONS = 2
 RECORDS = 50
 
 
-def wait_for_events(url: str, wanted: int, timeout: float = 45) -> list[dict[str, object]]:
+def wait_for_events(
+    service: subprocess.Popen[str], url: str, wanted: int, timeout: float = 45
+) -> list[dict[str, object]]:
     """The service's /events once it has ``wanted`` CaughtUp events for different partitions."""
     deadline = time.monotonic() + timeout
     seen: list[dict[str, object]] = []
-    while time.monotonic() < deadline:
-        code, body = get(f"{url}/events")
+    while time.monotonic() < deadline and service.poll() is None:
+        try:
+            code, body = get(f"{url}/events")
+        except OSError:  # not listening yet
+            code, body = 0, ""
         if code == 200:
             seen = json.loads(body)
             if len({e["partition"] for e in seen if e["event"] == "CaughtUp"}) >= wanted:
@@ -45,7 +50,7 @@ async def test_embedded_service_copies_reports_and_stops_on_sigterm(
     command += ["--topic", topic, "--port", str(port), "--name", f"embed-{topic}"]
     service = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        events = wait_for_events(url, PARTITIONS)
+        events = wait_for_events(service, url, PARTITIONS)
         caught_up = {e["partition"]: e["end"] for e in events if e["event"] == "CaughtUp"}
         assert set(caught_up) == set(range(PARTITIONS))
         assert not [e for e in events if e["event"] in ("Halted", "RemoteDropped")]
@@ -67,10 +72,10 @@ async def test_embedded_service_copies_reports_and_stops_on_sigterm(
 
         service.send_signal(signal.SIGTERM)
         output, _ = service.communicate(timeout=30)
-    finally:
-        if service.poll() is None:
-            service.kill()
-            service.communicate()
+    except BaseException:
+        service.kill()
+        print(service.communicate()[0])  # the service's log, shown with the failure
+        raise
     assert service.returncode == 0, output
     assert "syncer event: CaughtUp" in output  # the host's logging shows syncer's events
     assert "shutdown ◆ 2 partitions ◆ 100 records" in output
