@@ -8,7 +8,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from syncer.testbed.bed import free_port
 from tests.kafka_helpers import create_topic, get, produce, read_partition, samples
@@ -18,12 +20,15 @@ PARTITIONS = 2
 RECORDS = 50
 
 
+Events = list[dict[str, Any]]
+
+
 def wait_for_events(
-    service: subprocess.Popen[str], url: str, wanted: int, timeout: float = 45
-) -> list[dict[str, object]]:
-    """The service's /events once it has ``wanted`` CaughtUp events for different partitions."""
+    service: subprocess.Popen[str], url: str, enough: Callable[[Events], bool], timeout: float = 45
+) -> Events:
+    """The service's /events once ``enough`` of them came."""
     deadline = time.monotonic() + timeout
-    seen: list[dict[str, object]] = []
+    seen: Events = []
     while time.monotonic() < deadline and service.poll() is None:
         try:
             code, body = get(f"{url}/events")
@@ -31,10 +36,15 @@ def wait_for_events(
             code, body = 0, ""
         if code == 200:
             seen = json.loads(body)
-            if len({e["partition"] for e in seen if e["event"] == "CaughtUp"}) >= wanted:
+            if enough(seen):
                 return seen
         time.sleep(0.3)
-    raise AssertionError(f"not every partition caught up in {timeout}s: {seen}")
+    raise AssertionError(f"the events awaited did not come in {timeout}s: {seen}")
+
+
+def caught_up(events: Events) -> dict[int, int]:
+    """Partition → the end of its last CaughtUp."""
+    return {e["partition"]: e["end"] for e in events if e["event"] == "CaughtUp"}
 
 
 async def test_embedded_service_copies_reports_and_stops_on_sigterm(
@@ -50,10 +60,18 @@ async def test_embedded_service_copies_reports_and_stops_on_sigterm(
     command += ["--topic", topic, "--port", str(port), "--name", f"embed-{topic}"]
     service = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        events = wait_for_events(service, url, PARTITIONS)
-        caught_up = {e["partition"]: e["end"] for e in events if e["event"] == "CaughtUp"}
-        assert set(caught_up) == set(range(PARTITIONS))
+        events = wait_for_events(service, url, lambda seen: len(caught_up(seen)) == PARTITIONS)
         assert not [e for e in events if e["event"] in ("Halted", "RemoteDropped")]
+        # more records at the remote: the partition copies again, then is caught up again
+        await produce(east, topic, [(b"late", b"late")] * 10, partition=0)
+        events = wait_for_events(service, url, lambda seen: caught_up(seen).get(0) == RECORDS + 10)
+        resumed = [e for e in events if e["event"] == "Resumed"]
+        assert resumed and {k: v for k, v in resumed[0].items() if k != "at"} == {
+            "event": "Resumed",
+            "topic": topic,
+            "partition": 0,
+            "after": "caught-up",
+        }
         for partition in range(PARTITIONS):
             assert await read_partition(local, topic, partition) == await read_partition(
                 east, topic, partition
@@ -65,7 +83,8 @@ async def test_embedded_service_copies_reports_and_stops_on_sigterm(
         assert figures[("embed_heartbeats_total", frozenset())] >= 1  # the host's own
         for partition in range(PARTITIONS):
             labels = frozenset({("topic", topic), ("partition", str(partition))})
-            assert figures[("syncer_partition_local_end_offset", labels)] == RECORDS
+            expected = RECORDS + 10 if partition == 0 else RECORDS
+            assert figures[("syncer_partition_local_end_offset", labels)] == expected
         code, body = get(f"{url}/status")
         states = {p["partition"]: p["state"] for p in json.loads(body)["partitions"]}
         assert states == {p: "caught-up" for p in range(PARTITIONS)}
@@ -78,5 +97,5 @@ async def test_embedded_service_copies_reports_and_stops_on_sigterm(
         raise
     assert service.returncode == 0, output
     assert "syncer event: CaughtUp" in output  # the host's logging shows syncer's events
-    assert "shutdown ◆ 2 partitions ◆ 100 records" in output
+    assert "shutdown ◆ 2 partitions ◆ 110 records" in output
     assert "Traceback" not in output
