@@ -211,8 +211,8 @@ class PartitionCopier:
             if not isinstance(exc, MisalignedWrite):
                 exc = misplaced
         self._count(kind or type(exc).__name__)
+        self.status.error = str(exc)  # before the state: the Halted event carries it
         self.status.state = State.HALTED
-        self.status.error = str(exc)
         log.error("%s[%d] halted: %s", self.tp.topic, self.tp.partition, exc)
 
     async def _copy(self, until: int | None) -> None:
@@ -395,6 +395,6 @@ class PartitionCopier:
         self.request_stop()
         self.writer.forget(self.tp)
         self._count(type(exc).__name__)
+        self.status.error = str(exc)  # before the state: the Halted event carries it
         self.status.state = State.HALTED
-        self.status.error = str(exc)
         log.error("%s[%d] halted: %s", self.tp.topic, self.tp.partition, exc)

@@ -1,6 +1,7 @@
 """The daemon's HTTP endpoint, on asyncio streams (GET only, one request per connection):
 
-- ``/metrics``: Prometheus text format;
+- ``/metrics``: Prometheus text format, of the Syncer's registry (the host's, if it passed
+  one to ``Syncer``);
 - ``/status``: this process's partitions and remotes as JSON (``syncer status`` reads it);
 - ``/healthz``: 200 while the event loop answers in time;
 - ``/readyz``: 200 while the local cluster answers and no copier of this process has halted
@@ -48,7 +49,7 @@ class StatusServer:
     def __init__(self, syncer: Syncer, address: tuple[str, int]) -> None:
         self.syncer = syncer
         self.address = address
-        self.registry = syncer.instruments.attach(syncer.snapshot)
+        self.registry = syncer.registry  # the host's, if it passed one
         self.probe = Probe()
         self._server: asyncio.Server | None = None
         self._prober: asyncio.Task[None] | None = None

@@ -5,10 +5,12 @@ windows of data at once."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Callable
 from typing import Self
 
 from syncer.clusters import TP, FetchedPartition
+from syncer.config import ClusterConfig, CopierConfig
 from syncer.fetcher import Fetcher, hold_always
 
 
@@ -67,3 +69,14 @@ class Lanes:
     def release(self, tp: TP) -> None:
         for fetcher in self.lanes:
             fetcher.release(tp)
+
+
+def fetch_sizes(copier: CopierConfig, remote: ClusterConfig) -> CopierConfig:
+    """The copier settings a remote's fetchers use: its own fetch sizes where it sets them."""
+    return dataclasses.replace(
+        copier,
+        fetch_max_bytes=remote.fetch_max_bytes or copier.fetch_max_bytes,
+        partition_fetch_max_bytes=(
+            remote.partition_fetch_max_bytes or copier.partition_fetch_max_bytes
+        ),
+    )

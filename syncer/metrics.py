@@ -1,5 +1,7 @@
 """Prometheus metrics of one ``Syncer``, read from its live state at scrape time (nothing on
-the data path counts twice): one registry per Syncer, so several can live in one process.
+the data path counts twice). They go into the registry the host passes (``Syncer(config,
+registry=...)``) or a fresh one, never prometheus_client's global ``REGISTRY``: several
+Syncers live in one process, each in its own registry (two in one registry clash loudly).
 
 Names follow Prometheus conventions: ``syncer_`` prefix, base units, ``_total`` counters."""
 
@@ -23,6 +25,11 @@ class SyncerCollector(Collector):
 
     def __init__(self, snapshot: Callable[[], Snapshot]) -> None:
         self.read_snapshot = snapshot
+
+    def describe(self) -> Iterator[Metric]:
+        """Nothing: a registry that describes on register (the global one) would otherwise
+        collect, and so take a snapshot of a Syncer still being built."""
+        return iter(())
 
     def collect(self) -> Iterator[Metric]:
         snapshot = self.read_snapshot()
@@ -258,8 +265,8 @@ LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2
 class Instruments:
     """What is counted as it happens (the rest is read from live state at scrape time)."""
 
-    def __init__(self) -> None:
-        self.registry = CollectorRegistry(auto_describe=False)
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
         self.fetch_seconds = Histogram(
             "syncer_fetch_duration_seconds",
             "Fetch requests to a remote, from send to answer",

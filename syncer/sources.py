@@ -7,8 +7,8 @@ already in flight, so faster sources take more chunks."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field
 
 from syncer.holes import RemoteEnds
 
@@ -35,11 +35,17 @@ class SourceHealth:
     unhealthy_until: float = 0.0
     last_error: str | None = None
     last_failure: float = float("-inf")
+    # told (name, why) when it starts backing off, (name, None) when a fetch succeeds again
+    watcher: Callable[[str, str | None], None] | None = field(
+        default=None, repr=False, compare=False
+    )
 
     def healthy(self, now: float) -> bool:
         return now >= self.unhealthy_until
 
     def succeeded(self, nbytes: int, seconds: float) -> None:
+        if self.failures_in_row and self.watcher is not None:
+            self.watcher(self.name, None)
         self.failures_in_row = 0
         if nbytes > 0 and seconds > 0:
             rate = nbytes / seconds
@@ -67,6 +73,8 @@ class SourceHealth:
         doublings = min(self.failures_in_row - 1, 16)  # 2**1024 overflows a float
         backoff = min(BACKOFF_MAX_S, BACKOFF_S * 2**doublings)
         self.unhealthy_until = now + backoff
+        if self.failures_in_row == 1 and self.watcher is not None:
+            self.watcher(self.name, error)
 
     def leader_moved(self, error: str) -> None:
         """A fetch found the partition led elsewhere: no failure of the remote (no back-off),

@@ -7,7 +7,7 @@ into a Syncer."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -56,6 +56,17 @@ class PartitionStatus:
     # why the writes wait and are retried (``alignment.waiting_for``: the local brokers'
     # last refusal, e.g. too few in-sync replicas), until a write lands again
     waiting: str | None = None
+    # called after each change of ``state`` with the state left (``EventHub.partition_changed``)
+    watcher: Callable[[PartitionStatus, State], None] | None = field(
+        default=None, repr=False, compare=False
+    )
+
+    def __setattr__(self, name: str, value: object) -> None:
+        before = self.__dict__.get("state") if name == "state" else None
+        super().__setattr__(name, value)
+        watcher = self.__dict__.get("watcher")
+        if before is not None and before is not value and watcher is not None:
+            watcher(self, before)
 
     @property
     def records_copied(self) -> int:
@@ -82,6 +93,7 @@ class PartitionStatus:
             served=dict(self.served),
             errors=dict(self.errors),
             dropped=dict(self.dropped),
+            watcher=None,
         )
 
 
@@ -242,6 +254,17 @@ class Summary:
     halted: int
     refused: int
     seconds: float
+
+    @classmethod
+    def of(cls, statuses: list[PartitionStatus], refused: int, seconds: float) -> Summary:
+        return cls(
+            partitions=len(statuses),
+            records=sum(s.records_copied for s in statuses),
+            bytes=sum(s.bytes_copied for s in statuses),
+            halted=sum(s.state is State.HALTED for s in statuses),
+            refused=refused,
+            seconds=seconds,
+        )
 
     def line(self) -> str:
         return (

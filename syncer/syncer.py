@@ -4,29 +4,33 @@ mirrored, runs one copier per partition, and stops cleanly.
     async with Syncer(config) as syncer:
         summary = await syncer.catch_up()
 
-It never installs signal handlers or touches the event loop policy; the CLI does that.
+It never installs signal handlers, logging handlers or touches the event loop policy (the
+CLI does that), and its metrics go to its own registry, or the one the host passes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import dataclasses
 import logging
 import time
 from functools import partial
+from typing import TYPE_CHECKING
 
 from syncer.alignment import StateClock
 from syncer.budget import ByteBudget
 from syncer.clusters import TP, ClusterSet
-from syncer.config import ClusterConfig, Config, CopierConfig
+from syncer.config import Config
 from syncer.coordination import GroupMember
 from syncer.copier import PartitionCopier
 from syncer.errors import PartitionHalted, SyncerError
+from syncer.events import DEFAULT_MAX_QUEUED, EventHub, Subscription
 from syncer.fetcher import Fetcher
 from syncer.holes import RemoteEnds
 from syncer.identity import WriterIdentity, load_identity
-from syncer.lanes import Lanes
+from syncer.lanes import Lanes, fetch_sizes
 from syncer.metrics import Instruments
 from syncer.mirroring import MirroredTopics
 from syncer.offsets import OffsetCopier
@@ -34,21 +38,27 @@ from syncer.partition import PartitionSources
 from syncer.ratelimit import ByteRate
 from syncer.retry import retried
 from syncer.sources import SourceHealth
-from syncer.status import PartitionStatus, RemoteStatus, Snapshot, State, Summary
+from syncer.status import PartitionStatus, RemoteStatus, Snapshot, Summary
 from syncer.tasks import cancel_and_wait
 from syncer.topic_ids import LOCAL, remote_label
 from syncer.topics import TopicPlan
 from syncer.writer import Writer
 from syncer.writes import read_state_clock
 
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
 log = logging.getLogger(__name__)
 
 
 class Syncer:
-    """Keeps the local cluster's selected partitions identical to the remotes'."""
+    """Keeps the local cluster's selected partitions identical to the remotes'. ``config``
+    is checked as a file's would be (``ConfigError`` lists every problem); the metrics go
+    into ``registry`` (a fresh one if None: ``self.registry``)."""
 
-    def __init__(self, config: Config) -> None:
-        self.config = config
+    def __init__(self, config: Config, registry: CollectorRegistry | None = None) -> None:
+        self.config = config = config.validate()
+        self.hub = EventHub()  # what ``events()`` subscribes to
         self.clusters = ClusterSet(config)  # local, remotes and their lanes: one lifecycle
         self.local = self.clusters.local
         self.remotes = self.clusters.remotes
@@ -65,7 +75,7 @@ class Syncer:
         self.member: GroupMember | None = None
         # one measured health per remote, shared by every partition of this process
         self.health = {
-            r.name: SourceHealth(r.name, rank, lanes=r.connections)
+            r.name: SourceHealth(r.name, rank, r.connections, watcher=self.hub.remote_changed)
             for rank, r in enumerate(config.remotes)
         }
         self.memory = ByteBudget(config.copier.buffer_bytes)
@@ -73,7 +83,8 @@ class Syncer:
         now = time.monotonic()
         self.rates = {r.name: ByteRate(r.max_bytes_per_second, now) for r in config.remotes}
         self.rate = ByteRate(config.copier.max_bytes_per_second, now)
-        self.instruments = Instruments()
+        self.instruments = Instruments(registry)
+        self.registry = self.instruments.attach(self.snapshot)
         self._grouped = False  # run() shares partitions through the group; catch_up() does not
         self.offsets = OffsetCopier(config.groups, self.local, self.remotes, self._mirrored_now)
         if config.coordination.enabled:
@@ -93,9 +104,7 @@ class Syncer:
         return self.topics.halted
 
     def __repr__(self) -> str:
-        states: dict[str, int] = {}
-        for copier in self.copiers.values():
-            states[copier.status.state.value] = states.get(copier.status.state.value, 0) + 1
+        states = collections.Counter(c.status.state.value for c in self.copiers.values())
         shown = ", ".join(f"{k}: {v}" for k, v in sorted(states.items())) or "idle"
         return f"<Syncer {self.config.name} [{shown}]>"
 
@@ -136,22 +145,12 @@ class Syncer:
 
     def _lanes(self, remote: str) -> Lanes:
         """A fetcher on each lane of ``remote``, sized by its own fetch limits."""
-        sizes = self._fetch_sizes(self.remotes[remote].config)
+        sizes = fetch_sizes(self.config.copier, self.remotes[remote].config)
         observe = self.instruments.fetch_seconds.labels(remote).observe
         ids = self.topics.ids[remote_label(remote)]
         caps = (self.rates[remote], self.rate)
         lanes = self.clusters.lanes(remote)
         return Lanes([Fetcher(c, sizes, observe, ids, caps) for c in lanes])
-
-    def _fetch_sizes(self, remote: ClusterConfig) -> CopierConfig:
-        copier = self.config.copier
-        return dataclasses.replace(
-            copier,
-            fetch_max_bytes=remote.fetch_max_bytes or copier.fetch_max_bytes,
-            partition_fetch_max_bytes=(
-                remote.partition_fetch_max_bytes or copier.partition_fetch_max_bytes
-            ),
-        )
 
     def open_connections(self) -> dict[str, int]:
         """Open TCP connections per remote, over all its lanes."""
@@ -171,6 +170,12 @@ class Syncer:
         running, self._running = self._running, None
         if running is not None:
             await running.aclose()  # the writer, the fetchers, then the clusters
+        self.hub.close()  # subscribers read what is queued, then their iteration ends
+
+    def events(self, max_queued: int = DEFAULT_MAX_QUEUED) -> Subscription:
+        """A new subscription to this Syncer's events (``syncer.events``) until ``stop()``;
+        at most ``max_queued`` unread, the oldest dropped (counted)."""
+        return self.hub.subscribe(max_queued)
 
     async def _finish(self, tasks: list[asyncio.Task[PartitionStatus]]) -> None:
         """Wait for stopping copiers to drain, bounded; cancel the ones that do not."""
@@ -345,7 +350,7 @@ class Syncer:
         sources = self.topics.sources.get(tp.topic) or tuple(ends) or tuple(self._fetchers)
         fetchers = {name: self._fetchers[name] for name in sources}
         health = {name: self.health[name] for name in fetchers}
-        return PartitionCopier(
+        copier = PartitionCopier(
             tp,
             self.local,
             self._writer,
@@ -358,6 +363,8 @@ class Syncer:
             align_start=self.config.topics.align_start,
             state_clock=self.state_clock,
         )
+        copier.status.watcher = self.hub.partition_changed
+        return copier
 
     # reporting --------------------------------------------------------------------------
 
@@ -389,12 +396,5 @@ class Syncer:
         )
 
     def summary(self) -> Summary:
-        statuses = self.statuses()
-        return Summary(
-            partitions=len(statuses),
-            records=sum(s.records_copied for s in statuses),
-            bytes=sum(s.bytes_copied for s in statuses),
-            halted=sum(s.state is State.HALTED for s in statuses),
-            refused=len(self.refused),
-            seconds=time.monotonic() - self._started_at,
-        )
+        seconds = time.monotonic() - self._started_at
+        return Summary.of(self.statuses(), len(self.refused), seconds)

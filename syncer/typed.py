@@ -13,6 +13,7 @@ import os
 import re
 import types
 import typing
+from collections.abc import Callable
 from enum import StrEnum
 from typing import Any, TypeVar
 
@@ -166,3 +167,32 @@ def _kind(value: Any) -> str:
         int: "an integer",
         float: "a number",
     }.get(type(value), type(value).__name__)
+
+
+def unbuild(value: Any, leave_out: Callable[[object, str], bool] = lambda _s, _k: False) -> Any:
+    """A dataclass as ``build`` takes it (mappings and lists), without the python-only fields
+    and the ones ``leave_out(section, key)`` says (``Config.validate``)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {
+            f.name: unbuild(getattr(value, f.name), leave_out)
+            for f in dataclasses.fields(value)
+            if not f.metadata.get("python_only") and not leave_out(value, f.name)
+        }
+    if isinstance(value, tuple | list):
+        return [unbuild(v, leave_out) for v in value]
+    return value
+
+
+def keep_python_only(built: Any, original: Any) -> Any:
+    """``built`` with ``original``'s python-only fields, at any depth (``unbuild`` drops them)."""
+    if isinstance(built, tuple):
+        return tuple(keep_python_only(b, o) for b, o in zip(built, original, strict=True))
+    if not dataclasses.is_dataclass(built) or isinstance(built, type):
+        return built
+    changes = {
+        f.name: getattr(original, f.name)
+        if f.metadata.get("python_only")
+        else keep_python_only(getattr(built, f.name), getattr(original, f.name))
+        for f in dataclasses.fields(built)
+    }
+    return dataclasses.replace(built, **changes)
