@@ -63,6 +63,9 @@ class ChunkScheduler:
         self._tasks: dict[int, asyncio.Task[tuple[FetchedPartition, float]]] = {}  # by number
         self._stopping = False
         self._stopped: asyncio.Future[None] | None = None  # wakes ``next_ready`` at a stop
+        # the last answer was empty: the copier knows it is caught up, so the fetcher may
+        # hold the next empty poll (else that one comes back at once and says so)
+        self._quiet = False
 
     def __repr__(self) -> str:
         plan = self.plan
@@ -77,8 +80,10 @@ class ChunkScheduler:
         return self.plan.starved
 
     def _holds(self) -> bool:
-        """May the fetcher keep an empty poll answer and poll again (not when stopping)?"""
-        return not self._stopping
+        """May the fetcher keep an empty poll answer and poll again? Not when stopping, and
+        not the first after records came: the copier learns from it that it caught up (held,
+        it would say "copying" for a whole hold, up to the chunk timeout)."""
+        return self._quiet and not self._stopping
 
     def stop_polling(self) -> None:
         """The copier is stopping: ``next_ready`` returns None now, polls held empty come
@@ -122,6 +127,7 @@ class ChunkScheduler:
         started = time.monotonic()
         fetcher = self.fetchers[chunk.remote]
         fetched = await fetcher.fetch(self.tp, chunk.start, limit, poll=poll, hold=self._holds)
+        self._quiet = not fetched.records
         return fetched, time.monotonic() - started
 
     async def next_ready(self, frontier: int) -> Fetched | None:

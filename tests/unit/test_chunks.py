@@ -277,3 +277,32 @@ async def test_a_chunk_taken_and_never_written_gives_its_bytes_back_at_close() -
     answer.set_result(0)
     await asyncio.sleep(0)
     assert scheduler.memory.used == 0
+
+
+class Answers:
+    """A fetcher that answers from a list, noting whether it was let hold each empty poll."""
+
+    config = CONFIG
+
+    def __init__(self, *records: bytes) -> None:
+        self.answers = [FetchedPartition(0, 10, 10, 0, (), r) for r in records]
+        self.held: list[bool] = []
+
+    async def fetch(self, tp, offset, max_bytes=None, *, poll=False, hold):  # type: ignore[no-untyped-def]
+        self.held.append(hold())
+        return self.answers.pop(0)
+
+
+async def test_the_first_empty_poll_after_records_comes_back_so_the_copier_knows_it_caught_up() -> (
+    None
+):
+    """Held, the empty answer after new records would leave the partition "copying" for a
+    whole hold (up to the chunk timeout, 15 s): it comes back at once; the next is held."""
+    fetcher = Answers(b"records", b"", b"", b"more", b"")
+    health = {"east": SourceHealth("east", 0)}
+    sources = PartitionSources(TP("t", 0), health, {"east": RemoteEnds(0, 10)})
+    scheduler = ChunkScheduler(TP("t", 0), {"east": fetcher}, sources, CONFIG)  # type: ignore[dict-item]
+    for _ in range(5):
+        await scheduler._fetch(Chunk(10, None, "east"), None, True)
+    assert fetcher.held == [False, False, True, True, False]
+    await scheduler.close()
