@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
-from syncer import __version__
+from syncer import __version__, schema
 from syncer.check import exit_code, print_lines
 from syncer.clusters import TP, Cluster, ClusterSet
 from syncer.config import Config
@@ -111,6 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=_verify)
     testbed_cli.add_parser(sub)  # `syncer testbed`: its verbs, handler and errors
+    schema.add_parser(sub)  # `syncer config schema`
     return parser
 
 
