@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test unit integration lint dist test-matrix chaos chaos-brokers bench bench-catchup bench-remotes bench-wan bench-steady bench-scale bench-caps clean testbed-down
+.PHONY: run test unit integration lint docs dist test-matrix chaos chaos-brokers bench bench-catchup bench-remotes bench-wan bench-steady bench-scale bench-caps clean testbed-down
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -49,6 +49,12 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check syncer tests
 	$(BIN)/mypy
 
+# The documentation site (docs/, the README as its home page) into site/. The configuration
+# reference is generated from the config classes first; any warning fails the build.
+docs: $(STAMP)
+	$(BIN)/syncer config reference > docs/reference.md
+	$(BIN)/mkdocs build --strict --quiet
+
 # Benchmarks (not tests): syncer and MirrorMaker 2 side by side; writes results/*.json
 # (and results/bench-wan.png).
 bench: bench-catchup bench-remotes bench-wan bench-steady bench-scale bench-caps
@@ -84,4 +90,4 @@ testbed-down:
 	-$(BIN)/syncer testbed down --state .run
 
 clean:
-	rm -rf $(VENV) .run results dist build *.egg-info
+	rm -rf $(VENV) .run results dist build site *.egg-info

@@ -216,7 +216,7 @@ def settings_line(
 
 
 def broker_lines(settings: Mapping[str, str], replication_factor: int) -> list[Line]:
-    """The local brokers' settings that weaken the guarantees (README, "What the local
+    """The local brokers' settings that weaken the guarantees (docs/exactness.md, "What the local
     cluster must be set to"); ``settings``: each setting's value on the brokers (one value
     when they agree; the weakest when not is the caller's choice)."""
     where, what = "local", "broker settings"

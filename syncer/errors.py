@@ -2,7 +2,8 @@
 
 Errors carry what the caller does about them as class attributes: ``retriable`` errors are
 retried with backoff (tenacity retries exactly these); the others halt what they affect.
-``exit_code`` is what the CLI exits with when such an error ends a command (see the README).
+``exit_code`` is what the CLI exits with when such an error ends a command (docs/operations.md,
+"Exit codes").
 """
 
 from __future__ import annotations

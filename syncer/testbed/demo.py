@@ -26,6 +26,7 @@ from syncer.syncer import Syncer
 from syncer.tables import print_report
 from syncer.tasks import cancel_and_wait
 from syncer.testbed.bed import ClusterSpec, Testbed
+from syncer.testbed.errors import TestbedError
 from syncer.testbed.tools import perf_produce
 
 log = logging.getLogger(__name__)
@@ -60,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         config = _write_config(bed, args.state / "syncer.yaml")
         for remote, (topic, partitions, records) in SAMPLE.items():
-            _fill(bed, remote, topic, partitions, records)
+            fill(bed, remote, topic, partitions, records, only_if_new=True)
         print(f"config: {args.state / 'syncer.yaml'}  (Ctrl-C to stop)")
         import uvloop
 
@@ -84,26 +85,43 @@ def _write_config(bed: Testbed, path: Path) -> Config:
     return Config.from_dict(raw, source=str(path))
 
 
-def _fill(bed: Testbed, remote: str, topic: str, partitions: int, records: int) -> None:
-    bootstrap = bed.clusters[remote].bootstrap
+def fill(
+    bed: Testbed,
+    cluster: str,
+    topic: str,
+    partitions: int,
+    records: int,
+    *,
+    only_if_new: bool = False,
+    record_size: int = 1024,
+) -> bool:
+    """Write ``records`` sample records (``record_size`` bytes, lz4) into ``topic`` of one
+    cluster of the bed, creating it with ``partitions`` partitions if missing; with
+    ``only_if_new`` an existing topic is left as it is (the demo, run again, adds nothing).
+    Returns whether anything was written."""
+    if cluster not in bed.clusters:
+        raise TestbedError(f"no cluster {cluster!r} in {bed.state_path}")
+    bootstrap = bed.clusters[cluster].bootstrap
 
     async def create() -> bool:
-        async with Cluster(ClusterConfig(bootstrap, name=remote), role="remote") as cluster:
-            if topic in await cluster.partition_counts():
+        async with Cluster(ClusterConfig(bootstrap, name=cluster), role="remote") as admin:
+            if topic in await admin.partition_counts():
                 return False
-            await cluster.create_topic(topic, partitions, {}, 1)
+            await admin.create_topic(topic, partitions, {}, 1)
             return True
 
-    if asyncio.run(create()):
-        print(f"filling {remote}/{topic}: {records} records of 1 KiB ...")
-        perf_produce(
-            bootstrap,
-            topic,
-            records=records,
-            record_size=1024,
-            jars=bed.jars,
-            producer_props={"compression.type": "lz4"},
-        )
+    if not asyncio.run(create()) and only_if_new:
+        return False
+    print(f"filling {cluster}/{topic}: {records} records of {record_size} B ...")
+    perf_produce(
+        bootstrap,
+        topic,
+        records=records,
+        record_size=record_size,
+        jars=bed.jars,
+        producer_props={"compression.type": "lz4"},
+    )
+    return True
 
 
 async def _trickle(bootstrap: str, topic: str) -> None:

@@ -1,6 +1,7 @@
-"""``syncer testbed node|elect|reassign|leaders``: what an operator does to one node or one
-partition of a running bed — stop a node cleanly, kill -9 it, start it again; move leaders
-with Kafka's own preferred election and reassignment tools; see who leads what."""
+"""``syncer testbed node|elect|reassign|leaders|fill``: what an operator does to one node or
+one partition of a running bed — stop a node cleanly, kill -9 it, start it again; move leaders
+with Kafka's own preferred election and reassignment tools; see who leads what — and sample
+records to copy (what the README's tour writes into its remote)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,11 @@ import json
 from pathlib import Path
 
 from syncer.testbed.bed import Testbed
+from syncer.testbed.demo import fill
 from syncer.testbed.errors import TestbedError
 from syncer.testbed.probe import placements
 
-VERBS = ("node", "elect", "reassign", "leaders")
+VERBS = ("node", "elect", "reassign", "leaders", "fill")
 
 
 def add_parsers(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -36,7 +38,13 @@ def add_parsers(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     leaders = verbs.add_parser("leaders", help="each partition's leader, replicas and ISR")
     leaders.add_argument("cluster")
     leaders.add_argument("--topic", required=True)
-    for parser in (node, elect, move, leaders):
+    fill = verbs.add_parser("fill", help="write sample records into a topic (created if missing)")
+    fill.add_argument("cluster")
+    fill.add_argument("--topic", required=True)
+    fill.add_argument("--partitions", type=int, default=4, help="if the topic is created")
+    fill.add_argument("--records", type=int, default=10_000)
+    fill.add_argument("--record-size", type=int, default=1024, help="bytes (default 1024)")
+    for parser in (node, elect, move, leaders, fill):
         parser.add_argument("--state", required=True, type=Path)
 
 
@@ -57,6 +65,16 @@ def run(args: argparse.Namespace) -> int:
         action = {"stop": bed.stop_node, "kill": bed.kill_node, "start": bed.start_node}
         action[args.action](args.cluster, args.node_id)
         print(f"{args.cluster} node {args.node_id}: {args.action} done")
+        return 0
+    if args.verb == "fill":
+        fill(
+            bed,
+            args.cluster,
+            args.topic,
+            args.partitions,
+            args.records,
+            record_size=args.record_size,
+        )
         return 0
     if args.cluster not in bed.clusters:
         raise TestbedError(f"no cluster {args.cluster!r} in {bed.state_path}")

@@ -8,7 +8,7 @@ What a consumer must see is the promise: every record exactly once across the tw
 the moved consumer resuming at the next record, the moved producers' records after the old
 ones at the next offsets. Every value carries its producer's sequence number, so a record
 skipped or read twice shows up both as an offset and as a sequence number. Each step's wall
-time is logged as a table (the README's runbook quotes it)."""
+time is logged as a table (docs/runbooks.md quotes it)."""
 
 from __future__ import annotations
 
