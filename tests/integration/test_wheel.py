@@ -9,6 +9,7 @@ left out of the wheel, or an import missing from ``dependencies``, fails here.""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -101,3 +102,49 @@ async def test_the_installed_syncer_catches_up(
     copied = await read_partition(local, topic)
     assert copied == await read_partition(east, topic)
     assert len(copied) == 300
+
+
+def tour(readme: str) -> tuple[str, str]:
+    """The README's five-minute tour as written: its config file and its shell lines (the
+    install line left out: the fixture installed the same wheel)."""
+    section = readme.split("## A five-minute tour", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```(\w+)\n(.*?)```", section, flags=re.S)
+    (config,) = [body for kind, body in blocks if kind == "yaml"]
+    shell = "\n".join(body for kind, body in blocks if kind == "sh")
+    kept = [line for line in shell.splitlines() if not line.startswith("pipx install")]
+    return config, "\n".join(kept)
+
+
+def test_the_readme_tour_runs_as_written(installed: Installed, tmp_path: Path) -> None:
+    """A newcomer's first run: the tour's commands, in order, with the installed wheel's
+    `syncer` first on PATH. Every command must succeed (check exit 0, verify exit 0 twice),
+    and the two kcat reads of one offset, local and east, must print the same line."""
+    config, script = tour((ROOT / "README.md").read_text())
+    assert "syncer catch-up -c tour.yaml" in script and "syncer verify" in script
+    (installed.workdir / "tour.yaml").write_text(config)
+    state = tmp_path / "tour"
+    script = script.replace("/tmp/tour", str(state))
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env["PATH"] = f"{installed.venv / 'bin'}:{env['PATH']}"
+    try:
+        result = subprocess.run(
+            ["bash", "-c", f"set -euo pipefail\n{script}"],
+            cwd=installed.workdir,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+    finally:
+        if (state / "testbed.json").exists():
+            subprocess.run(
+                [str(installed.venv / "bin" / "syncer"), "testbed", "down", "--state", str(state)],
+                capture_output=True,
+                timeout=120,
+                check=False,
+            )
+    out = checked(result)
+    kcat = [line for line in out.splitlines() if re.fullmatch(r"2 100 \d+ \d+", line)]
+    assert len(kcat) == 2 and kcat[0] == kcat[1], out
+    assert out.count("identical") >= 8, out  # 4 partitions, verified twice
