@@ -1,8 +1,11 @@
-"""The JSON Schema of the configuration, and the reference in the README, both checked
-against the config classes: a key added without its documentation fails here."""
+"""The JSON Schema of the configuration and the reference page (docs/reference.md), both
+made from the config classes and their meanings (syncer/config_docs.py) and checked against
+them here: a key added without its meaning, a meaning left for a key that is gone, or a page
+not regenerated fails."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import subprocess
@@ -13,47 +16,142 @@ from typing import Any
 import pytest
 import yaml
 
+from syncer.config import ClusterConfig, TopicsConfig
+from syncer.config_docs import MEANINGS, Meanings
+from syncer.reference import (
+    default_text,
+    meaning_paths,
+    reference_markdown,
+    stale_meanings,
+    undocumented,
+)
 from syncer.schema import config_schema, key_paths
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
+PAGE = ROOT / "docs" / "reference.md"
+REGENERATE = "regenerate it: `make docs` or `syncer config reference > docs/reference.md`"
 
 
-def reference_rows() -> list[str]:
-    """The first cell of every row of the README's configuration reference."""
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("### Configuration reference", 1)[1].split("\n### ", 1)[0]
-    return [line.split("|")[1] for line in section.splitlines() if line.startswith("| `")]
+def without(cls: type, key: str) -> Meanings:
+    """The meanings with one dropped."""
+    return {c: {k: v for k, v in m.items() if (c, k) != (cls, key)} for c, m in MEANINGS.items()}
 
 
-def documented(path: str, rows: list[str]) -> bool:
-    """A key is documented by a row naming it whole (``copier.max_chunks``), or, for the
-    settings every cluster has, by its name after ``local.``, ``remotes[].`` or a bare dot
-    (``.request_timeout_ms``) or alone (``security_protocol`` (`local`, `remotes[]`))."""
-    leaf = path.rsplit(".", 1)[-1]
-    cluster = path.startswith(("local.", "remotes[]."))
-    for row in rows:
-        names = re.findall(r"`([^`]+)`", row)
-        if path in names:
-            return True
-        if cluster and any(n in (leaf, "." + leaf) or n.endswith("." + leaf) for n in names):
-            return True
-        if cluster and any(n.split(" / ")[0] == leaf for n in names):
-            return True
-    return False
+def missing_keys(meanings: Meanings) -> list[str]:
+    documented = meaning_paths(meanings)
+    return [path for path in key_paths() if path not in documented]
 
 
-def test_every_key_is_in_the_readmes_configuration_reference() -> None:
-    rows = reference_rows()
-    assert len(rows) > 30
-    missing = [path for path in key_paths() if not documented(path, rows)]
-    assert missing == []
+def test_every_key_has_a_meaning() -> None:
+    assert len(key_paths()) > 50
+    assert missing_keys(MEANINGS) == []
+    assert undocumented() == []  # the sections (copier, remotes) too
 
 
-def test_a_key_missing_from_the_reference_is_caught() -> None:
-    """The check itself can fail: drop one row and its key is reported."""
-    rows = [r for r in reference_rows() if "sync_configs" not in r]
-    assert not documented("topics.sync_configs", rows)
+def test_a_key_without_a_meaning_is_caught() -> None:
+    """The check itself can fail: drop one meaning and its key is reported, in every place
+    the class is used."""
+    dropped = without(TopicsConfig, "sync_configs")
+    assert missing_keys(dropped) == ["topics.sync_configs"]
+    assert missing_keys(without(ClusterConfig, "connections")) == [
+        "local.connections",
+        "remotes[].connections",
+    ]
+    assert undocumented(dropped) == ["TopicsConfig.sync_configs"]
+    assert "| `sync_configs` | boolean | `true` | **undocumented**" in reference_markdown(dropped)
+
+
+def test_a_meaning_for_a_key_that_is_gone_is_caught() -> None:
+    assert stale_meanings() == []
+    stale = {**MEANINGS, TopicsConfig: {**MEANINGS[TopicsConfig], "colour": "blue"}}
+    assert stale_meanings(stale) == ["TopicsConfig.colour"]
+    cluster = MEANINGS[ClusterConfig]
+    python_only = {**MEANINGS, ClusterConfig: {**cluster, "sasl_oauth_token_provider": "x"}}
+    assert stale_meanings(python_only) == ["ClusterConfig.sasl_oauth_token_provider"]
+
+
+def page_rows(page: str) -> list[str]:
+    """Every key the page has a row for, as a path (``remotes[].connections``)."""
+    paths, prefixes = [], [""]
+    for line in page.splitlines():
+        if line.startswith("## "):
+            prefixes = re.findall(r"`([^`]+)`", line) or [""]
+        elif line.startswith("| `"):
+            key = line.split("`")[1]
+            paths += [f"{p}.{key}" if p else key for p in prefixes]
+    return paths
+
+
+def test_the_page_has_a_row_for_every_key() -> None:
+    rows = page_rows(reference_markdown())
+    assert sorted(set(key_paths()) - set(rows)) == []
+    assert len(rows) == len(set(rows))
+
+
+def test_the_page_renders_defaults_from_the_classes() -> None:
+    page = reference_markdown()
+    assert page.splitlines()[0].startswith("<!-- generated by `syncer config reference`")
+    assert "| `bootstrap_servers` | string | required |" in page
+    assert "| `buffer_bytes` | integer | `16777216` (16 MiB) |" in page
+    assert "| `on_hole` | one of `halt`, `fill` | `halt` |" in page
+    assert "| `client_rack` | string or null | `null` |" in page
+    assert '| `copy_configs` | list of strings | `["cleanup.policy", "retention.ms", ' in page
+    assert "| `max_chunks` | integer | `8` |" in page  # a whole number, not a byte size
+
+
+@dataclasses.dataclass
+class Sizes:
+    whole_bytes: int = 4 * 1024 * 1024
+    odd_bytes: int = 4 * 1024 * 1024 + 1
+    count: int = 1024 * 1024  # whole MiB, but not a byte size
+    ratio: float = 2.0
+    names: tuple[str, ...] = ("a",)
+    on: bool = False
+
+
+def test_defaults_are_written_as_in_yaml() -> None:
+    shown = [default_text(f) for f in dataclasses.fields(Sizes)]
+    assert shown == ["`4194304` (4 MiB)", "`4194305`", "`1048576`", "`2.0`", '`["a"]`', "`false`"]
+
+
+def page_problem(committed: str, generated: str) -> str | None:
+    if committed == generated:
+        return None
+    return f"docs/reference.md is not what `syncer config reference` prints: {REGENERATE}"
+
+
+def test_the_committed_page_is_the_generated_one() -> None:
+    committed = PAGE.read_bytes().decode() if PAGE.exists() else ""  # byte for byte: no \r\n
+    problem = page_problem(committed, reference_markdown())
+    assert problem is None, problem
+
+
+def test_a_page_not_regenerated_is_caught() -> None:
+    edited = {**MEANINGS, TopicsConfig: {**MEANINGS[TopicsConfig], "fill": "changed"}}
+    problem = page_problem(PAGE.read_text(), reference_markdown(edited))
+    assert problem is not None and "make docs" in problem
+
+
+def undescribed(schema: dict[str, Any], path: str = "") -> list[str]:
+    """The properties of the schema without a description."""
+    out = []
+    for key, prop in schema.get("properties", {}).items():
+        if not prop.get("description"):
+            out.append(path + key)
+        out += undescribed(prop, f"{path}{key}.")
+        out += undescribed(prop.get("items", {}), f"{path}{key}[].")
+    return out
+
+
+def test_the_schema_describes_every_key_with_its_meaning() -> None:
+    schema = config_schema()
+    assert undescribed(schema) == []
+    topics = schema["properties"]["topics"]["properties"]
+    assert topics["sync_configs"]["description"] == MEANINGS[TopicsConfig]["sync_configs"]
+    assert undescribed(config_schema(without(TopicsConfig, "sync_configs"))) == [
+        "topics.sync_configs"
+    ]
 
 
 def test_the_schema_knows_every_key_and_refuses_others() -> None:
@@ -64,11 +162,9 @@ def test_the_schema_knows_every_key_and_refuses_others() -> None:
     assert remote["required"] == ["bootstrap_servers"]
     assert remote["additionalProperties"] is False
     assert "sasl_oauth_token_provider" not in remote["properties"]  # set from Python only
-    assert schema["properties"]["topics"]["properties"]["on_hole"] == {
-        "type": "string",
-        "enum": ["halt", "fill"],
-        "default": "halt",
-    }
+    on_hole = dict(schema["properties"]["topics"]["properties"]["on_hole"])
+    assert on_hole.pop("description").startswith("what a hole in the source")
+    assert on_hole == {"type": "string", "enum": ["halt", "fill"], "default": "halt"}
     assert remote["properties"]["client_rack"]["anyOf"][-1] == {"type": "null"}
 
 
@@ -129,3 +225,14 @@ def test_syncer_config_schema_prints_it() -> None:
         timeout=60,
     )
     assert json.loads(out.stdout) == config_schema()
+
+
+def test_syncer_config_reference_prints_the_page() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "syncer", "config", "reference"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    assert out.stdout == reference_markdown()
