@@ -21,30 +21,13 @@ from syncer.config import (
 Meanings = dict[type, dict[str, str]]
 
 # one line in the page (a shell prints it so), cut here for the source's line length
-_EXAMPLE = "; ".join(
-    [
-        "syncer: syncer.yaml: remotes[0].colour: unknown key",
-        "remotes[1].bootstrap_servers: required, got an empty value",
-        "remotes[1].name: duplicate remote name 'east'",
-        "topics.include[0]: invalid regex '(': missing ), unterminated subpattern at position 0",
-        "copier.buffer_bytes: must be positive",
-    ]
-)
-
 INTRO = """\
-Every problem in a file is reported at once with its path, whatever its kind, on one line
-with exit code 3: unknown keys, wrong types, empty required values and the rules that span
-fields (an invalid regex, a duplicate remote name, a negative size) together, each path once:
-
-```
-{example}
-```
-
-`${VAR}` and `${VAR:-default}` are read from the environment in every string. `syncer config
-schema` prints a JSON Schema of the file (made from the same classes, with these meanings as
-descriptions), for editors to complete and check it, e.g. with VS Code's YAML extension:
-`# yaml-language-server: $schema=./syncer-schema.json` at the top of the file.
-""".replace("{example}", _EXAMPLE)
+Every key of the YAML file, by section: its type, its default, what it does. `${VAR}` and
+`${VAR:-default}` are read from the environment in every string. Every problem in a file is
+reported at once, on one line, with exit code 3
+([configuration](configuration.md#problems-in-a-file)); `syncer config schema` gives editors
+the same keys with these meanings as descriptions.
+"""
 
 # said under a section's heading, after its class's docstring
 NOTES: dict[type, str] = {
@@ -95,7 +78,8 @@ _CLUSTER = {
     ),
     "max_bytes_per_second": (
         "*remotes only*: bandwidth cap, record bytes per second this process fetches from"
-        " the remote, over all its lanes (0 = none); see *Bandwidth caps*"
+        " the remote, over all its lanes (0 = none);"
+        " see [bandwidth caps](copying.md#bandwidth-caps)"
     ),
     "client_rack": (
         "*remotes only*: syncer's rack (availability zone) at this remote, or leave it out"
@@ -157,7 +141,7 @@ _TOPICS = {
     "copy_configs": (
         "topic configs copied when creating a local topic, and kept in sync after"
         " (`sync_configs`). A local topic is always created with"
-        " `message.timestamp.type=CreateTime`: see *How it stays exact*"
+        " `message.timestamp.type=CreateTime`: see [how it stays exact](exactness.md)"
     ),
     "replication_factor": (
         "for created topics; -1 = the local broker's `default.replication.factor`"
