@@ -268,7 +268,7 @@ class Summary:
 
     def line(self) -> str:
         return (
-            f"shutdown ◆ {self.partitions} partitions ◆ {self.records} records"
+            f"summary ◆ {self.partitions} partitions ◆ {self.records} records"
             f" ◆ {self.bytes / 1e6:.1f} MB copied ◆ {self.halted} halted"
             f" ◆ {self.refused} topics refused ◆ {self.seconds:.1f}s"
         )

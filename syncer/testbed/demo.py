@@ -113,7 +113,7 @@ def fill(
     if not asyncio.run(create()) and only_if_new:
         return False
     print(f"filling {cluster}/{topic}: {records} records of {record_size} B ...")
-    perf_produce(
+    figures = perf_produce(
         bootstrap,
         topic,
         records=records,
@@ -121,6 +121,7 @@ def fill(
         jars=bed.jars,
         producer_props={"compression.type": "lz4"},
     )
+    print(f"filled {cluster}/{topic}: {figures.split(',')[0] or records}")
     return True
 
 

@@ -131,7 +131,7 @@ async def test_daemon_drains_on_sigterm_and_prints_one_summary(
     _out, err = proc.communicate(timeout=30)
     assert proc.returncode == ExitCode.OK, err
     assert time.monotonic() - started < 10
-    summary = [line for line in err.splitlines() if line.startswith("shutdown ◆")]
+    summary = [line for line in err.splitlines() if line.startswith("summary ◆")]
     assert len(summary) == 1, err
     assert "◆ 1 partitions ◆ 50 records ◆" in summary[0] and "◆ 0 halted ◆" in summary[0]
 
@@ -154,7 +154,7 @@ async def test_json_logs_and_a_watched_status(
     result = run_cli("--log-format", "json", "-v", "catch-up", "-c", str(config_file))
     assert result.returncode == 0, result.stderr
     *events, summary = result.stderr.strip().splitlines()
-    assert summary.startswith("shutdown ◆ 1 partitions ◆ 20 records")
+    assert summary.startswith("summary ◆ 1 partitions ◆ 20 records")
     entries = [json.loads(line) for line in events]  # every log line is one JSON object
     assert entries and {"time", "level", "logger", "message"} <= set(entries[0])
     assert any(topic in e["message"] for e in entries)

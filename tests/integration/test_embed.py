@@ -102,5 +102,5 @@ async def test_embedded_service_copies_reports_and_stops_on_sigterm(
         raise
     assert service.returncode == 0, output
     assert "syncer event: CaughtUp" in output  # the host's logging shows syncer's events
-    assert "shutdown ◆ 2 partitions ◆ 110 records" in output
+    assert "summary ◆ 2 partitions ◆ 110 records" in output
     assert "Traceback" not in output

@@ -104,24 +104,21 @@ async def test_the_installed_syncer_catches_up(
     assert len(copied) == 300
 
 
-def tour(readme: str) -> tuple[str, str]:
-    """The README's five-minute tour as written: its config file and its shell lines (the
-    install line left out: the fixture installed the same wheel)."""
+def tour(readme: str) -> str:
+    """The README's five-minute tour as written: its shell lines, the build and install
+    lines left out (the fixture built and installed the same wheel)."""
     section = readme.split("## A five-minute tour", 1)[1].split("\n## ", 1)[0]
-    blocks = re.findall(r"```(\w+)\n(.*?)```", section, flags=re.S)
-    (config,) = [body for kind, body in blocks if kind == "yaml"]
-    shell = "\n".join(body for kind, body in blocks if kind == "sh")
-    kept = [line for line in shell.splitlines() if not line.startswith("pipx install")]
-    return config, "\n".join(kept)
+    shell = "\n".join(re.findall(r"```sh\n(.*?)```", section, flags=re.S))
+    skipped = ("make dist", "pipx install")
+    return "\n".join(line for line in shell.splitlines() if not line.startswith(skipped))
 
 
 def test_the_readme_tour_runs_as_written(installed: Installed, tmp_path: Path) -> None:
     """A newcomer's first run: the tour's commands, in order, with the installed wheel's
     `syncer` first on PATH. Every command must succeed (check exit 0, verify exit 0 twice),
     and the two kcat reads of one offset, local and east, must print the same line."""
-    config, script = tour((ROOT / "README.md").read_text())
-    assert "syncer catch-up -c tour.yaml" in script and "syncer verify" in script
-    (installed.workdir / "tour.yaml").write_text(config)
+    script = tour((ROOT / "README.md").read_text())
+    assert "cat > tour.yaml" in script and "syncer catch-up -c tour.yaml" in script
     state = tmp_path / "tour"
     script = script.replace("/tmp/tour", str(state))
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
