@@ -32,6 +32,7 @@ from enum import Enum
 from syncer.broker_watch import BrokerWatch
 from syncer.clusters import TP, Cluster, FetchedPartition
 from syncer.config import CopierConfig
+from syncer.deadlines import Deadline, Deadlines
 from syncer.errors import SyncerError, TransientClusterError
 from syncer.loops import RequestLoop
 from syncer.ratelimit import ByteRate, request_bytes, wait_s
@@ -80,7 +81,7 @@ class _Want:
     since: float = field(compare=False)
     hold: Callable[[], bool] = field(compare=False)  # may an empty poll answer be held?
     empty: FetchedPartition | None = field(default=None, compare=False)  # the last one held
-    expiry: asyncio.TimerHandle | None = field(default=None, compare=False)  # while queued
+    expiry: Deadline[tuple[TP, _Want]] | None = field(default=None, compare=False)  # queued
 
     def dequeued(self) -> _Want:
         """Sent, or done: its wait in the queue is over."""
@@ -122,6 +123,8 @@ class Fetcher(RequestLoop):
         self._polling: dict[int, set[int]] = defaultdict(set)  # node → poll connections busy
         self._peeked: dict[TP, int] = {}  # the offset each partition last looked at unpolled
         self._hold_s = min(HOLD_S, config.chunk_timeout_ms / 1000)
+        # a fetch's wait to be sent is bounded: one queued this long fails
+        self._deadlines = Deadlines(QUEUED_REQUESTS * config.chunk_timeout_ms / 1000, self._expire)
         # within the chunk timeout with room to spare, never shorter than a poll's wait
         self._quiet_wait_ms = max(
             config.fetch_max_wait_ms, min(QUIET_WAIT_MS, config.chunk_timeout_ms // 3)
@@ -143,6 +146,7 @@ class Fetcher(RequestLoop):
         self.brokers.close()
         if self._capped is not None:
             self._capped.cancel()
+        self._deadlines.close()
         for queue in self._wants.values():
             for want in queue:
                 want.future.cancel()
@@ -191,16 +195,16 @@ class Fetcher(RequestLoop):
         """Queue ``want`` for the next request of its kind. Only the request is timed once it
         goes out; here the wait for it to go out is bounded (a dead loop fails it at once)."""
         heapq.heappush(self._wants.setdefault(tp, []), want)
-        wait_s = QUEUED_REQUESTS * self.config.chunk_timeout_ms / 1000
-        want.expiry = asyncio.get_running_loop().call_later(wait_s, self._expire, tp, want)
+        want.expiry = self._deadlines.add((tp, want))
         self._wakeup.set()
 
-    def _expire(self, tp: TP, want: _Want) -> None:
+    def _expire(self, queued: tuple[TP, _Want]) -> None:
+        tp, want = queued
         if not want.future.done():
             want.future.set_exception(
                 TimeoutError(f"{tp.topic}[{tp.partition}]: fetch at {want.offset} never sent")
             )
-        self._wakeup.set()  # the loop drops the failed want from the queue
+            self._wakeup.set()  # the loop drops the failed want from the queue
 
     def release(self, tp: TP) -> None:
         """Hand ``tp``'s held polls back now (its copier is stopping)."""

@@ -25,7 +25,7 @@ from syncer.topic_ids import LOCAL, id_changes, learned, remote_label
 from syncer.topics import (
     FIDELITY_SETTINGS,
     TopicPlan,
-    create_local_topic,
+    create_local_topics,
     plan_topics,
     refuse,
     unfaithful_setting,
@@ -123,12 +123,11 @@ class MirroredTopics:
         # a topic copied before and gone locally is not created again: it halts below
         create = {t: n for t, n in plan.create.items() if t not in self.ids[LOCAL]}
         grow = {t: n for t, n in plan.grow.items() if t not in self.halted}
-        for topic, count in create.items():
-            source = plan.sources[topic][0]
-            settings = await create_local_topic(
-                self.local, self.remotes[source], topic, count, self.config
-            )
-            self.configs.seen(topic, source, settings)
+        if create:
+            wanted = {topic: (plan.sources[topic][0], n) for topic, n in create.items()}
+            created = await create_local_topics(self.local, self.remotes, wanted, self.config)
+            for topic, settings in created.items():
+                self.configs.seen(topic, wanted[topic][0], settings)
         for topic, count in grow.items():
             log.info("growing local topic %s to %d partitions", topic, count)
             await self.local.add_partitions(topic, count)
