@@ -26,14 +26,13 @@ import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from enum import Enum
 
 from syncer.broker_watch import BrokerWatch
 from syncer.clusters import TP, Cluster, FetchedPartition
 from syncer.config import CopierConfig
-from syncer.deadlines import Deadline, Deadlines
+from syncer.deadlines import Deadlines
 from syncer.errors import SyncerError, TransientClusterError
+from syncer.fetch_wants import RequestKind, Want, hold_always
 from syncer.loops import RequestLoop
 from syncer.ratelimit import ByteRate, request_bytes, wait_s
 from syncer.sources import MAX_BUSY
@@ -55,40 +54,6 @@ QUIET_WAIT_MS = 5_000  # the wait of a poll for quiet partitions only
 # a fetch waits in the queue behind at most MAX_BUSY requests of its partition, each cut off
 # after the chunk timeout: one that waits longer fails, not left waiting for a lost slot
 QUEUED_REQUESTS = MAX_BUSY
-
-
-class RequestKind(Enum):
-    """Which request a partition's fetch joins on its leader."""
-
-    DATA = "data"  # offsets known to hold records: no wait, on the data connection
-    POLL = "poll"  # caught up: long-polled on a poll connection
-    QUIET = "quiet"  # brought nothing for QUIET_S: polled apart, with QUIET_WAIT_MS
-
-
-def hold_always() -> bool:
-    return True
-
-
-@dataclass(order=True, slots=True)
-class _Want:
-    """One partition's fetch, waiting or in flight; the lowest offset goes first."""
-
-    offset: int
-    order: int
-    limit: int = field(compare=False)
-    poll: bool = field(compare=False)
-    future: asyncio.Future[FetchedPartition] = field(compare=False)
-    since: float = field(compare=False)
-    hold: Callable[[], bool] = field(compare=False)  # may an empty poll answer be held?
-    empty: FetchedPartition | None = field(default=None, compare=False)  # the last one held
-    expiry: Deadline[tuple[TP, _Want]] | None = field(default=None, compare=False)  # queued
-
-    def dequeued(self) -> _Want:
-        """Sent, or done: its wait in the queue is over."""
-        if self.expiry is not None:
-            self.expiry.cancel()
-            self.expiry = None
-        return self
 
 
 class Fetcher(RequestLoop):
@@ -117,7 +82,7 @@ class Fetcher(RequestLoop):
         self.config = config
         # several chunks of one partition may wait; each request carries one per partition,
         # the lowest offset first (the one the partition's writes wait for)
-        self._wants: dict[TP, list[_Want]] = {}
+        self._wants: dict[TP, list[Want]] = {}
         self._order = itertools.count()
         self._data_busy: dict[int, int] = defaultdict(int)  # node → data requests in flight
         self._polling: dict[int, set[int]] = defaultdict(set)  # node → poll connections busy
@@ -139,8 +104,8 @@ class Fetcher(RequestLoop):
         cluster.leaders.listen(self._wakeup.set)
 
     def __repr__(self) -> str:
-        in_flight = sum(self._data_busy.values()) + sum(map(len, self._polling.values()))
-        return f"<Fetcher {self.cluster.name} [wants: {len(self._wants)}, in flight: {in_flight}]>"
+        flying = sum(self._data_busy.values()) + sum(map(len, self._polling.values()))
+        return f"<Fetcher {self.cluster.name} [wants: {len(self._wants)}, in flight: {flying}]>"
 
     def _cancel_waiting(self) -> None:
         self.brokers.close()
@@ -167,18 +132,22 @@ class Fetcher(RequestLoop):
         *,
         poll: bool = False,
         hold: Callable[[], bool] = hold_always,
+        hold_s: float | None = None,
     ) -> FetchedPartition:
         """Records of ``tp`` from ``offset`` (raw), about ``max_bytes`` of them (whole
         batches, at least one). ``poll``: the partition is caught up, so wait for records to
-        arrive, polling again while ``hold()`` says so, up to ``HOLD_S``; otherwise answer
-        at once."""
+        arrive, polling again while ``hold()`` says so, up to ``hold_s`` (None: ``HOLD_S``
+        or the chunk timeout); otherwise answer at once."""
         if self.dead is not None:
             raise self.dead
         loop = asyncio.get_running_loop()
         future: asyncio.Future[FetchedPartition] = loop.create_future()
         full = self.config.partition_fetch_max_bytes
         limit = min(max_bytes or full, full)
-        want = _Want(offset, next(self._order), max(1, limit), poll, future, loop.time(), hold)
+        hold_s = self._hold_s if hold_s is None else hold_s
+        want = Want(
+            offset, next(self._order), max(1, limit), poll, future, loop.time(), hold, hold_s
+        )
         self._queue(tp, want)
         self.pending_bytes += limit
         self.pending[tp] = self.pending.get(tp, 0) + 1
@@ -191,14 +160,14 @@ class Fetcher(RequestLoop):
             if not self.pending[tp]:
                 del self.pending[tp]
 
-    def _queue(self, tp: TP, want: _Want) -> None:
+    def _queue(self, tp: TP, want: Want) -> None:
         """Queue ``want`` for the next request of its kind. Only the request is timed once it
         goes out; here the wait for it to go out is bounded (a dead loop fails it at once)."""
         heapq.heappush(self._wants.setdefault(tp, []), want)
         want.expiry = self._deadlines.add((tp, want))
         self._wakeup.set()
 
-    def _expire(self, queued: tuple[TP, _Want]) -> None:
+    def _expire(self, queued: tuple[TP, Want]) -> None:
         tp, want = queued
         if not want.future.done():
             want.future.set_exception(
@@ -224,7 +193,7 @@ class Fetcher(RequestLoop):
         lowest offset of every partition that waits; whether any went out."""
         if self._over_cap():
             return False
-        by_node: dict[tuple[int, RequestKind], dict[TP, _Want]] = defaultdict(dict)
+        by_node: dict[tuple[int, RequestKind], dict[TP, Want]] = defaultdict(dict)
         quiet_since = asyncio.get_running_loop().time() - QUIET_S
         now = time.monotonic()
         for tp, queue in list(self._wants.items()):
@@ -299,7 +268,7 @@ class Fetcher(RequestLoop):
             return None
 
     def _has_room(
-        self, node: int, kind: RequestKind, going: dict[tuple[int, RequestKind], dict[TP, _Want]]
+        self, node: int, kind: RequestKind, going: dict[tuple[int, RequestKind], dict[TP, Want]]
     ) -> bool:
         if kind is RequestKind.DATA:
             return self._data_busy[node] < PIPELINE
@@ -308,9 +277,7 @@ class Fetcher(RequestLoop):
         )
         return (node, kind) in going or polls < len(POLL_CONNECTIONS)
 
-    async def _fetch(
-        self, node: int, connection: int, wants: dict[TP, _Want], wait_ms: int
-    ) -> None:
+    async def _fetch(self, node: int, connection: int, wants: dict[TP, Want], wait_ms: int) -> None:
         poll = connection != DATA_CONNECTION
         # the chunk timeout runs from here, when the request goes out, not from when a chunk
         # joined the queue: on a thin link a chunk may wait behind another
@@ -394,9 +361,9 @@ class Fetcher(RequestLoop):
             f" {topic_id} (the topic was deleted, or recreated under its name)"
         )
 
-    def _holds(self, want: _Want, got: FetchedPartition, now: float) -> bool:
+    def _holds(self, want: Want, got: FetchedPartition, now: float) -> bool:
         """Keep an empty answer to a poll from its copier and poll again?"""
         nothing_new = (
             got.outcome is FetchOutcome.OK and not got.records and got.stable_end == want.offset
         )
-        return want.poll and nothing_new and now - want.since < self._hold_s and want.hold()
+        return want.poll and nothing_new and now - want.since < want.hold_s and want.hold()

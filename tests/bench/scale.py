@@ -89,6 +89,7 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=20)
     parser.add_argument("--members", type=int, default=3, help="of the group case (0: skip it)")
     parser.add_argument("--out", type=Path, default=Path("results"))
+    parser.add_argument("--verbose", action="store_true", help="syncer -v, logs kept")
     args = parser.parse_args()
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -119,7 +120,10 @@ def main() -> None:
         report(console, args, cases)
     finally:
         bed.down()
-        shutil.rmtree(work, ignore_errors=True)
+        if args.verbose:
+            console.print(f"logs kept in {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
 
 
 async def fill(bootstrap: str, topics: list[str], partitions: int) -> None:
@@ -158,7 +162,9 @@ def run_case(
     """``members`` syncer processes launched together; measured until all partitions are in
     sync and then IDLE_S more."""
     ports = [free_port() for _ in range(members)]
-    procs = [launch(work, local, east, port, members, n) for n, port in enumerate(ports)]
+    procs = [
+        launch(work, local, east, port, members, n, args.verbose) for n, port in enumerate(ports)
+    ]
     started = time.monotonic()
     try:
         first, synced = asyncio.run(follow(procs, local, topics, args.partitions, started))
@@ -179,7 +185,7 @@ def run_case(
 
 
 def launch(
-    work: Path, local: str, east: str, port: int, members: int, n: int
+    work: Path, local: str, east: str, port: int, members: int, n: int, verbose: bool
 ) -> subprocess.Popen[bytes]:
     settings: dict[str, Any] = {
         "local": {"bootstrap_servers": local},
@@ -193,7 +199,7 @@ def launch(
     config.write_text(yaml.safe_dump(settings))
     with (work / f"syncer-{members}-{n}.log").open("w") as log:
         return subprocess.Popen(
-            [sys.executable, "-m", "syncer", "run", "-c", str(config)],
+            [sys.executable, "-m", "syncer", "run", "-c", str(config), *(["-v"] * verbose)],
             stdout=log,
             stderr=subprocess.STDOUT,
         )
@@ -206,17 +212,22 @@ async def follow(
     partitions: int,
     started: float,
 ) -> tuple[float, float]:
-    """(seconds to the first copied record, seconds until all are copied), from ``started``."""
+    """(seconds to the first copied record, seconds until all are copied), from ``started``.
+    Twice a second; the metadata only until every topic is known (at 10,000 partitions the
+    watching would take a good part of a core from the copiers)."""
     want = len(topics) * partitions * RECORDS_PER_PARTITION
     tps = [TopicPartition(t, p) for t in topics for p in range(partitions)]
     first = 0.0
+    known: list[TopicPartition] = []
     async with Cluster(ClusterConfig(local, name="bench"), role="bench") as cluster:
         while time.monotonic() - started < 600:
             if any(proc.poll() is not None for proc in procs):
                 raise RuntimeError("syncer exited")
             try:
-                await cluster.refresh_metadata()
-                known = [tp for tp in tps if tp.topic in cluster._client.cluster.topics()]
+                if len(known) < len(tps):
+                    await cluster.refresh_metadata()
+                    present = cluster._client.cluster.topics()
+                    known = [tp for tp in tps if tp.topic in present]
                 copied = sum((await cluster.latest(known)).values()) if known else 0
             except SyncerError:
                 copied = 0

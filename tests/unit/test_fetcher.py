@@ -123,6 +123,18 @@ async def test_a_held_poll_comes_back_empty_after_the_hold() -> None:
         await f.stop()
 
 
+async def test_a_poll_is_held_for_as_long_as_its_fetch_asks() -> None:
+    broker = Broker()
+    f = fetcher(broker, wait_ms=20, timeout_ms=200)
+    try:
+        held = asyncio.create_task(f.fetch(A, 0, poll=True, hold_s=0.6))
+        await asyncio.sleep(0.45)  # past the chunk timeout, the default bound
+        assert not held.done()
+        assert (await asyncio.wait_for(held, 2)).records == b""
+    finally:
+        await f.stop()
+
+
 async def test_a_poll_is_not_held_when_the_copier_says_no_or_is_released() -> None:
     broker = Broker()
     f = fetcher(broker)
