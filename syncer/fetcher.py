@@ -32,6 +32,7 @@ from syncer.clusters import TP, Cluster, FetchedPartition
 from syncer.config import CopierConfig
 from syncer.deadlines import Deadlines
 from syncer.errors import SyncerError, TransientClusterError
+from syncer.fetch_session import FetchSession
 from syncer.fetch_wants import RequestKind, Want, hold_always
 from syncer.loops import RequestLoop
 from syncer.ratelimit import ByteRate, request_bytes, wait_s
@@ -47,6 +48,7 @@ DATA_CONNECTION = 1
 # one long poll in flight on each; with three, 5 MB/s over 8 partitions showed p99 20 ms
 # (partitions catching up waited for a free one), with eight 9 ms
 POLL_CONNECTIONS = (0, 2, 3, 4, 5, 6, 7, 8)
+QUIET_CONNECTION = 9  # the quiet partitions' one poll, in a fetch session (``fetch_session``)
 # an idle partition's copier hears from its poll at least this often (or the chunk timeout)
 HOLD_S = 30.0
 QUIET_S = 10.0  # a partition that brought no records for this long is quiet
@@ -86,6 +88,8 @@ class Fetcher(RequestLoop):
         self._order = itertools.count()
         self._data_busy: dict[int, int] = defaultdict(int)  # node → data requests in flight
         self._polling: dict[int, set[int]] = defaultdict(set)  # node → poll connections busy
+        self._sessions: dict[int, FetchSession] = defaultdict(FetchSession)  # node → quiet's
+        self._quiet: set[int] = set()  # nodes whose quiet poll is out
         self._peeked: dict[TP, int] = {}  # the offset each partition last looked at unpolled
         self._hold_s = min(HOLD_S, config.chunk_timeout_ms / 1000)
         # a fetch's wait to be sent is bounded: one queued this long fails
@@ -207,21 +211,7 @@ class Fetcher(RequestLoop):
                 continue
             if self.brokers.holds(node, now):  # it failed a moment ago: after the back-off
                 continue
-            want = queue[0]
-            poll = want.poll
-            polls_full = len(self._polling[node]) >= len(POLL_CONNECTIONS)
-            # every poll connection is busy and this one would wait for one: look once
-            # without waiting (records may have come since this partition's last answer)
-            fresh = want.empty is None and self._peeked.get(tp) != want.offset
-            if poll and polls_full and fresh and self._data_busy[node] < PIPELINE:
-                self._peeked[tp] = want.offset
-                poll = False
-            if not poll:
-                kind = RequestKind.DATA
-            elif want.empty is not None and self._brought.get(tp, 0.0) < quiet_since:
-                kind = RequestKind.QUIET
-            else:
-                kind = RequestKind.POLL
+            kind = self._kind(tp, queue[0], node, quiet_since)
             if self._has_room(node, kind, by_node):
                 by_node[(node, kind)][tp] = heapq.heappop(queue).dequeued()
         for (node, kind), wants in by_node.items():
@@ -232,13 +222,31 @@ class Fetcher(RequestLoop):
                 connection = DATA_CONNECTION
                 self._data_busy[node] += 1
                 wait_ms = 0
+            elif kind is RequestKind.QUIET:
+                connection = QUIET_CONNECTION
+                self._quiet.add(node)
+                wait_ms = self._quiet_wait_ms
             else:
                 connection = min(set(POLL_CONNECTIONS) - self._polling[node])
                 self._polling[node].add(connection)
-                quiet = kind is RequestKind.QUIET
-                wait_ms = self._quiet_wait_ms if quiet else self.config.fetch_max_wait_ms
+                wait_ms = self.config.fetch_max_wait_ms
             self._spawn(self._fetch(node, connection, wants, wait_ms))
         return bool(by_node)
+
+    def _kind(self, tp: TP, want: Want, node: int, quiet_since: float) -> RequestKind:
+        poll = want.poll
+        polls_full = len(self._polling[node]) >= len(POLL_CONNECTIONS)
+        # every poll connection is busy and this one would wait for one: look once
+        # without waiting (records may have come since this partition's last answer)
+        fresh = want.empty is None and self._peeked.get(tp) != want.offset
+        if poll and polls_full and fresh and self._data_busy[node] < PIPELINE:
+            self._peeked[tp] = want.offset
+            poll = False
+        if not poll:
+            return RequestKind.DATA
+        quiet = want.empty is not None and self._brought.get(tp, 0.0) < quiet_since
+        # the quiet poll of ``node`` is out: polled as before rather than kept waiting
+        return RequestKind.QUIET if quiet and node not in self._quiet else RequestKind.POLL
 
     def _over_cap(self) -> bool:
         """Is a bandwidth cap overdrawn? Then the loop wakes again when it is paid back."""
@@ -272,13 +280,11 @@ class Fetcher(RequestLoop):
     ) -> bool:
         if kind is RequestKind.DATA:
             return self._data_busy[node] < PIPELINE
-        polls = len(self._polling[node]) + sum(
-            1 for n, k in going if n == node and k is not RequestKind.DATA and k is not kind
-        )
-        return (node, kind) in going or polls < len(POLL_CONNECTIONS)
+        if kind is RequestKind.QUIET:
+            return True  # one request, in the session, which is not out (see ``_dispatch``)
+        return (node, kind) in going or len(self._polling[node]) < len(POLL_CONNECTIONS)
 
     async def _fetch(self, node: int, connection: int, wants: dict[TP, Want], wait_ms: int) -> None:
-        poll = connection != DATA_CONNECTION
         # the chunk timeout runs from here, when the request goes out, not from when a chunk
         # joined the queue: on a thin link a chunk may wait behind another
         sent = time.monotonic()
@@ -320,11 +326,17 @@ class Fetcher(RequestLoop):
                     want.future.set_exception(error)
         finally:
             self.brokers.done(node, wants)
-            if poll:
-                self._polling[node].discard(connection)
-            else:
-                self._data_busy[node] -= 1
-            self._wakeup.set()
+            self._free(node, connection)
+
+    def _free(self, node: int, connection: int) -> None:
+        """A request on ``connection`` of ``node`` is done: the next may go out."""
+        if connection == QUIET_CONNECTION:
+            self._quiet.discard(node)
+        elif connection == DATA_CONNECTION:
+            self._data_busy[node] -= 1
+        else:
+            self._polling[node].discard(connection)
+        self._wakeup.set()
 
     async def _ask(
         self, node: int, connection: int, offsets: dict[TP, tuple[int, int]], wait_ms: int
@@ -340,8 +352,9 @@ class Fetcher(RequestLoop):
         }
         if self._by_id and self.topic_ids:
             try:
+                session = self._sessions[node] if connection == QUIET_CONNECTION else None
                 return await self.cluster.fetch_by_id(
-                    node, offsets, self.topic_ids, nearest=True, **sizes
+                    node, offsets, self.topic_ids, nearest=True, session=session, **sizes
                 )
             except NotImplementedError:  # the broker has no Fetch v13 (Kafka before 3.1)
                 log.warning(

@@ -185,6 +185,8 @@ async def test_polls_wait_for_a_free_connection_when_all_are_out() -> None:
     broker = Broker()
     f = fetcher(broker, wait_ms=300)
     tps = [TP("t", p) for p in range(len(POLL_CONNECTIONS) + 1)]
+    for tp in tps:  # all brought records lately: none is quiet (polled apart, in a session)
+        f._brought[tp] = asyncio.get_running_loop().time()
     try:
         polls = []
         for tp in tps:

@@ -1,0 +1,68 @@
+"""Quiet partitions against a real broker: once a partition brought nothing for a while it is
+long-polled in an incremental fetch session (KIP-227), whose answers leave out the
+partitions with nothing new. What comes later must still be copied at once and exactly,
+transactions included, and a partition that turns quiet again rejoins the session."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from syncer.fetcher import QUIET_S, Fetcher
+from syncer.syncer import Syncer
+from tests.kafka_helpers import (
+    create_topic,
+    make_config,
+    produce,
+    produce_transactions,
+    read_partition,
+)
+
+PARTITIONS = 4
+
+
+async def _copied(syncer: Syncer, topic: str, partition: int, end: int, within: float) -> float:
+    """Seconds until the local end of ``partition`` reaches ``end`` (fails after ``within``)."""
+    started = time.monotonic()
+    while time.monotonic() - started < within:
+        ends = {s.tp.partition: s.local_end for s in syncer.statuses() if s.tp.topic == topic}
+        if ends.get(partition, -1) >= end:
+            return time.monotonic() - started
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{topic}[{partition}] not at {end} within {within} s")
+
+
+async def test_quiet_partitions_in_a_fetch_session_copy_what_comes_at_once_and_exactly(
+    local: str, east: str, topic: str
+) -> None:
+    await create_topic(east, topic, PARTITIONS)
+    for p in range(PARTITIONS):
+        await produce(east, topic, [(b"k", b"before-%d" % i) for i in range(5)], partition=p)
+    # markers and aborted records become filler (else a marker halts the partition)
+    fills = {"include": [topic], "fill": [topic]}
+    syncer = Syncer(make_config(local, {"east": east}, [topic], topics=fills))
+    async with syncer:
+        running = asyncio.create_task(syncer.run())
+        for p in range(PARTITIONS):
+            await _copied(syncer, topic, p, 5, 30)
+        await asyncio.sleep(QUIET_S + 3)  # all quiet: polled in the session now
+        fetcher: Fetcher = syncer._fetchers["east"].lanes[0]
+        sessions = [s for s in fetcher._sessions.values() if s.session_id]
+        assert len(sessions) == 1 and len(sessions[0].sent) == PARTITIONS, sessions
+        # records to one quiet partition: the session's answer brings them at once
+        await produce(east, topic, [(b"k", b"after-%d" % i) for i in range(3)], partition=1)
+        assert await _copied(syncer, topic, 1, 8, 10) < 3.0
+        # a committed transaction and an aborted one to another (markers take offsets)
+        await produce_transactions(
+            east, topic, [(True, [(b"t", b"in")]), (False, [(b"t", b"out")])], partition=3
+        )
+        await _copied(syncer, topic, 3, 9, 10)
+        # partition 1 turns quiet again and rejoins the session; more records still come
+        await asyncio.sleep(QUIET_S + 3)
+        assert len(sessions[0].sent) == PARTITIONS
+        await produce(east, topic, [(b"k", b"later")], partition=1)
+        assert await _copied(syncer, topic, 1, 9, 10) < 3.0
+        syncer.request_stop()
+        await asyncio.wait_for(running, 30)
+    for p in range(PARTITIONS):
+        assert await read_partition(local, topic, p) == await read_partition(east, topic, p)
