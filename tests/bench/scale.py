@@ -199,7 +199,7 @@ def launch(
     config.write_text(yaml.safe_dump(settings))
     with (work / f"syncer-{members}-{n}.log").open("w") as log:
         return subprocess.Popen(
-            [sys.executable, "-m", "syncer", "run", "-c", str(config), *(["-v"] * verbose)],
+            [sys.executable, "-m", "syncer", *(["-v"] * verbose), "run", "-c", str(config)],
             stdout=log,
             stderr=subprocess.STDOUT,
         )
