@@ -157,6 +157,18 @@ def refuse(plan: TopicPlan, refusals: Mapping[str, str]) -> TopicPlan:
     )
 
 
+def first_to_create(create: Mapping[str, int], partitions: int) -> dict[str, int]:
+    """The topics of ``create`` (name → partitions) to create first: in name order, until
+    they hold ``partitions`` (at least one topic). A broker creates 10,000 partitions in tens
+    of seconds; their copiers start as each share is ready, not once all are."""
+    first: dict[str, int] = {}
+    for topic in sorted(create):
+        if first and sum(first.values()) + create[topic] > partitions:
+            break
+        first[topic] = create[topic]
+    return first
+
+
 def creation_configs(copied: Mapping[str, str]) -> dict[str, str]:
     """The settings of a local topic created from a remote's ``copied`` ones: always
     CreateTime, since the local broker must keep the timestamps we send (a LogAppendTime

@@ -7,6 +7,7 @@ from syncer.config import TopicsConfig
 from syncer.topics import (
     create_local_topics,
     creation_configs,
+    first_to_create,
     plan_topics,
     refuse,
     unfaithful_setting,
@@ -179,3 +180,12 @@ async def test_new_local_topics_are_created_in_one_go_with_each_sources_copied_s
         ]
     ]
     assert read["a"]["x"] == TopicSetting("1", False) and read["b"] == {}  # as read
+
+
+def test_new_topics_are_created_a_share_at_a_time_in_name_order() -> None:
+    create = {f"t{i}": 20 for i in range(10)} | {"big": 5_000}
+    assert first_to_create(create, 100) == {"big": 5_000}  # 'big' sorts first, alone
+    rest = {t: n for t, n in create.items() if t != "big"}
+    assert first_to_create(rest, 100) == {f"t{i}": 20 for i in range(5)}
+    assert first_to_create(rest, 10) == {"t0": 20}  # at least one, whatever its size
+    assert first_to_create({}, 100) == {}
