@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+from syncer.fetch_session import FetchSession
 from syncer.fetcher import QUIET_S, Fetcher
 from syncer.syncer import Syncer
 from tests.kafka_helpers import (
@@ -32,6 +33,18 @@ async def _copied(syncer: Syncer, topic: str, partition: int, end: int, within: 
     raise AssertionError(f"{topic}[{partition}] not at {end} within {within} s")
 
 
+async def _in_session(fetcher: Fetcher, partitions: int) -> FetchSession:
+    """The session once ``partitions`` are in it: quiet for QUIET_S, then a full request that
+    opens it, answered after the quiet wait."""
+    deadline = time.monotonic() + QUIET_S + 2 * fetcher._quiet_wait_ms / 1000 + 5
+    while time.monotonic() < deadline:
+        opened = [s for s in fetcher._sessions.values() if s.session_id]
+        if opened and len(opened[0].sent) == partitions:
+            return opened[0]
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"no session of {partitions} partitions: {dict(fetcher._sessions)}")
+
+
 async def test_quiet_partitions_in_a_fetch_session_copy_what_comes_at_once_and_exactly(
     local: str, east: str, topic: str
 ) -> None:
@@ -45,10 +58,8 @@ async def test_quiet_partitions_in_a_fetch_session_copy_what_comes_at_once_and_e
         running = asyncio.create_task(syncer.run())
         for p in range(PARTITIONS):
             await _copied(syncer, topic, p, 5, 30)
-        await asyncio.sleep(QUIET_S + 3)  # all quiet: polled in the session now
         fetcher: Fetcher = syncer._fetchers["east"].lanes[0]
-        sessions = [s for s in fetcher._sessions.values() if s.session_id]
-        assert len(sessions) == 1 and len(sessions[0].sent) == PARTITIONS, sessions
+        session = await _in_session(fetcher, PARTITIONS)  # all quiet: polled in the session
         # records to one quiet partition: the session's answer brings them at once
         await produce(east, topic, [(b"k", b"after-%d" % i) for i in range(3)], partition=1)
         assert await _copied(syncer, topic, 1, 8, 10) < 3.0
@@ -58,8 +69,7 @@ async def test_quiet_partitions_in_a_fetch_session_copy_what_comes_at_once_and_e
         )
         await _copied(syncer, topic, 3, 9, 10)
         # partition 1 turns quiet again and rejoins the session; more records still come
-        await asyncio.sleep(QUIET_S + 3)
-        assert len(sessions[0].sent) == PARTITIONS
+        assert await _in_session(fetcher, PARTITIONS) is session
         await produce(east, topic, [(b"k", b"later")], partition=1)
         assert await _copied(syncer, topic, 1, 9, 10) < 3.0
         syncer.request_stop()
