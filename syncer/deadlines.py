@@ -8,7 +8,7 @@ import asyncio
 import heapq
 import itertools
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -17,15 +17,10 @@ class Deadline(Generic[T]):
     """One item's place among the deadlines; ``cancel`` lets go of the item at once (the
     place itself leaves the heap when its time comes)."""
 
-    __slots__ = ("at", "item", "order")
+    __slots__ = ("item",)
 
-    def __init__(self, at: float, order: int, item: T) -> None:
-        self.at = at
-        self.order = order
+    def __init__(self, item: T) -> None:
         self.item: T | None = item
-
-    def __lt__(self, other: Deadline[Any]) -> bool:
-        return (self.at, self.order) < (other.at, other.order)
 
     def cancel(self) -> None:
         self.item = None
@@ -40,8 +35,9 @@ class Deadlines(Generic[T]):
     def __init__(self, wait_s: float, overdue: Callable[[T], None]) -> None:
         self.wait_s = wait_s
         self.overdue = overdue
-        self._heap: list[Deadline[T]] = []
-        self._order = itertools.count()  # ties go in the order added
+        # (when, order, place): compared as tuples in C, the order breaking ties
+        self._heap: list[tuple[float, int, Deadline[T]]] = []
+        self._order = itertools.count()
         self._timer: asyncio.TimerHandle | None = None
 
     def __len__(self) -> int:
@@ -50,10 +46,10 @@ class Deadlines(Generic[T]):
     def add(self, item: T) -> Deadline[T]:
         """Start ``item``'s wait."""
         loop = asyncio.get_running_loop()
-        deadline = Deadline(loop.time() + self.wait_s, next(self._order), item)
-        heapq.heappush(self._heap, deadline)
+        deadline, at = Deadline(item), loop.time() + self.wait_s
+        heapq.heappush(self._heap, (at, next(self._order), deadline))
         if self._timer is None:
-            self._timer = loop.call_at(deadline.at, self._fire)
+            self._timer = loop.call_at(at, self._fire)
         return deadline
 
     def close(self) -> None:
@@ -66,10 +62,10 @@ class Deadlines(Generic[T]):
         loop = asyncio.get_running_loop()
         now = loop.time()
         self._timer = None
-        while self._heap and self._heap[0].at <= now:
-            item = heapq.heappop(self._heap).item
+        while self._heap and self._heap[0][0] <= now:
+            item = heapq.heappop(self._heap)[2].item
             if item is not None:
                 self.overdue(item)
         if self._heap:
-            at = max(self._heap[0].at, now + self.wait_s / 20)
+            at = max(self._heap[0][0], now + self.wait_s / 20)
             self._timer = loop.call_at(at, self._fire)

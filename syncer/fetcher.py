@@ -245,8 +245,9 @@ class Fetcher(RequestLoop):
         if not poll:
             return RequestKind.DATA
         quiet = want.empty is not None and self._brought.get(tp, 0.0) < quiet_since
-        # the quiet poll of ``node`` is out: polled as before rather than kept waiting
-        return RequestKind.QUIET if quiet and node not in self._quiet else RequestKind.POLL
+        # one quiet poll per broker, in its session: while it is out, the next waits for it
+        # (polled in the meantime, they kept thousands of quiet partitions out of it)
+        return RequestKind.QUIET if quiet else RequestKind.POLL
 
     def _over_cap(self) -> bool:
         """Is a bandwidth cap overdrawn? Then the loop wakes again when it is paid back."""
@@ -281,7 +282,7 @@ class Fetcher(RequestLoop):
         if kind is RequestKind.DATA:
             return self._data_busy[node] < PIPELINE
         if kind is RequestKind.QUIET:
-            return True  # one request, in the session, which is not out (see ``_dispatch``)
+            return node not in self._quiet  # one at a time: the session's
         return (node, kind) in going or len(self._polling[node]) < len(POLL_CONNECTIONS)
 
     async def _fetch(self, node: int, connection: int, wants: dict[TP, Want], wait_ms: int) -> None:
