@@ -147,6 +147,9 @@ class MirroredTopics:
             await self.local.add_partitions(topic, count)
         if create or grow:
             await retried(_Check(self.local, {**create, **grow}), what="waiting for local topics")
+        if create and self.staged:  # led, not only known: the next share waits for this one
+            tps = [TP(t, p) for t, n in create.items() for p in range(n)]
+            await retried(partial(self.local.latest, tps), what="waiting for local leaders")
         if create:  # broker defaults we did not set may still break fidelity
             plan = refuse(plan, await self._unfaithful(list(create), plan))
         for topic, reason in plan.refused.items():

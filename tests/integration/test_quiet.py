@@ -74,5 +74,10 @@ async def test_quiet_partitions_in_a_fetch_session_copy_what_comes_at_once_and_e
         assert await _copied(syncer, topic, 1, 9, 10) < 3.0
         syncer.request_stop()
         await asyncio.wait_for(running, 30)
-    for p in range(PARTITIONS):
+    for p in range(PARTITIONS - 1):
         assert await read_partition(local, topic, p) == await read_partition(east, topic, p)
+    here, there = await read_partition(local, topic, 3), await read_partition(east, topic, 3)
+    assert here[:6] == there[:6]  # the records before, and the committed one at 5
+    assert [r.offset for r in here] == list(range(9))
+    fillers = [dict(r.headers).get("syncer.filler") for r in here[6:]]
+    assert fillers == [b"marker", b"aborted", b"marker"]  # commit, aborted 'out', abort
