@@ -66,7 +66,9 @@ class MirroredTopics:
         self.without_ids: set[str] = set()  # clusters whose brokers report no topic ids
         self.halted: dict[str, str] = {}  # topic → why (its id changed)
         # with ``staged``, new topics are created CREATE_PER_REFRESH partitions per refresh
-        # and the next refresh comes at once while any are ``deferred``
+        # and the next refresh comes at once while any are ``deferred``. Never in a group:
+        # its members would subscribe to different topics, and aiokafka's coordinator dies on
+        # an assignment of a topic its member has not subscribed to yet (3 members, 10,000)
         self.staged = False
         self.deferred = 0
         self.drift = TopicDrift()  # settings synced, held back, topics gone at a remote

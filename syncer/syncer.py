@@ -212,7 +212,7 @@ class Syncer:
         ``coordination.group`` set, only the partitions the group assigns to this process."""
         await self.start()
         self._grouped = self.member is not None
-        self.topics.staged = True  # copiers start as each share of new topics is created
+        self.topics.staged = self.member is None  # see MirroredTopics.staged: not in a group
         offsets = None
         if self.config.groups.include:
             offsets = asyncio.create_task(self.offsets.run(self._stop), name="group-offsets")
