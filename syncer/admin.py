@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -22,6 +22,7 @@ from syncer.errors import ClusterError, TransientClusterError
 from syncer.protocol.configs import AlterTopicConfigsRequest, alter_errors
 from syncer.retry import retried
 
+CREATE_BATCH = 100  # topics per CreateTopics request
 DYNAMIC_TOPIC_CONFIG = 1  # DescribeConfigs' config_source of a value set on the topic itself
 
 
@@ -259,18 +260,31 @@ class TopicAdmin(ClusterConnection):
     async def create_topic(
         self, topic: str, partitions: int, configs: dict[str, str], replication_factor: int
     ) -> None:
+        await self.create_topics([(topic, partitions, configs)], replication_factor)
+
+    async def create_topics(
+        self, topics: Sequence[tuple[str, int, dict[str, str]]], replication_factor: int
+    ) -> None:
+        """Create each (name, partitions, settings), CREATE_BATCH topics per request: at
+        thousands of partitions, one request per topic is most of a start-up. A topic that
+        exists already is no error."""
         admin = await self._admin_client()
         if replication_factor < 1:
             replication_factor = await self._default_replication_factor()
-        new = NewTopic(topic, partitions, replication_factor, topic_configs=configs)
-        try:
-            response = await admin.create_topics([new])
-        except kafka_errors.KafkaError as exc:
-            raise ClusterError(f"{self.name}: creating topic {topic!r} failed: {exc}") from exc
-        for _name, code, *rest in response.topic_errors:
-            if code and code != kafka_errors.TopicAlreadyExistsError.errno:
-                detail = rest[0] if rest and rest[0] else kafka_errors.for_code(code).__name__
-                raise ClusterError(f"{self.name}: creating topic {topic!r} failed: {detail}")
+        for i in range(0, len(topics), CREATE_BATCH):
+            batch = [
+                NewTopic(topic, partitions, replication_factor, topic_configs=configs)
+                for topic, partitions, configs in topics[i : i + CREATE_BATCH]
+            ]
+            names = ", ".join(repr(t.name) for t in batch[:3]) + ("…" if len(batch) > 3 else "")
+            try:
+                response = await admin.create_topics(batch)
+            except kafka_errors.KafkaError as exc:
+                raise ClusterError(f"{self.name}: creating topics {names} failed: {exc}") from exc
+            for name, code, *rest in response.topic_errors:
+                if code and code != kafka_errors.TopicAlreadyExistsError.errno:
+                    detail = rest[0] if rest and rest[0] else kafka_errors.for_code(code).__name__
+                    raise ClusterError(f"{self.name}: creating topic {name!r} failed: {detail}")
 
     async def add_partitions(self, topic: str, total: int) -> None:
         admin = await self._admin_client()

@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 
 
 class Pending(Protocol):
-    """A fetch waiting for its answer (``fetcher._Want``)."""
+    """A fetch waiting for its answer (``fetch_wants.Want``)."""
 
     @property
     def future(self) -> asyncio.Future[Any]: ...

@@ -27,6 +27,11 @@ __all__ = ["Chunk", "ChunkScheduler", "Fetched", "chunk_size"]
 
 log = logging.getLogger(__name__)
 
+# how long the fetcher may hold the empty polls of a caught-up partition with one remote (it
+# has no other to turn to), so that at 10,000 idle partitions their copiers seldom wake; with
+# several, the fetcher's own bound (the chunk timeout): one that stalls gives way sooner
+ONE_SOURCE_HOLD_S = 300.0
+
 
 def _retrieve(task: asyncio.Task[Any]) -> None:
     """Take a thrown-away fetch's outcome, so that none goes unretrieved."""
@@ -126,7 +131,10 @@ class ChunkScheduler:
     ) -> tuple[FetchedPartition, float]:
         started = time.monotonic()
         fetcher = self.fetchers[chunk.remote]
-        fetched = await fetcher.fetch(self.tp, chunk.start, limit, poll=poll, hold=self._holds)
+        hold_s = ONE_SOURCE_HOLD_S if len(self.fetchers) == 1 else None
+        fetched = await fetcher.fetch(
+            self.tp, chunk.start, limit, poll=poll, hold=self._holds, hold_s=hold_s
+        )
         self._quiet = not fetched.records
         return fetched, time.monotonic() - started
 

@@ -26,13 +26,14 @@ import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from enum import Enum
 
 from syncer.broker_watch import BrokerWatch
 from syncer.clusters import TP, Cluster, FetchedPartition
 from syncer.config import CopierConfig
+from syncer.deadlines import Deadlines
 from syncer.errors import SyncerError, TransientClusterError
+from syncer.fetch_session import FetchSession
+from syncer.fetch_wants import RequestKind, Want, hold_always
 from syncer.loops import RequestLoop
 from syncer.ratelimit import ByteRate, request_bytes, wait_s
 from syncer.sources import MAX_BUSY
@@ -47,6 +48,7 @@ DATA_CONNECTION = 1
 # one long poll in flight on each; with three, 5 MB/s over 8 partitions showed p99 20 ms
 # (partitions catching up waited for a free one), with eight 9 ms
 POLL_CONNECTIONS = (0, 2, 3, 4, 5, 6, 7, 8)
+QUIET_CONNECTION = 9  # the quiet partitions' one poll, in a fetch session (``fetch_session``)
 # an idle partition's copier hears from its poll at least this often (or the chunk timeout)
 HOLD_S = 30.0
 QUIET_S = 10.0  # a partition that brought no records for this long is quiet
@@ -54,40 +56,6 @@ QUIET_WAIT_MS = 5_000  # the wait of a poll for quiet partitions only
 # a fetch waits in the queue behind at most MAX_BUSY requests of its partition, each cut off
 # after the chunk timeout: one that waits longer fails, not left waiting for a lost slot
 QUEUED_REQUESTS = MAX_BUSY
-
-
-class RequestKind(Enum):
-    """Which request a partition's fetch joins on its leader."""
-
-    DATA = "data"  # offsets known to hold records: no wait, on the data connection
-    POLL = "poll"  # caught up: long-polled on a poll connection
-    QUIET = "quiet"  # brought nothing for QUIET_S: polled apart, with QUIET_WAIT_MS
-
-
-def hold_always() -> bool:
-    return True
-
-
-@dataclass(order=True, slots=True)
-class _Want:
-    """One partition's fetch, waiting or in flight; the lowest offset goes first."""
-
-    offset: int
-    order: int
-    limit: int = field(compare=False)
-    poll: bool = field(compare=False)
-    future: asyncio.Future[FetchedPartition] = field(compare=False)
-    since: float = field(compare=False)
-    hold: Callable[[], bool] = field(compare=False)  # may an empty poll answer be held?
-    empty: FetchedPartition | None = field(default=None, compare=False)  # the last one held
-    expiry: asyncio.TimerHandle | None = field(default=None, compare=False)  # while queued
-
-    def dequeued(self) -> _Want:
-        """Sent, or done: its wait in the queue is over."""
-        if self.expiry is not None:
-            self.expiry.cancel()
-            self.expiry = None
-        return self
 
 
 class Fetcher(RequestLoop):
@@ -116,12 +84,16 @@ class Fetcher(RequestLoop):
         self.config = config
         # several chunks of one partition may wait; each request carries one per partition,
         # the lowest offset first (the one the partition's writes wait for)
-        self._wants: dict[TP, list[_Want]] = {}
+        self._wants: dict[TP, list[Want]] = {}
         self._order = itertools.count()
         self._data_busy: dict[int, int] = defaultdict(int)  # node → data requests in flight
         self._polling: dict[int, set[int]] = defaultdict(set)  # node → poll connections busy
+        self._sessions: dict[int, FetchSession] = defaultdict(FetchSession)  # node → quiet's
+        self._quiet: set[int] = set()  # nodes whose quiet poll is out
         self._peeked: dict[TP, int] = {}  # the offset each partition last looked at unpolled
         self._hold_s = min(HOLD_S, config.chunk_timeout_ms / 1000)
+        # a fetch's wait to be sent is bounded: one queued this long fails
+        self._deadlines = Deadlines(QUEUED_REQUESTS * config.chunk_timeout_ms / 1000, self._expire)
         # within the chunk timeout with room to spare, never shorter than a poll's wait
         self._quiet_wait_ms = max(
             config.fetch_max_wait_ms, min(QUIET_WAIT_MS, config.chunk_timeout_ms // 3)
@@ -136,13 +108,14 @@ class Fetcher(RequestLoop):
         cluster.leaders.listen(self._wakeup.set)
 
     def __repr__(self) -> str:
-        in_flight = sum(self._data_busy.values()) + sum(map(len, self._polling.values()))
-        return f"<Fetcher {self.cluster.name} [wants: {len(self._wants)}, in flight: {in_flight}]>"
+        flying = sum(self._data_busy.values()) + sum(map(len, self._polling.values()))
+        return f"<Fetcher {self.cluster.name} [wants: {len(self._wants)}, in flight: {flying}]>"
 
     def _cancel_waiting(self) -> None:
         self.brokers.close()
         if self._capped is not None:
             self._capped.cancel()
+        self._deadlines.close()
         for queue in self._wants.values():
             for want in queue:
                 want.future.cancel()
@@ -163,18 +136,22 @@ class Fetcher(RequestLoop):
         *,
         poll: bool = False,
         hold: Callable[[], bool] = hold_always,
+        hold_s: float | None = None,
     ) -> FetchedPartition:
         """Records of ``tp`` from ``offset`` (raw), about ``max_bytes`` of them (whole
         batches, at least one). ``poll``: the partition is caught up, so wait for records to
-        arrive, polling again while ``hold()`` says so, up to ``HOLD_S``; otherwise answer
-        at once."""
+        arrive, polling again while ``hold()`` says so, up to ``hold_s`` (None: ``HOLD_S``
+        or the chunk timeout); otherwise answer at once."""
         if self.dead is not None:
             raise self.dead
         loop = asyncio.get_running_loop()
         future: asyncio.Future[FetchedPartition] = loop.create_future()
         full = self.config.partition_fetch_max_bytes
         limit = min(max_bytes or full, full)
-        want = _Want(offset, next(self._order), max(1, limit), poll, future, loop.time(), hold)
+        hold_s = self._hold_s if hold_s is None else hold_s
+        want = Want(
+            offset, next(self._order), max(1, limit), poll, future, loop.time(), hold, hold_s
+        )
         self._queue(tp, want)
         self.pending_bytes += limit
         self.pending[tp] = self.pending.get(tp, 0) + 1
@@ -187,20 +164,20 @@ class Fetcher(RequestLoop):
             if not self.pending[tp]:
                 del self.pending[tp]
 
-    def _queue(self, tp: TP, want: _Want) -> None:
+    def _queue(self, tp: TP, want: Want) -> None:
         """Queue ``want`` for the next request of its kind. Only the request is timed once it
         goes out; here the wait for it to go out is bounded (a dead loop fails it at once)."""
         heapq.heappush(self._wants.setdefault(tp, []), want)
-        wait_s = QUEUED_REQUESTS * self.config.chunk_timeout_ms / 1000
-        want.expiry = asyncio.get_running_loop().call_later(wait_s, self._expire, tp, want)
+        want.expiry = self._deadlines.add((tp, want))
         self._wakeup.set()
 
-    def _expire(self, tp: TP, want: _Want) -> None:
+    def _expire(self, queued: tuple[TP, Want]) -> None:
+        tp, want = queued
         if not want.future.done():
             want.future.set_exception(
                 TimeoutError(f"{tp.topic}[{tp.partition}]: fetch at {want.offset} never sent")
             )
-        self._wakeup.set()  # the loop drops the failed want from the queue
+            self._wakeup.set()  # the loop drops the failed want from the queue
 
     def release(self, tp: TP) -> None:
         """Hand ``tp``'s held polls back now (its copier is stopping)."""
@@ -220,7 +197,7 @@ class Fetcher(RequestLoop):
         lowest offset of every partition that waits; whether any went out."""
         if self._over_cap():
             return False
-        by_node: dict[tuple[int, RequestKind], dict[TP, _Want]] = defaultdict(dict)
+        by_node: dict[tuple[int, RequestKind], dict[TP, Want]] = defaultdict(dict)
         quiet_since = asyncio.get_running_loop().time() - QUIET_S
         now = time.monotonic()
         for tp, queue in list(self._wants.items()):
@@ -234,21 +211,7 @@ class Fetcher(RequestLoop):
                 continue
             if self.brokers.holds(node, now):  # it failed a moment ago: after the back-off
                 continue
-            want = queue[0]
-            poll = want.poll
-            polls_full = len(self._polling[node]) >= len(POLL_CONNECTIONS)
-            # every poll connection is busy and this one would wait for one: look once
-            # without waiting (records may have come since this partition's last answer)
-            fresh = want.empty is None and self._peeked.get(tp) != want.offset
-            if poll and polls_full and fresh and self._data_busy[node] < PIPELINE:
-                self._peeked[tp] = want.offset
-                poll = False
-            if not poll:
-                kind = RequestKind.DATA
-            elif want.empty is not None and self._brought.get(tp, 0.0) < quiet_since:
-                kind = RequestKind.QUIET
-            else:
-                kind = RequestKind.POLL
+            kind = self._kind(tp, queue[0], node, quiet_since)
             if self._has_room(node, kind, by_node):
                 by_node[(node, kind)][tp] = heapq.heappop(queue).dequeued()
         for (node, kind), wants in by_node.items():
@@ -259,13 +222,32 @@ class Fetcher(RequestLoop):
                 connection = DATA_CONNECTION
                 self._data_busy[node] += 1
                 wait_ms = 0
+            elif kind is RequestKind.QUIET:
+                connection = QUIET_CONNECTION
+                self._quiet.add(node)
+                wait_ms = self._quiet_wait_ms
             else:
                 connection = min(set(POLL_CONNECTIONS) - self._polling[node])
                 self._polling[node].add(connection)
-                quiet = kind is RequestKind.QUIET
-                wait_ms = self._quiet_wait_ms if quiet else self.config.fetch_max_wait_ms
+                wait_ms = self.config.fetch_max_wait_ms
             self._spawn(self._fetch(node, connection, wants, wait_ms))
         return bool(by_node)
+
+    def _kind(self, tp: TP, want: Want, node: int, quiet_since: float) -> RequestKind:
+        poll = want.poll
+        polls_full = len(self._polling[node]) >= len(POLL_CONNECTIONS)
+        # every poll connection is busy and this one would wait for one: look once
+        # without waiting (records may have come since this partition's last answer)
+        fresh = want.empty is None and self._peeked.get(tp) != want.offset
+        if poll and polls_full and fresh and self._data_busy[node] < PIPELINE:
+            self._peeked[tp] = want.offset
+            poll = False
+        if not poll:
+            return RequestKind.DATA
+        quiet = want.empty is not None and self._brought.get(tp, 0.0) < quiet_since
+        # one quiet poll per broker, in its session: while it is out, the next waits for it
+        # (polled in the meantime, they kept thousands of quiet partitions out of it)
+        return RequestKind.QUIET if quiet else RequestKind.POLL
 
     def _over_cap(self) -> bool:
         """Is a bandwidth cap overdrawn? Then the loop wakes again when it is paid back."""
@@ -295,19 +277,15 @@ class Fetcher(RequestLoop):
             return None
 
     def _has_room(
-        self, node: int, kind: RequestKind, going: dict[tuple[int, RequestKind], dict[TP, _Want]]
+        self, node: int, kind: RequestKind, going: dict[tuple[int, RequestKind], dict[TP, Want]]
     ) -> bool:
         if kind is RequestKind.DATA:
             return self._data_busy[node] < PIPELINE
-        polls = len(self._polling[node]) + sum(
-            1 for n, k in going if n == node and k is not RequestKind.DATA and k is not kind
-        )
-        return (node, kind) in going or polls < len(POLL_CONNECTIONS)
+        if kind is RequestKind.QUIET:
+            return node not in self._quiet  # one at a time: the session's
+        return (node, kind) in going or len(self._polling[node]) < len(POLL_CONNECTIONS)
 
-    async def _fetch(
-        self, node: int, connection: int, wants: dict[TP, _Want], wait_ms: int
-    ) -> None:
-        poll = connection != DATA_CONNECTION
+    async def _fetch(self, node: int, connection: int, wants: dict[TP, Want], wait_ms: int) -> None:
         # the chunk timeout runs from here, when the request goes out, not from when a chunk
         # joined the queue: on a thin link a chunk may wait behind another
         sent = time.monotonic()
@@ -349,11 +327,17 @@ class Fetcher(RequestLoop):
                     want.future.set_exception(error)
         finally:
             self.brokers.done(node, wants)
-            if poll:
-                self._polling[node].discard(connection)
-            else:
-                self._data_busy[node] -= 1
-            self._wakeup.set()
+            self._free(node, connection)
+
+    def _free(self, node: int, connection: int) -> None:
+        """A request on ``connection`` of ``node`` is done: the next may go out."""
+        if connection == QUIET_CONNECTION:
+            self._quiet.discard(node)
+        elif connection == DATA_CONNECTION:
+            self._data_busy[node] -= 1
+        else:
+            self._polling[node].discard(connection)
+        self._wakeup.set()
 
     async def _ask(
         self, node: int, connection: int, offsets: dict[TP, tuple[int, int]], wait_ms: int
@@ -369,8 +353,9 @@ class Fetcher(RequestLoop):
         }
         if self._by_id and self.topic_ids:
             try:
+                session = self._sessions[node] if connection == QUIET_CONNECTION else None
                 return await self.cluster.fetch_by_id(
-                    node, offsets, self.topic_ids, nearest=True, **sizes
+                    node, offsets, self.topic_ids, nearest=True, session=session, **sizes
                 )
             except NotImplementedError:  # the broker has no Fetch v13 (Kafka before 3.1)
                 log.warning(
@@ -390,9 +375,9 @@ class Fetcher(RequestLoop):
             f" {topic_id} (the topic was deleted, or recreated under its name)"
         )
 
-    def _holds(self, want: _Want, got: FetchedPartition, now: float) -> bool:
+    def _holds(self, want: Want, got: FetchedPartition, now: float) -> bool:
         """Keep an empty answer to a poll from its copier and poll again?"""
         nothing_new = (
             got.outcome is FetchOutcome.OK and not got.records and got.stable_end == want.offset
         )
-        return want.poll and nothing_new and now - want.since < self._hold_s and want.hold()
+        return want.poll and nothing_new and now - want.since < want.hold_s and want.hold()

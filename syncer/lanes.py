@@ -11,7 +11,8 @@ from typing import Self
 
 from syncer.clusters import TP, FetchedPartition
 from syncer.config import ClusterConfig, CopierConfig
-from syncer.fetcher import Fetcher, hold_always
+from syncer.fetch_wants import hold_always
+from syncer.fetcher import Fetcher
 
 
 class Lanes:
@@ -62,9 +63,10 @@ class Lanes:
         *,
         poll: bool = False,
         hold: Callable[[], bool] = hold_always,
+        hold_s: float | None = None,
     ) -> FetchedPartition:
         lane = min(self.lanes, key=lambda f: (f.pending.get(tp, 0), f.pending_bytes))
-        return await lane.fetch(tp, offset, max_bytes, poll=poll, hold=hold)
+        return await lane.fetch(tp, offset, max_bytes, poll=poll, hold=hold, hold_s=hold_s)
 
     def release(self, tp: TP) -> None:
         for fetcher in self.lanes:

@@ -25,7 +25,8 @@ from syncer.topic_ids import LOCAL, id_changes, learned, remote_label
 from syncer.topics import (
     FIDELITY_SETTINGS,
     TopicPlan,
-    create_local_topic,
+    create_local_topics,
+    first_to_create,
     plan_topics,
     refuse,
     unfaithful_setting,
@@ -40,6 +41,10 @@ class Refresh:
 
     plan: TopicPlan
     halted: dict[str, str] = field(default_factory=dict)
+
+
+# a share a broker creates in a few seconds (10,000 took it 40 s)
+CREATE_PER_REFRESH = 2_000
 
 
 class MirroredTopics:
@@ -60,6 +65,12 @@ class MirroredTopics:
         self.ids.update({remote_label(name): {} for name in remotes})
         self.without_ids: set[str] = set()  # clusters whose brokers report no topic ids
         self.halted: dict[str, str] = {}  # topic → why (its id changed)
+        # with ``staged``, new topics are created CREATE_PER_REFRESH partitions per refresh
+        # and the next refresh comes at once while any are ``deferred``. Never in a group:
+        # its members would subscribe to different topics, and aiokafka's coordinator dies on
+        # an assignment of a topic its member has not subscribed to yet (3 members, 10,000)
+        self.staged = False
+        self.deferred = 0
         self.drift = TopicDrift()  # settings synced, held back, topics gone at a remote
         self.configs = ConfigSyncer(config.copy_configs, local, remotes, self.drift)
         if config.sync_configs:  # a batch refused as too large asks before it halts
@@ -122,18 +133,25 @@ class MirroredTopics:
         plan = refuse(plan, await self._unfaithful(existing, plan, applied))
         # a topic copied before and gone locally is not created again: it halts below
         create = {t: n for t, n in plan.create.items() if t not in self.ids[LOCAL]}
+        found = create
+        if self.staged:
+            create = first_to_create(create, CREATE_PER_REFRESH)
+        later = found.keys() - create.keys()  # not mirrored yet: no copiers, no ids asked
+        self.deferred = len(later)
         grow = {t: n for t, n in plan.grow.items() if t not in self.halted}
-        for topic, count in create.items():
-            source = plan.sources[topic][0]
-            settings = await create_local_topic(
-                self.local, self.remotes[source], topic, count, self.config
-            )
-            self.configs.seen(topic, source, settings)
+        if create:
+            wanted = {topic: (plan.sources[topic][0], n) for topic, n in create.items()}
+            created = await create_local_topics(self.local, self.remotes, wanted, self.config)
+            for topic, settings in created.items():
+                self.configs.seen(topic, wanted[topic][0], settings)
         for topic, count in grow.items():
             log.info("growing local topic %s to %d partitions", topic, count)
             await self.local.add_partitions(topic, count)
         if create or grow:
             await retried(_Check(self.local, {**create, **grow}), what="waiting for local topics")
+        if create and self.staged:  # led, not only known: the next share waits for this one
+            tps = [TP(t, p) for t, n in create.items() for p in range(n)]
+            await retried(partial(self.local.latest, tps), what="waiting for local leaders")
         if create:  # broker defaults we did not set may still break fidelity
             plan = refuse(plan, await self._unfaithful(list(create), plan))
         for topic, reason in plan.refused.items():
@@ -141,10 +159,16 @@ class MirroredTopics:
                 log.error("topic %s refused: %s", topic, reason)
         self.refused = dict(plan.refused)
         # before any copier of a new topic fetches: it fetches by the id learned here
-        halted = await self.check_ids(plan.mirror, plan.sources)
-        self.mirror = {t: n for t, n in plan.mirror.items() if t not in self.halted}
+        mirror = {t: n for t, n in plan.mirror.items() if t not in later}
+        halted = await self.check_ids(mirror, plan.sources)
+        self.mirror = {t: n for t, n in mirror.items() if t not in self.halted}
         self.sources = dict(plan.sources)
         return Refresh(plan, halted)
+
+    @property
+    def next_refresh_s(self) -> float:
+        """When to refresh again: at once while found topics wait to be created."""
+        return 0.0 if self.deferred else self.config.refresh_interval_s
 
     async def followed_limit(self, topic: str) -> int | None:
         """The local ``topic``'s max.message.bytes after its copied settings followed its

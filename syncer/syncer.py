@@ -86,12 +86,10 @@ class Syncer:
         self.instruments = Instruments(registry)
         self.registry = self.instruments.attach(self.snapshot)
         self._grouped = False  # run() shares partitions through the group; catch_up() does not
-        self.offsets = OffsetCopier(config.groups, self.local, self.remotes, self._mirrored_now)
+        mirrored_now = lambda: dict(self.topics.mirror)  # noqa: E731
+        self.offsets = OffsetCopier(config.groups, self.local, self.remotes, mirrored_now)
         if config.coordination.enabled:
             self.member = GroupMember(config, self._on_assigned, self._on_revoked)
-
-    def _mirrored_now(self) -> dict[str, int]:
-        return dict(self.topics.mirror)
 
     @property
     def refused(self) -> dict[str, str]:
@@ -214,6 +212,7 @@ class Syncer:
         ``coordination.group`` set, only the partitions the group assigns to this process."""
         await self.start()
         self._grouped = self.member is not None
+        self.topics.staged = self.member is None  # see MirroredTopics.staged: not in a group
         offsets = None
         if self.config.groups.include:
             offsets = asyncio.create_task(self.offsets.run(self._stop), name="group-offsets")
@@ -239,7 +238,7 @@ class Syncer:
                     if tp not in self._tasks and tp.topic not in self.halted_topics:
                         self._spawn(tp, copier.run())
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stop.wait(), self.config.topics.refresh_interval_s)
+                await asyncio.wait_for(self._stop.wait(), self.topics.next_refresh_s)
         for copier in self.copiers.values():
             copier.request_stop()
         await asyncio.gather(*self._tasks.values(), return_exceptions=True)

@@ -157,6 +157,18 @@ def refuse(plan: TopicPlan, refusals: Mapping[str, str]) -> TopicPlan:
     )
 
 
+def first_to_create(create: Mapping[str, int], partitions: int) -> dict[str, int]:
+    """The topics of ``create`` (name → partitions) to create first: in name order, until
+    they hold ``partitions`` (at least one topic). A broker creates 10,000 partitions in tens
+    of seconds; their copiers start as each share is ready, not once all are."""
+    first: dict[str, int] = {}
+    for topic in sorted(create):
+        if first and sum(first.values()) + create[topic] > partitions:
+            break
+        first[topic] = create[topic]
+    return first
+
+
 def creation_configs(copied: Mapping[str, str]) -> dict[str, str]:
     """The settings of a local topic created from a remote's ``copied`` ones: always
     CreateTime, since the local broker must keep the timestamps we send (a LogAppendTime
@@ -164,14 +176,28 @@ def creation_configs(copied: Mapping[str, str]) -> dict[str, str]:
     return {**copied, "message.timestamp.type": "CreateTime"}
 
 
-async def create_local_topic(
-    local: Cluster, source: Cluster, topic: str, partitions: int, selection: TopicsConfig
-) -> dict[str, TopicSetting]:
-    """Create ``topic`` locally with the source's copied settings; those settings as read
-    (the ones the local topic starts from, for ``topic_configs``)."""
-    settings = (await source.topic_setting_sources([topic], selection.copy_configs)).get(topic, {})
-    copied = {k: s.value for k, s in settings.items() if s.explicit and s.value is not None}
-    configs = creation_configs(copied)
-    log.info("creating local topic %s with %d partitions and %s", topic, partitions, configs)
-    await local.create_topic(topic, partitions, configs, selection.replication_factor)
-    return settings
+async def create_local_topics(
+    local: Cluster,
+    sources: Mapping[str, Cluster],
+    wanted: Mapping[str, tuple[str, int]],
+    selection: TopicsConfig,
+) -> dict[str, dict[str, TopicSetting]]:
+    """Create each topic of ``wanted`` (topic → (source remote, partitions)) locally with its
+    source's copied settings, read with one DescribeConfigs per source and created in
+    batches; each topic's settings as read (the ones the local topic starts from, for
+    ``topic_configs``)."""
+    by_source: dict[str, list[str]] = {}
+    for topic, (source, _count) in wanted.items():
+        by_source.setdefault(source, []).append(topic)
+    settings: dict[str, dict[str, TopicSetting]] = {}
+    for source, topics in by_source.items():
+        settings.update(await sources[source].topic_setting_sources(topics, selection.copy_configs))
+    new = []
+    for topic, (_source, partitions) in wanted.items():
+        read = settings.setdefault(topic, {})
+        copied = {k: s.value for k, s in read.items() if s.explicit and s.value is not None}
+        configs = creation_configs(copied)
+        log.info("creating local topic %s with %d partitions and %s", topic, partitions, configs)
+        new.append((topic, partitions, configs))
+    await local.create_topics(new, selection.replication_factor)
+    return {topic: settings[topic] for topic in wanted}

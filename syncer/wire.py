@@ -1,6 +1,6 @@
 """The raw requests of the data path, sent to a partition's leader (a fetch, with a rack, to
-the read replica its leader named: ``syncer.replicas``): list offsets (a
-partition's ends), fetch, produce (by topic id where the brokers can) and InitProducerId.
+the read replica its leader named: ``syncer.replicas``): list offsets (a partition's ends),
+fetch (in a session: ``fetch_session``), produce (by topic id where brokers can), InitProducerId.
 Answers leave as plain values. A fetch answer carries its ``FetchOutcome``, decided here from
 the error code, so that no caller judges Kafka's numbers; a produce answer's code is judged by
 ``alignment.judge``."""
@@ -15,6 +15,7 @@ from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
+from functools import cached_property, partial
 from typing import Any
 
 from aiokafka import errors as kafka_errors
@@ -23,14 +24,15 @@ from aiokafka.protocol.offset import OffsetRequest
 from aiokafka.protocol.produce import ProduceRequest
 from aiokafka.protocol.transaction import InitProducerIdRequest
 
+from syncer.coalesce import Coalesced
 from syncer.connection import TP, ClusterConnection, error_for, is_retriable
 from syncer.errors import ClusterError, TransientClusterError
+from syncer.fetch_session import FetchSession, Sessionless, exchange
 from syncer.leaders import LEADER_MOVED_CODES
 from syncer.protocol import (
     UNKNOWN_TOPIC_ID,
     FetchByIdRequest,
     ProduceByIdRequest,
-    fetched_by_id,
     produced_by_id,
 )
 from syncer.retry import retried
@@ -41,8 +43,7 @@ READ_UNCOMMITTED = 0
 READ_COMMITTED = 1
 EARLIEST = -2
 LATEST = -1
-# a fetch asked for an offset below the partition's start or past its end
-OFFSET_OUT_OF_RANGE: int = kafka_errors.OffsetOutOfRangeError.errno
+OFFSET_OUT_OF_RANGE: int = kafka_errors.OffsetOutOfRangeError.errno  # below start, past end
 
 
 class FetchOutcome(Enum):
@@ -141,7 +142,14 @@ class WireRequests(ClusterConnection):
         self, tps: Iterable[TP], *, isolation: int = READ_UNCOMMITTED
     ) -> dict[TP, int]:
         """End of each partition: the high watermark, or the last stable offset."""
-        return await self._list_offsets(list(tps), LATEST, isolation)
+        tps = list(tps)
+        if len(tps) == 1 and isolation == READ_UNCOMMITTED:  # each copier, all at a start
+            return {tps[0]: await self._ends.read(tps[0])}
+        return await self._list_offsets(tps, LATEST, isolation)
+
+    @cached_property
+    def _ends(self) -> Coalesced[TP, int]:
+        return Coalesced(partial(self._list_offsets, which=LATEST, isolation=READ_UNCOMMITTED))
 
     async def _list_offsets(self, tps: list[TP], which: int, isolation: int) -> dict[TP, int]:
         by_leader: dict[int, dict[str, list[tuple[int, int]]]] = defaultdict(
@@ -216,12 +224,14 @@ class WireRequests(ClusterConnection):
         partition_max_bytes: int,
         connection: int = 0,
         nearest: bool = False,
+        session: FetchSession | None = None,
     ) -> dict[TP, FetchedPartition]:
         """One read_committed Fetch v13 naming each topic by the id in ``topic_ids``; a topic
         without one is not asked and answers UNKNOWN_TOPIC_ID (its records may not be read
-        until its id is known). Raises NotImplementedError if the broker has no Fetch v13."""
+        until its id is known). In ``session`` if given (one request at a time in it).
+        Raises NotImplementedError if the broker has no Fetch v13."""
         out: dict[TP, FetchedPartition] = {}
-        topics: dict[uuid.UUID, list[tuple[int, int, int]]] = defaultdict(list)
+        wanted: dict[tuple[uuid.UUID, int], tuple[int, int]] = {}
         names: dict[uuid.UUID, str] = {}
         for tp, (offset, limit) in offsets.items():
             topic_id = topic_ids.get(tp.topic)
@@ -229,16 +239,20 @@ class WireRequests(ClusterConnection):
                 out[tp] = FetchedPartition(UNKNOWN_TOPIC_ID, -1, -1, -1, (), b"")
                 continue
             names[topic_id] = tp.topic
-            topics[topic_id].append((tp.partition, offset, min(limit, partition_max_bytes)))
-        if not topics:
+            wanted[(topic_id, tp.partition)] = (offset, min(limit, partition_max_bytes))
+        if not wanted:
             return out
         asked = [tp for tp in offsets if tp.topic in topic_ids]
         rack = self._rack_for(asked) if nearest else ""  # as in ``fetch``
-        request = FetchByIdRequest(max_wait_ms, max_bytes, READ_COMMITTED, topics, rack)
         seen = self.leaders.generation
-        response = await self._send_fetch(node, request, asked, connection)
+        sizes = (max_wait_ms, max_bytes, rack)
+
+        async def send(request: FetchByIdRequest) -> Any:
+            return await self._send_fetch(node, request, asked, connection)
+
+        answers = await exchange(session or Sessionless(), wanted, sizes, send)
         answered = []
-        for p in fetched_by_id(response):
+        for p in answers.values():
             name = names.get(p.topic_id)
             if name is not None:
                 answered.append((name, p.error_code))

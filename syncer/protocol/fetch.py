@@ -111,9 +111,10 @@ class FetchRequest_v13(RequestStruct):  # type: ignore[misc]
 
 
 class FetchByIdRequest(Request[FetchRequest_v13]):  # type: ignore[misc]
-    """A sessionless consumer fetch naming each topic by id: the broker answers
-    UNKNOWN_TOPIC_ID for a topic deleted (and maybe recreated under the same name) since the
-    id was learned, instead of serving the new log's records."""
+    """A consumer fetch naming each topic by id: the broker answers UNKNOWN_TOPIC_ID for a
+    topic deleted (and maybe recreated under the same name) since the id was learned,
+    instead of serving the new log's records. Sessionless unless ``session`` (id, epoch)
+    says otherwise (``fetch_session``); ``forgotten`` leaves partitions of a session."""
 
     API_KEY = FETCH
 
@@ -124,7 +125,11 @@ class FetchByIdRequest(Request[FetchRequest_v13]):  # type: ignore[misc]
         isolation_level: int,
         topics: Mapping[uuid.UUID, list[tuple[int, int, int]]],
         rack_id: str = "",
+        session: tuple[int, int] = (0, -1),  # no session: a full fetch each time
+        forgotten: Mapping[uuid.UUID, list[int]] | None = None,
     ) -> None:
+        self.session = session
+        self.forgotten = forgotten or {}
         self.max_wait_ms = max_wait_ms
         self.max_bytes = max_bytes
         self.isolation_level = isolation_level
@@ -142,10 +147,9 @@ class FetchByIdRequest(Request[FetchRequest_v13]):  # type: ignore[misc]
             1,  # min bytes
             self.max_bytes,
             self.isolation_level,
-            0,  # session id: none (a full fetch each time)
-            -1,  # session epoch: final
+            *self.session,  # session id, epoch
             topics,
-            [],  # forgotten topics
+            [(topic_id, partitions, {}) for topic_id, partitions in self.forgotten.items()],
             self.rack_id,
             {},
         )

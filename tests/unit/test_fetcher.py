@@ -21,6 +21,7 @@ from syncer.fetcher import (
     PIPELINE,
     POLL_CONNECTIONS,
     QUEUED_REQUESTS,
+    QUIET_CONNECTION,
     Fetcher,
 )
 from syncer.holes import RemoteEnds
@@ -123,6 +124,18 @@ async def test_a_held_poll_comes_back_empty_after_the_hold() -> None:
         await f.stop()
 
 
+async def test_a_poll_is_held_for_as_long_as_its_fetch_asks() -> None:
+    broker = Broker()
+    f = fetcher(broker, wait_ms=20, timeout_ms=200)
+    try:
+        held = asyncio.create_task(f.fetch(A, 0, poll=True, hold_s=0.6))
+        await asyncio.sleep(0.45)  # past the chunk timeout, the default bound
+        assert not held.done()
+        assert (await asyncio.wait_for(held, 2)).records == b""
+    finally:
+        await f.stop()
+
+
 async def test_a_poll_is_not_held_when_the_copier_says_no_or_is_released() -> None:
     broker = Broker()
     f = fetcher(broker)
@@ -173,6 +186,8 @@ async def test_polls_wait_for_a_free_connection_when_all_are_out() -> None:
     broker = Broker()
     f = fetcher(broker, wait_ms=300)
     tps = [TP("t", p) for p in range(len(POLL_CONNECTIONS) + 1)]
+    for tp in tps:  # all brought records lately: none is quiet (polled apart, in a session)
+        f._brought[tp] = asyncio.get_running_loop().time()
     try:
         polls = []
         for tp in tps:
@@ -207,6 +222,30 @@ async def test_quiet_partitions_are_polled_apart_with_a_longer_wait() -> None:
         broker.append(A)
         assert (await asyncio.wait_for(quiet, 0.5)).records == b"r"  # at once, not after 1 s
         assert not active.done()
+    finally:
+        await f.stop()
+
+
+async def test_one_quiet_poll_at_a_time_and_the_next_quiet_partition_waits_for_it() -> None:
+    """A broker's quiet poll is one request in its fetch session: a partition that turns
+    quiet while it is out waits for it and goes in the next one, not in polls of its own
+    (at 10,000 partitions those kept thousands out of the session, polled every 0.5 s)."""
+    broker = Broker()
+    f = fetcher(broker, wait_ms=20, timeout_ms=3_000)  # quiet wait: 1 s
+    try:
+        first = asyncio.create_task(f.fetch(A, 0, poll=True))
+        await asyncio.sleep(0.2)  # A's quiet poll is out
+        late = asyncio.create_task(f.fetch(B, 0, poll=True))
+        await asyncio.sleep(0.3)
+        quiet = [(conn, set(wants)) for conn, wants, w in broker.requests if w == 1_000]
+        assert [wants for _conn, wants in quiet] == [{A}]
+        polled_b = sum(1 for _c, wants, _w in broker.requests if B in wants)
+        assert polled_b == 1  # once, short, to see it is caught up; then it waits
+        await asyncio.sleep(1.0)  # A's quiet poll came back: the next one carries both
+        assert {A, B} in [set(wants) for _c, wants, w in broker.requests if w == 1_000]
+        assert {conn for conn, _wants in quiet} == {QUIET_CONNECTION}
+        first.cancel()
+        late.cancel()
     finally:
         await f.stop()
 

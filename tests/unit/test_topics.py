@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
+from syncer.admin import TopicSetting
 from syncer.config import TopicsConfig
-from syncer.topics import creation_configs, plan_topics, refuse, unfaithful_setting
+from syncer.topics import (
+    create_local_topics,
+    creation_configs,
+    first_to_create,
+    plan_topics,
+    refuse,
+    unfaithful_setting,
+)
 
 SELECT = TopicsConfig(include=("orders\\..*", "audit"), exclude=(".*\\.tmp",))
 
@@ -121,3 +129,63 @@ def test_a_created_local_topic_is_always_create_time() -> None:
         "message.timestamp.type": "CreateTime",
     }
     assert creation_configs({})["message.timestamp.type"] == "CreateTime"
+
+
+class _Remote:
+    """Stands in for a remote: its topics' settings, and how often they were asked."""
+
+    def __init__(self, settings: dict[str, dict[str, TopicSetting]]) -> None:
+        self.settings = settings
+        self.asked: list[list[str]] = []
+
+    async def topic_setting_sources(
+        self, topics: list[str], keys: object
+    ) -> dict[str, dict[str, TopicSetting]]:
+        self.asked.append(sorted(topics))
+        return {t: self.settings[t] for t in topics if t in self.settings}
+
+
+class _Local:
+    def __init__(self) -> None:
+        self.created: list[list[tuple[str, int, dict[str, str]]]] = []
+
+    async def create_topics(
+        self, topics: list[tuple[str, int, dict[str, str]]], replication_factor: int
+    ) -> None:
+        self.created.append(list(topics))
+
+
+async def test_new_local_topics_are_created_in_one_go_with_each_sources_copied_settings() -> None:
+    east = _Remote(
+        {
+            "a": {"retention.ms": TopicSetting("1000", True), "x": TopicSetting("1", False)},
+            "b": {},
+        }
+    )
+    west = _Remote({"c": {"cleanup.policy": TopicSetting("compact", True)}})
+    local = _Local()
+    wanted = {"a": ("east", 3), "b": ("east", 1), "c": ("west", 2)}
+    read = await create_local_topics(
+        local,  # type: ignore[arg-type]
+        {"east": east, "west": west},  # type: ignore[dict-item]
+        wanted,
+        SELECT,
+    )
+    assert east.asked == [["a", "b"]] and west.asked == [["c"]]  # one request per source
+    assert local.created == [
+        [
+            ("a", 3, {"retention.ms": "1000", "message.timestamp.type": "CreateTime"}),
+            ("b", 1, {"message.timestamp.type": "CreateTime"}),
+            ("c", 2, {"cleanup.policy": "compact", "message.timestamp.type": "CreateTime"}),
+        ]
+    ]
+    assert read["a"]["x"] == TopicSetting("1", False) and read["b"] == {}  # as read
+
+
+def test_new_topics_are_created_a_share_at_a_time_in_name_order() -> None:
+    create = {f"t{i}": 20 for i in range(10)} | {"big": 5_000}
+    assert first_to_create(create, 100) == {"big": 5_000}  # 'big' sorts first, alone
+    rest = {t: n for t, n in create.items() if t != "big"}
+    assert first_to_create(rest, 100) == {f"t{i}": 20 for i in range(5)}
+    assert first_to_create(rest, 10) == {"t0": 20}  # at least one, whatever its size
+    assert first_to_create({}, 100) == {}

@@ -1,0 +1,72 @@
+"""Reads of one key asked in the same turn of the event loop, answered by one read of them
+all: at 10,000 partitions every copier reads its local end as it starts, and 10,000
+one-partition ListOffsets requests were a good part of a start-up."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Hashable
+from typing import Generic, TypeVar
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+
+class Coalesced(Generic[K, V]):
+    """``await read(key)`` from any number of tasks: the keys asked before the loop turns
+    are read with one ``read_many``. Should that fail (one key's error fails the request),
+    each key is read alone, so a caller sees only its own key's error."""
+
+    def __init__(self, read_many: Callable[[list[K]], Awaitable[dict[K, V]]]) -> None:
+        self.read_many = read_many
+        self._waiting: dict[K, list[asyncio.Future[V]]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.batches = 0  # read_many calls made
+
+    async def read(self, key: K) -> V:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[V] = loop.create_future()
+        if not self._waiting:
+            loop.call_soon(self._flush)
+        self._waiting.setdefault(key, []).append(future)
+        return await future
+
+    def _flush(self) -> None:
+        waiting, self._waiting = self._waiting, {}
+        task = asyncio.create_task(self._answer(waiting))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _answer(self, waiting: dict[K, list[asyncio.Future[V]]]) -> None:
+        try:
+            if len(waiting) > 1:
+                self.batches += 1
+                try:
+                    got = await self.read_many(list(waiting))
+                except Exception:
+                    got = {}
+                for key in [k for k in waiting if k in got]:
+                    _settle(waiting.pop(key), got[key], None)
+            await asyncio.gather(*(self._alone(k, f) for k, f in waiting.items()))
+        except BaseException as exc:  # cancelled: nobody may wait forever
+            for futures in waiting.values():
+                _settle(futures, None, asyncio.CancelledError(str(exc)))
+            raise
+
+    async def _alone(self, key: K, futures: list[asyncio.Future[V]]) -> None:
+        try:
+            value = (await self.read_many([key]))[key]
+        except Exception as exc:
+            _settle(futures, None, exc)
+        else:
+            _settle(futures, value, None)
+
+
+def _settle(futures: list[asyncio.Future[V]], value: V | None, error: BaseException | None) -> None:
+    for future in futures:
+        if future.done():
+            continue  # its caller gave up
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(value)  # type: ignore[arg-type]

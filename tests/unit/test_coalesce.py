@@ -1,0 +1,57 @@
+"""Reads asked together go out as one; one key's error reaches only its own caller."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from syncer.coalesce import Coalesced
+
+
+class Ends:
+    """Stands in for a broker's ListOffsets: one call per request, an error for ``bad``."""
+
+    def __init__(self, bad: set[str] | None = None) -> None:
+        self.bad = bad or set()
+        self.requests: list[list[str]] = []
+
+    async def read(self, keys: list[str]) -> dict[str, int]:
+        self.requests.append(sorted(keys))
+        await asyncio.sleep(0)
+        if self.bad & set(keys):
+            raise ValueError(f"bad: {sorted(self.bad & set(keys))}")
+        return {k: len(k) for k in keys}
+
+
+async def test_reads_asked_in_one_turn_go_out_as_one_request() -> None:
+    ends = Ends()
+    ends_of = Coalesced(ends.read)
+    got = await asyncio.gather(*(ends_of.read(k) for k in ("a", "bb", "ccc", "a")))
+    assert got == [1, 2, 3, 1]
+    assert ends.requests == [["a", "bb", "ccc"]]  # once, each key once
+    assert await ends_of.read("dddd") == 4  # a later turn: a request of its own
+    assert ends.requests[1:] == [["dddd"]]
+
+
+async def test_one_keys_error_reaches_only_its_caller() -> None:
+    ends = Ends(bad={"bb"})
+    ends_of = Coalesced(ends.read)
+    results = await asyncio.gather(
+        *(ends_of.read(k) for k in ("a", "bb", "ccc")), return_exceptions=True
+    )
+    assert results[0] == 1 and results[2] == 3
+    assert isinstance(results[1], ValueError)
+    assert ends.requests[0] == ["a", "bb", "ccc"]  # together first, then each alone
+
+
+async def test_a_caller_that_gives_up_leaves_the_others_answered() -> None:
+    ends = Ends()
+    ends_of = Coalesced(ends.read)
+    impatient = asyncio.create_task(ends_of.read("a"))
+    patient = asyncio.create_task(ends_of.read("bb"))
+    await asyncio.sleep(0)
+    impatient.cancel()
+    assert await patient == 2
+    with pytest.raises(asyncio.CancelledError):
+        await impatient
