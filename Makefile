@@ -73,7 +73,8 @@ bench-wan: $(STAMP)
 bench-steady: $(STAMP)
 	$(BIN)/python -m tests.bench.steady
 
-# 2,000 partitions (100 topics x 20): first byte, time to sync, peak RSS, idle CPU.
+# 10,000 partitions (500 topics x 20): first record, time to sync, peak RSS, idle CPU; one
+# process, then three in a group (each one's share).
 bench-scale: $(STAMP)
 	$(BIN)/python -m tests.bench.scale
 
