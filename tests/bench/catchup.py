@@ -102,6 +102,9 @@ def main() -> None:
     parser.add_argument(
         "--raw-procs", type=int, default=1, help="processes (connections) of the L_raw tool"
     )
+    parser.add_argument(
+        "--raw-repeats", type=int, default=2, help="runs of each L_raw phase (the best counts)"
+    )
     parser.add_argument("--perf-limit", action="store_true", help="also the Java perf tools' L")
     parser.add_argument(
         "--profile", action="store_true", help="py-spy samples each syncer catch-up (not old)"
@@ -149,7 +152,9 @@ def run_case(
     )
     assert asyncio.run(local_total(east, topic, case.partitions)) == records
     console.print(f"[{case.name}] L_raw: raw fetches from east, then raw appends to local ...")
-    limit_raw = raw.measure(east, local, topic, case.partitions, size, procs=args.raw_procs)
+    limit_raw = raw.measure(
+        east, local, topic, case.partitions, size, procs=args.raw_procs, repeats=args.raw_repeats
+    )
     limit = None
     if args.perf_limit:
         console.print(f"[{case.name}] L: perf producer to local while perf consumer reads east")
@@ -181,7 +186,7 @@ def run_case(
         args.tasks,
         extra=f"local.producer.compression.type = {producer or 'none'}\n",
     )
-    doomed = [topic, f"east.{topic}", f"limit.{topic}", raw.raw_topic(topic)]
+    doomed = [topic, f"east.{topic}", f"limit.{topic}"]
     asyncio.run(delete_topics(local, doomed))
     asyncio.run(delete_topics(east, [topic]))
     row: dict[str, object] = {
