@@ -49,7 +49,7 @@ def write_produce(
     conn: AIOKafkaConnection,
     acks: int,
     timeout_ms: int,
-    topics: Mapping[uuid.UUID, list[tuple[int, bytes]]],
+    topics: Mapping[uuid.UUID, list[tuple[int, bytes | bytearray]]],
 ) -> asyncio.Future[Any]:
     """Write one Produce v13 request on ``conn`` now; the future of its answer (the decoded
     ``ProduceResponse_v13``), resolved by aiokafka's reader, failed if the connection
@@ -82,11 +82,11 @@ async def answer(conn: AIOKafkaConnection, future: asyncio.Future[Any]) -> Any:
 
 
 def by_id(
-    batches: Mapping[TP, bytes], topic_ids: Mapping[str, uuid.UUID]
-) -> tuple[dict[uuid.UUID, list[tuple[int, bytes]]], dict[uuid.UUID, str], list[TP]]:
+    batches: Mapping[TP, bytes | bytearray], topic_ids: Mapping[str, uuid.UUID]
+) -> tuple[dict[uuid.UUID, list[tuple[int, bytes | bytearray]]], dict[uuid.UUID, str], list[TP]]:
     """``batches`` by topic id, the name of each id, and the partitions whose topic has no
     id here yet (not sent: the topic refresh has not learned it)."""
-    topics: dict[uuid.UUID, list[tuple[int, bytes]]] = defaultdict(list)
+    topics: dict[uuid.UUID, list[tuple[int, bytes | bytearray]]] = defaultdict(list)
     names: dict[uuid.UUID, str] = {}
     unknown = []
     for tp, batch in batches.items():

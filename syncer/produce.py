@@ -38,7 +38,7 @@ class ProduceRequests(ClusterConnection):
     async def produce(
         self,
         node: int,
-        batches: dict[TP, bytes],
+        batches: dict[TP, bytes | bytearray],
         *,
         timeout_ms: int,
         topic_ids: Mapping[str, uuid.UUID] | None = None,
@@ -61,7 +61,7 @@ class ProduceRequests(ClusterConnection):
                     self.name,
                 )
                 self._writes_by_id = False
-        topics: dict[str, list[tuple[int, bytes]]] = defaultdict(list)
+        topics: dict[str, list[tuple[int, bytes | bytearray]]] = defaultdict(list)
         for tp, batch in batches.items():
             topics[tp.topic].append((tp.partition, batch))
         request = ProduceRequest(None, -1, timeout_ms, list(topics.items()))
@@ -77,7 +77,7 @@ class ProduceRequests(ClusterConnection):
     async def _produce_by_id(
         self,
         node: int,
-        batches: dict[TP, bytes],
+        batches: dict[TP, bytes | bytearray],
         timeout_ms: int,
         topic_ids: Mapping[str, uuid.UUID],
     ) -> dict[TP, ProduceResult]:
@@ -90,8 +90,10 @@ class ProduceRequests(ClusterConnection):
 
     @staticmethod
     def _by_id(
-        batches: dict[TP, bytes], topic_ids: Mapping[str, uuid.UUID]
-    ) -> tuple[dict[uuid.UUID, list[tuple[int, bytes]]], dict[uuid.UUID, str], dict[TP, Any]]:
+        batches: dict[TP, bytes | bytearray], topic_ids: Mapping[str, uuid.UUID]
+    ) -> tuple[
+        dict[uuid.UUID, list[tuple[int, bytes | bytearray]]], dict[uuid.UUID, str], dict[TP, Any]
+    ]:
         """A topic with no id here yet is not sent: it answers UNKNOWN_TOPIC_OR_PARTITION."""
         topics, names, unknown = by_id(batches, topic_ids)
         code = kafka_errors.UnknownTopicOrPartitionError.errno
@@ -116,7 +118,7 @@ class ProduceRequests(ClusterConnection):
     def produce_now(
         self,
         node: int,
-        batches: dict[TP, bytes],
+        batches: dict[TP, bytes | bytearray],
         *,
         timeout_ms: int,
         topic_ids: Mapping[str, uuid.UUID] | None = None,

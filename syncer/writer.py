@@ -42,7 +42,7 @@ class Writer(RequestLoop):
         self.observe = observe  # each produce request's seconds, send to answer
         self.may_write = may_write
         self.max_in_flight = max_in_flight
-        self._queues: dict[TP, deque[tuple[bytes, asyncio.Future[ProduceResult]]]] = {}
+        self._queues: dict[TP, deque[tuple[bytes | bytearray, asyncio.Future[ProduceResult]]]] = {}
         self._in_flight: dict[int, int] = defaultdict(int)
         self._opening: dict[int, int] = defaultdict(int)  # node → requests sent by a task
         self.requests_sent = 0
@@ -67,7 +67,7 @@ class Writer(RequestLoop):
                     future.set_exception(error)
         self._queues.clear()
 
-    def submit(self, tp: TP, batch: bytes) -> asyncio.Future[ProduceResult]:
+    def submit(self, tp: TP, batch: bytes | bytearray) -> asyncio.Future[ProduceResult]:
         future: asyncio.Future[ProduceResult] = asyncio.get_running_loop().create_future()
         if self.dead is not None:
             future.set_exception(self.dead)
@@ -108,7 +108,7 @@ class Writer(RequestLoop):
         if not self.may_write():
             self._refuse_all()
             return
-        by_node: dict[int, dict[TP, tuple[bytes, asyncio.Future[ProduceResult]]]]
+        by_node: dict[int, dict[TP, tuple[bytes | bytearray, asyncio.Future[ProduceResult]]]]
         by_node = defaultdict(dict)
         for tp, queue in list(self._queues.items()):
             while queue and queue[0][1].done():
@@ -136,7 +136,7 @@ class Writer(RequestLoop):
             self._wakeup.set()  # more batches wait behind the ones just sent
 
     def _start(
-        self, node: int, entries: dict[TP, tuple[bytes, asyncio.Future[ProduceResult]]]
+        self, node: int, entries: dict[TP, tuple[bytes | bytearray, asyncio.Future[ProduceResult]]]
     ) -> None:
         """Write the request now if the connection to ``node`` is open, and no request
         to it still waits for its connection (requests reach a broker in the order they
@@ -171,7 +171,7 @@ class Writer(RequestLoop):
     async def _produce(
         self,
         node: int,
-        entries: dict[TP, tuple[bytes, asyncio.Future[ProduceResult]]],
+        entries: dict[TP, tuple[bytes | bytearray, asyncio.Future[ProduceResult]]],
         answer: Coroutine[Any, Any, dict[TP, ProduceResult]],
         sent: float,
         *,

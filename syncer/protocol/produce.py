@@ -99,7 +99,10 @@ class ProduceByIdRequest(Request[ProduceRequest_v13]):  # type: ignore[misc]
     API_KEY = PRODUCE
 
     def __init__(
-        self, acks: int, timeout_ms: int, topics: Mapping[uuid.UUID, list[tuple[int, bytes]]]
+        self,
+        acks: int,
+        timeout_ms: int,
+        topics: Mapping[uuid.UUID, list[tuple[int, bytes | bytearray]]],
     ) -> None:
         self.acks = acks
         self.timeout_ms = timeout_ms
@@ -154,14 +157,14 @@ def produce_v13_frame(
     client_id: str,
     acks: int,
     timeout_ms: int,
-    topics: Mapping[uuid.UUID, list[tuple[int, bytes]]],
-) -> list[bytes]:
+    topics: Mapping[uuid.UUID, list[tuple[int, bytes | bytearray]]],
+) -> list[bytes | bytearray]:
     """A whole Produce v13 request (size prefix, header v2, body) as the pieces to write,
     byte for byte what aiokafka's structs encode for ``ProduceByIdRequest``, but with each
     record batch its own piece: the batches (most of the bytes) are written as they are,
     never copied into one encoded request first."""
     name = client_id.encode()
-    pieces = [
+    pieces: list[bytes | bytearray] = [
         b"",  # the size, once known
         _INT16(PRODUCE) + _INT16(PRODUCE_BY_ID) + _INT32(correlation_id),
         _INT16(len(name)) + name + b"\x00",  # client id; no tagged fields

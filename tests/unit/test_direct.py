@@ -72,12 +72,13 @@ def test_uvarint_is_kafkas_seven_bits_a_byte() -> None:
     assert uvarint(300_000) == b"\xe0\xa7\x12"
 
 
+@pytest.mark.parametrize("kind", [bytes, bytearray])  # as stamped by rewrite_for_local
 @pytest.mark.parametrize("size", [0, 1, 126, 127, 128, 20_000, 1_100_000])
-async def test_a_request_written_directly_is_byte_for_byte_aiokafkas(size: int) -> None:
+async def test_a_request_written_directly_is_byte_for_byte_aiokafkas(size: int, kind: type) -> None:
     """Both ways, the same request with the same correlation id: batches of several sizes
     (the compact length's varint changes width at 127 and 16383), two topics, several
     partitions."""
-    batch = bytes(range(256)) * (size // 256) + b"\x07" * (size % 256)
+    batch = kind(bytes(range(256)) * (size // 256) + b"\x07" * (size % 256))
     topics = {ORDERS: [(0, batch), (3, b"x" * 200)], AUDIT: [(1, batch[: size // 2])]}
     ours, theirs = await connection(), await connection()
     write_produce(ours, -1, 30_000, topics)
