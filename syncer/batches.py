@@ -174,7 +174,7 @@ def sequence_for(offset: int) -> int:
     return offset % SEQUENCE_MODULUS
 
 
-def rewrite_for_local(batch: Batch, producer_id: int, producer_epoch: int) -> bytes:
+def rewrite_for_local(batch: Batch, producer_id: int, producer_epoch: int) -> bytes | bytearray:
     """Copy ``batch`` with our writer identity, sequence = its offset mod 2^31, the
     transactional bit cleared (we never write inside a transaction) and a fresh CRC.
 
@@ -190,7 +190,7 @@ def rewrite_for_local(batch: Batch, producer_id: int, producer_epoch: int) -> by
     attributes = batch.attributes & ~TRANSACTIONAL_BIT
     _ATTRIBUTES.pack_into(out, _ATTRIBUTES_AT, attributes)
     _CRC.pack_into(out, _CRC_AT, crc32c.crc32c(memoryview(out)[_ATTRIBUTES_AT:]))
-    return bytes(out)
+    return out  # not copied again into bytes: nothing changes it once stamped
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,7 +247,9 @@ def record_digest(r: Record) -> bytes:
     return h.digest()
 
 
-def trim_for_local(batch: Batch, first: int, producer_id: int, producer_epoch: int) -> bytes:
+def trim_for_local(
+    batch: Batch, first: int, producer_id: int, producer_epoch: int
+) -> bytes | bytearray:
     """A new batch holding the records of ``batch`` from offset ``first`` on, same codec,
     timestamps, keys, values and headers, stamped for local offset ``first``. Used where a
     source batch straddles the local end (sources cut their batches differently)."""

@@ -351,14 +351,17 @@ class ClusterConnection:
             if self._buffers:
                 await self._tune(node, group)
             return await self._client.send(node, request, group=group)
-        except kafka_errors.KafkaError as exc:
-            self.failed_at[node] = time.monotonic()
-            self._client.force_metadata_update()
-            raise TransientClusterError(f"{self.name}: {type(exc).__name__}: {exc}") from exc
-        except (TimeoutError, OSError) as exc:
-            self.failed_at[node] = time.monotonic()
-            self._client.force_metadata_update()
-            raise TransientClusterError(f"{self.name}: {exc!r}") from exc
+        except (kafka_errors.KafkaError, TimeoutError, OSError) as exc:
+            raise self.failed(node, exc) from exc
+
+    def failed(self, node: int, exc: Exception) -> TransientClusterError:
+        """A request to ``node`` failed with ``exc``: ours to raise, and metadata refreshed."""
+        self.failed_at[node] = time.monotonic()
+        self._client.force_metadata_update()
+        kafka = isinstance(exc, kafka_errors.KafkaError)
+        return TransientClusterError(
+            f"{self.name}: {type(exc).__name__}: {exc}" if kafka else f"{self.name}: {exc!r}"
+        )
 
     async def _tune(self, node: int, group: ConnectionGroup) -> None:
         """Socket buffers of the connection to ``node``, set once it is open and before any

@@ -385,7 +385,7 @@ class PartitionCopier:
             Sent(base, batch.next_offset, records, len(raw), remote, batch.max_timestamp), raw
         )
 
-    def _submit(self, sent: Sent, raw: bytes) -> None:
+    def _submit(self, sent: Sent, raw: bytes | bytearray) -> None:
         self.writes.submit(sent, raw)
         self.status.state = State.COPYING
 

@@ -21,19 +21,18 @@ from typing import Any
 from aiokafka import errors as kafka_errors
 from aiokafka.protocol.fetch import FetchRequest
 from aiokafka.protocol.offset import OffsetRequest
-from aiokafka.protocol.produce import ProduceRequest
 from aiokafka.protocol.transaction import InitProducerIdRequest
 
 from syncer.coalesce import Coalesced
-from syncer.connection import TP, ClusterConnection, error_for, is_retriable
+from syncer.connection import TP, error_for, is_retriable
 from syncer.errors import ClusterError, TransientClusterError
 from syncer.fetch_session import FetchSession, Sessionless, exchange
 from syncer.leaders import LEADER_MOVED_CODES
+from syncer.produce import ProduceRequests
+from syncer.produce import ProduceResult as ProduceResult  # where clusters.py finds it
 from syncer.protocol import (
     UNKNOWN_TOPIC_ID,
     FetchByIdRequest,
-    ProduceByIdRequest,
-    produced_by_id,
 )
 from syncer.retry import retried
 
@@ -117,17 +116,8 @@ class FetchedPartition:
         return error
 
 
-@dataclass(frozen=True, slots=True)
-class ProduceResult:
-    error_code: int
-    base_offset: int
-    message: str | None = None
-
-
-class WireRequests(ClusterConnection):
+class WireRequests(ProduceRequests):
     """Ends, fetch, produce and producer ids of one cluster, over its connection."""
-
-    _writes_by_id = True  # until a broker turns out not to take Produce v13
 
     async def ends(
         self, tps: Iterable[TP], *, isolation: int = READ_COMMITTED
@@ -316,76 +306,6 @@ class WireRequests(ClusterConnection):
                         p.error_code,
                     )
                     self.read_replicas.failed(tp, now)
-        return out
-
-    async def produce(
-        self,
-        node: int,
-        batches: dict[TP, bytes],
-        *,
-        timeout_ms: int,
-        topic_ids: Mapping[str, uuid.UUID] | None = None,
-    ) -> dict[TP, ProduceResult]:
-        """One acks=all produce request carrying one batch per partition. Given
-        ``topic_ids`` (each topic's id as first seen; not empty), each topic is named by its
-        id where the brokers take Produce v13 (Kafka 4.1+): a topic deleted, or recreated
-        under its name, since then answers UNKNOWN_TOPIC_ID and nothing is appended to the
-        new log. A topic with no id there yet (another process of the group saw it first)
-        is not sent: it answers UNKNOWN_TOPIC_OR_PARTITION, to be tried again once the topic
-        refresh has learned its id. Else by name."""
-        if topic_ids and self._writes_by_id:
-            try:
-                return await self._produce_by_id(node, batches, timeout_ms, topic_ids)
-            except NotImplementedError:  # the broker has no Produce v13
-                log.warning(
-                    "%s cluster %s cannot produce by topic id (Kafka 4.1+ can): a topic"
-                    " recreated there while it is copied is told only by the topic refresh",
-                    self.role,
-                    self.name,
-                )
-                self._writes_by_id = False
-        topics: dict[str, list[tuple[int, bytes]]] = defaultdict(list)
-        for tp, batch in batches.items():
-            topics[tp.topic].append((tp.partition, batch))
-        request = ProduceRequest(None, -1, timeout_ms, list(topics.items()))
-        seen = self.leaders.generation
-        response = await self.send(node, request)
-        out: dict[TP, ProduceResult] = {}
-        for topic, partitions in response.topics:
-            for partition, code, offset, *_ in partitions:
-                out[TP(topic, partition)] = ProduceResult(code, offset)
-        self.leaders_moved([(tp.topic, r.error_code) for tp, r in out.items()], seen)
-        return out
-
-    async def _produce_by_id(
-        self,
-        node: int,
-        batches: dict[TP, bytes],
-        timeout_ms: int,
-        topic_ids: Mapping[str, uuid.UUID],
-    ) -> dict[TP, ProduceResult]:
-        out: dict[TP, ProduceResult] = {}
-        topics: dict[uuid.UUID, list[tuple[int, bytes]]] = defaultdict(list)
-        names: dict[uuid.UUID, str] = {}
-        for tp, batch in batches.items():
-            topic_id = topic_ids.get(tp.topic)
-            if topic_id is None:
-                unknown = kafka_errors.UnknownTopicOrPartitionError.errno
-                out[tp] = ProduceResult(unknown, -1, "topic id not known yet")
-                continue
-            names[topic_id] = tp.topic
-            topics[topic_id].append((tp.partition, batch))
-        if not topics:
-            return out
-        seen = self.leaders.generation
-        response = await self.send(node, ProduceByIdRequest(-1, timeout_ms, topics))
-        answered = []  # the broker's answers (not the ones made up above for unknown ids)
-        for p in produced_by_id(response):
-            name = names.get(p.topic_id)
-            if name is not None:
-                out[TP(name, p.partition)] = ProduceResult(p.error_code, p.base_offset, p.message)
-                answered.append((name, p.error_code))
-        self.leaders_moved(answered, seen)
         return out
 
     async def init_producer_id(self) -> tuple[int, int]:

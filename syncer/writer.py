@@ -9,7 +9,8 @@ import logging
 import time
 import uuid
 from collections import defaultdict, deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
+from typing import Any
 
 from syncer.clusters import TP, Cluster, ProduceResult
 from syncer.errors import SyncerError, TransientClusterError
@@ -41,8 +42,9 @@ class Writer(RequestLoop):
         self.observe = observe  # each produce request's seconds, send to answer
         self.may_write = may_write
         self.max_in_flight = max_in_flight
-        self._queues: dict[TP, deque[tuple[bytes, asyncio.Future[ProduceResult]]]] = {}
+        self._queues: dict[TP, deque[tuple[bytes | bytearray, asyncio.Future[ProduceResult]]]] = {}
         self._in_flight: dict[int, int] = defaultdict(int)
+        self._opening: dict[int, int] = defaultdict(int)  # node → requests sent by a task
         self.requests_sent = 0
         # batches of a topic whose leaders are being refreshed wait for the new leader
         cluster.leaders.listen(self._wakeup.set)
@@ -65,14 +67,28 @@ class Writer(RequestLoop):
                     future.set_exception(error)
         self._queues.clear()
 
-    def submit(self, tp: TP, batch: bytes) -> asyncio.Future[ProduceResult]:
+    def submit(self, tp: TP, batch: bytes | bytearray) -> asyncio.Future[ProduceResult]:
         future: asyncio.Future[ProduceResult] = asyncio.get_running_loop().create_future()
         if self.dead is not None:
             future.set_exception(self.dead)
             return future
         self._queues.setdefault(tp, deque()).append((batch, future))
-        self._wakeup.set()
+        if self._idle():
+            try:
+                self._dispatch()  # written in the caller's turn of the loop
+            except Exception:
+                self._wakeup.set()  # a bug: the loop's pass meets it again and dies of it
+        else:
+            self._wakeup.set()  # with what else waits, in one request per leader
         return future
+
+    def _idle(self) -> bool:
+        """Nothing to coalesce a new batch with: the loop runs and has no pass to make, no
+        request is in flight, nothing else waits. Else it waits for the loop's next pass
+        (one loop turn), when every batch submitted meanwhile goes out with it."""
+        running = self._task is not None and not self._task.done()
+        in_flight = any(self._in_flight.values())
+        return running and not in_flight and not self._wakeup.is_set() and len(self._queues) == 1
 
     def forget(self, tp: TP) -> None:
         """Drop what ``tp`` still has queued (after an error, its copier starts over)."""
@@ -83,34 +99,66 @@ class Writer(RequestLoop):
         while True:
             await self._wakeup.wait()
             self._wakeup.clear()
-            if not self.may_write():
-                self._refuse_all()
+            self._dispatch()
+            await asyncio.sleep(0)
+
+    def _dispatch(self) -> None:
+        """Write one request per leader with room for one, carrying the next batch of every
+        partition that waits for it."""
+        if not self.may_write():
+            self._refuse_all()
+            return
+        by_node: dict[int, dict[TP, tuple[bytes | bytearray, asyncio.Future[ProduceResult]]]]
+        by_node = defaultdict(dict)
+        for tp, queue in list(self._queues.items()):
+            while queue and queue[0][1].done():
+                queue.popleft()
+            if not queue:
+                del self._queues[tp]
                 continue
-            by_node: dict[int, dict[TP, tuple[bytes, asyncio.Future[ProduceResult]]]]
-            by_node = defaultdict(dict)
-            for tp, queue in list(self._queues.items()):
-                while queue and queue[0][1].done():
-                    queue.popleft()
+            if self.cluster.leaders.refreshing(tp.topic):
+                continue  # its leader moved: sent once the refresh tells where to
+            try:
+                node = self.cluster.leader(tp)
+            except SyncerError as exc:
+                for _batch, future in self._queues.pop(tp):
+                    if not future.done():
+                        future.set_exception(exc)
+                continue
+            if self._in_flight[node] < self.max_in_flight:
+                by_node[node][tp] = queue.popleft()
                 if not queue:
                     del self._queues[tp]
-                    continue
-                if self.cluster.leaders.refreshing(tp.topic):
-                    continue  # its leader moved: sent once the refresh tells where to
-                try:
-                    node = self.cluster.leader(tp)
-                except SyncerError as exc:
-                    for _batch, future in self._queues.pop(tp):
-                        if not future.done():
-                            future.set_exception(exc)
-                    continue
-                if self._in_flight[node] < self.max_in_flight:
-                    by_node[node][tp] = queue.popleft()
-            for node, entries in by_node.items():
-                self._in_flight[node] += 1
-                self._spawn(self._produce(node, entries))
-            if any(self._queues.values()) and by_node:
-                self._wakeup.set()  # more batches wait behind the ones just sent
-            await asyncio.sleep(0)
+        for node, entries in by_node.items():
+            self._in_flight[node] += 1
+            self._start(node, entries)
+        if any(self._queues.values()) and by_node:
+            self._wakeup.set()  # more batches wait behind the ones just sent
+
+    def _start(
+        self, node: int, entries: dict[TP, tuple[bytes | bytearray, asyncio.Future[ProduceResult]]]
+    ) -> None:
+        """Write the request now if the connection to ``node`` is open, and no request
+        to it still waits for its connection (requests reach a broker in the order they
+        were made: each partition's batches in offset order); else a task sends it."""
+        batches = {tp: batch for tp, (batch, _f) in entries.items()}
+        sent = time.monotonic()
+        answer: Coroutine[Any, Any, dict[TP, ProduceResult]] | None = None
+        opening = node in self._opening
+        try:
+            if not opening:
+                answer = self.cluster.produce_now(
+                    node, batches, timeout_ms=PRODUCE_TIMEOUT_MS, topic_ids=self.topic_ids
+                )
+        except Exception as exc:
+            answer = _failed(exc)
+        if answer is None:
+            opening = True
+            self._opening[node] += 1
+            answer = self.cluster.produce(
+                node, batches, timeout_ms=PRODUCE_TIMEOUT_MS, topic_ids=self.topic_ids
+            )
+        self._spawn(self._produce(node, entries, answer, sent, opening=opening))
 
     def _refuse_all(self) -> None:
         error = TransientClusterError("not writing: this process may have lost its group")
@@ -121,14 +169,16 @@ class Writer(RequestLoop):
         self._queues.clear()
 
     async def _produce(
-        self, node: int, entries: dict[TP, tuple[bytes, asyncio.Future[ProduceResult]]]
+        self,
+        node: int,
+        entries: dict[TP, tuple[bytes | bytearray, asyncio.Future[ProduceResult]]],
+        answer: Coroutine[Any, Any, dict[TP, ProduceResult]],
+        sent: float,
+        *,
+        opening: bool,
     ) -> None:
         try:
-            batches = {tp: batch for tp, (batch, _f) in entries.items()}
-            sent = time.monotonic()
-            result = await self.cluster.produce(
-                node, batches, timeout_ms=PRODUCE_TIMEOUT_MS, topic_ids=self.topic_ids
-            )
+            result = await answer
             self.observe(time.monotonic() - sent)
             self.requests_sent += 1
             for tp, (_batch, future) in entries.items():
@@ -143,5 +193,15 @@ class Writer(RequestLoop):
             # (nor hold its bytes in the budget); whether it landed, the local end tells
             for _batch, future in entries.values():
                 future.cancel()
+            answer.close()  # never awaited if the task was cancelled before it began
             self._in_flight[node] -= 1
+            if opening:
+                self._opening[node] -= 1
+                if not self._opening[node]:
+                    del self._opening[node]
             self._wakeup.set()
+
+
+async def _failed(exc: Exception) -> dict[TP, ProduceResult]:
+    """The answer of a request that failed as it was written."""
+    raise exc

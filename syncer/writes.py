@@ -126,7 +126,7 @@ class PartitionWrites:
         self.status.one_at_a_time = not pipelined
         await self.drain(self.max_in_flight - 1 if pipelined else 0)
 
-    def submit(self, sent: Sent, raw: bytes) -> None:
+    def submit(self, sent: Sent, raw: bytes | bytearray) -> None:
         future = self.writer.submit(self.tp, raw)
         future.add_done_callback(partial(self._landed, sent))
         self._pending.append((sent, future))

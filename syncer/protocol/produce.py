@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import struct
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -98,7 +99,10 @@ class ProduceByIdRequest(Request[ProduceRequest_v13]):  # type: ignore[misc]
     API_KEY = PRODUCE
 
     def __init__(
-        self, acks: int, timeout_ms: int, topics: Mapping[uuid.UUID, list[tuple[int, bytes]]]
+        self,
+        acks: int,
+        timeout_ms: int,
+        topics: Mapping[uuid.UUID, list[tuple[int, bytes | bytearray]]],
     ) -> None:
         self.acks = acks
         self.timeout_ms = timeout_ms
@@ -130,3 +134,49 @@ def produced_by_id(response: ProduceResponse_v13) -> list[ProducedById]:
         for topic_id, partitions, *_ in response.responses
         for index, code, base_offset, _append_time, _start, _errors, message, *_ in partitions
     ]
+
+
+# encoding a produce request ourselves -----------------------------------------------------
+
+_INT16 = struct.Struct(">h").pack
+_INT32 = struct.Struct(">i").pack
+
+
+def uvarint(value: int) -> bytes:
+    """Kafka's unsigned varint (compact lengths and array counts): 7 bits a byte, low first."""
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def produce_v13_frame(
+    correlation_id: int,
+    client_id: str,
+    acks: int,
+    timeout_ms: int,
+    topics: Mapping[uuid.UUID, list[tuple[int, bytes | bytearray]]],
+) -> list[bytes | bytearray]:
+    """A whole Produce v13 request (size prefix, header v2, body) as the pieces to write,
+    byte for byte what aiokafka's structs encode for ``ProduceByIdRequest``, but with each
+    record batch its own piece: the batches (most of the bytes) are written as they are,
+    never copied into one encoded request first."""
+    name = client_id.encode()
+    pieces: list[bytes | bytearray] = [
+        b"",  # the size, once known
+        _INT16(PRODUCE) + _INT16(PRODUCE_BY_ID) + _INT32(correlation_id),
+        _INT16(len(name)) + name + b"\x00",  # client id; no tagged fields
+        b"\x00" + _INT16(acks) + _INT32(timeout_ms) + uvarint(len(topics) + 1),
+    ]
+    for topic_id, partitions in topics.items():
+        pieces.append(topic_id.bytes + uvarint(len(partitions) + 1))
+        for index, records in partitions:
+            pieces.append(_INT32(index) + uvarint(len(records) + 1))
+            pieces.append(records)
+            pieces.append(b"\x00")  # the partition's tagged fields
+        pieces.append(b"\x00")  # the topic's
+    pieces.append(b"\x00")  # the request's
+    pieces[0] = _INT32(sum(len(p) for p in pieces))
+    return pieces

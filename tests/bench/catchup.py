@@ -37,6 +37,7 @@ import subprocess
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -45,7 +46,15 @@ from syncer.testbed import ClusterSpec, Testbed
 from syncer.testbed.jars import KafkaJars
 from syncer.testbed.tools import perf_consume_command, perf_produce, perf_produce_command
 from tests.bench import raw
-from tests.bench.peers import Measured, axes, local_total, run_mm2, run_syncer, save
+from tests.bench.peers import (
+    Measured,
+    axes,
+    cpu_seconds,
+    local_total,
+    run_mm2,
+    run_syncer,
+    save,
+)
 from tests.kafka_helpers import create_topic
 
 DEFAULT_CASES = ",".join(
@@ -152,8 +161,16 @@ def run_case(
     )
     assert asyncio.run(local_total(east, topic, case.partitions)) == records
     console.print(f"[{case.name}] L_raw: raw fetches from east, then raw appends to local ...")
+    brokers = broker_clock(bed, ["east", "local"])
     limit_raw = raw.measure(
-        east, local, topic, case.partitions, size, procs=args.raw_procs, repeats=args.raw_repeats
+        east,
+        local,
+        topic,
+        case.partitions,
+        size,
+        procs=args.raw_procs,
+        repeats=args.raw_repeats,
+        brokers=brokers,
     )
     limit = None
     if args.perf_limit:
@@ -162,7 +179,15 @@ def run_case(
     console.print(f"[{case.name}] syncer catch-up ...")
     profile = args.out / f"profile-catchup-{case.name}.txt" if args.profile else None
     ours = run_syncer(
-        work, local, east, topic, records, size, partitions=case.partitions, profile=profile
+        work,
+        local,
+        east,
+        topic,
+        records,
+        size,
+        partitions=case.partitions,
+        profile=profile,
+        brokers=brokers,
     )
     assert asyncio.run(local_total(local, topic, case.partitions)) == records
     console.print(f"[{case.name}] syncer catch-up of records older than the producer expiry ...")
@@ -198,6 +223,7 @@ def run_case(
         "bytes": size,
         "limit_mb_per_s": limit,  # the Java perf tools' L, with --perf-limit only
         "raw_limit": limit_raw.as_dict(),
+        "cpu_budget": cpu_budget(limit_raw, ours),
         "syncer": _row(ours),
         "syncer_old_records": _row(old),
         "mm2": _row(peer),
@@ -211,6 +237,7 @@ def run_case(
             "rss_vs_mm2": ours.peak_rss_mib / peer.peak_rss_mib,
         },
     }
+    console.print(f"[{case.name}] {budget_line(row['cpu_budget'])}")  # type: ignore[arg-type]
     if profile is not None and profile.exists():
         row["syncer_profile"] = profile_summary(profile, ours.seconds)
         console.print(f"[{case.name}] syncer profile: {row['syncer_profile']}")
@@ -224,6 +251,55 @@ def run_case(
         f" syncer RSS {ours.peak_rss_mib:.0f} MiB" + (f"; L {limit:.1f} MB/s" if limit else "")
     )
     return row
+
+
+def broker_clock(bed: Testbed, names: list[str]) -> raw.BrokerClock:
+    """Each named one-node cluster's broker JVM: its CPU seconds so far (/proc/PID/stat)."""
+    pids = {name: bed.clusters[name].pid for name in names}
+
+    def now() -> dict[str, float]:
+        return {name: cpu_seconds(pid) for name, pid in pids.items() if pid is not None}
+
+    return now
+
+
+def cpu_budget(limit: raw.RawLimit, ours: Measured, target: float = 0.85) -> dict[str, object]:
+    """Can this machine's cores carry the target at all? CPU seconds per GB of payload: the
+    brokers' in L_raw's counted phases (east serving, local appending: the least they spent
+    on these bytes), and syncer's and the brokers' from syncer's first record copied to its
+    last; the cores the target rate (``target`` x L_raw) needs at those costs, against the
+    machine's cores."""
+    gb = ours.bytes / 1e9
+    serve = limit.per_gb(limit.serve).get("east", 0.0)
+    append = limit.per_gb(limit.append).get("local", 0.0)
+    copy = {name: cpu / gb for name, cpu in ours.window_cpu_s.items()}
+    syncer = copy.get("syncer", ours.cpu_seconds / gb)
+    gb_per_s = target * limit.mb_per_s / 1000
+    floor = gb_per_s * (serve + append + syncer)  # brokers as cheap as in L_raw's phases
+    as_copied = gb_per_s * sum(copy.values())  # brokers as they worked for syncer
+    cores = os.cpu_count() or 1
+    return {
+        "east_serve_cpu_s_per_gb": serve,
+        "local_append_cpu_s_per_gb": append,
+        "copy_cpu_s_per_gb": copy,  # syncer's and each broker's while syncer copied
+        "cores_busy_while_copying": sum(ours.window_cpu_s.values()) / ours.seconds,
+        "cores_at_target_floor": floor,
+        "cores_at_target_as_copied": as_copied,
+        "cores": cores,
+        "target_fits": floor <= cores,
+    }
+
+
+def budget_line(b: dict[str, Any]) -> str:
+    copy = ", ".join(f"{k} {v:.2f}" for k, v in b["copy_cpu_s_per_gb"].items())
+    return (
+        f"CPU s/GB: east serving {b['east_serve_cpu_s_per_gb']:.2f}, local appending"
+        f" {b['local_append_cpu_s_per_gb']:.2f} (L_raw phases); while syncer copied: {copy}"
+        f" ({b['cores_busy_while_copying']:.2f} cores busy); 0.85 x L_raw needs"
+        f" {b['cores_at_target_floor']:.2f} cores at the phases' broker cost"
+        f" ({b['cores_at_target_as_copied']:.2f} as copied) of {b['cores']}"
+        + ("" if b["target_fits"] else ": out of reach on this machine")
+    )
 
 
 def profile_summary(path: Path, seconds: float, top: int = 12) -> dict[str, object]:

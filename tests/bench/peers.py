@@ -10,7 +10,8 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,9 @@ class Measured:
     peak_rss_mib: float
     records: int
     bytes: int
+    # CPU seconds from the first record copied to the last: the copier's ("syncer") and
+    # each broker's, where the run was asked to sample them
+    window_cpu_s: dict[str, float] = field(default_factory=dict)
 
     @property
     def records_per_s(self) -> float:
@@ -81,9 +85,11 @@ def run_syncer(
     copier: dict[str, int] | None = None,
     remote_settings: dict[str, int] | None = None,
     profile: Path | None = None,
+    brokers: Callable[[], dict[str, float]] | None = None,
 ) -> Measured:
     """``profile``: py-spy samples syncer (without pausing it) into that file, collapsed
-    stacks (``tests.bench.raw.profile_summary`` reads them)."""
+    stacks (``tests.bench.raw.profile_summary`` reads them). ``brokers``: each broker's CPU
+    seconds so far, sampled with syncer's own at the first record and after the last."""
     remotes = {"east": remote} if isinstance(remote, str) else remote
     config = workdir / f"{label.replace(' ', '-')}.yaml"
     config.write_text(
@@ -115,12 +121,19 @@ def run_syncer(
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-    first, last = watch(proc, local, topic, partitions, records, workdir / "syncer.log")
+    samples: list[dict[str, float]] = []
+
+    def sample() -> dict[str, float]:
+        return {**(brokers() if brokers else {}), "syncer": cpu_seconds(proc.pid)}
+
+    log = workdir / "syncer.log"
+    first, last = watch(proc, local, topic, partitions, records, log, sample, samples)
     cpu, rss = _reap(proc.pid)
     if spy is not None:
         spy.wait(timeout=60)  # writes its file once syncer is gone
     proc.returncode = 0
-    return Measured(label, last - first, last - started, cpu, rss, records, size)
+    window = {k: samples[-1][k] - samples[0][k] for k in samples[0]} if len(samples) == 2 else {}
+    return Measured(label, last - first, last - started, cpu, rss, records, size, window)
 
 
 async def _open(bootstrap: str) -> Cluster:
@@ -136,9 +149,12 @@ def watch(
     partitions: int,
     records: int,
     log: Path,
+    sample: Callable[[], dict[str, float]] | None = None,
+    samples: list[dict[str, float]] | None = None,
 ) -> tuple[float, float]:
     """Poll the local ends (one client, four times a second, so the watching costs little CPU)
-    until ``records`` are copied: (time of the first, time of the last)."""
+    until ``records`` are copied: (time of the first, time of the last). ``sample``: called
+    when the first record is seen and after the last, its values appended to ``samples``."""
     tps = [TopicPartition(topic, p) for p in range(partitions)]
     with asyncio.Runner() as runner:
         cluster = runner.run(_open(local))
@@ -158,12 +174,16 @@ def watch(
                     raise RuntimeError(f"copier stalled; see {log}")
                 latest = runner.run(total())
                 if latest > copied:
+                    if not first and sample is not None and samples is not None:
+                        samples.append(sample())
                     copied, progress_at = latest, now
                     first = first or now
                 elif proc.poll() is not None:
                     raise RuntimeError(f"copier exited with {copied} of {records}; see {log}")
                 if copied < records:
                     time.sleep(0.25)
+            if sample is not None and samples is not None:
+                samples.append(sample())
             return first, time.monotonic()
         finally:
             runner.run(cluster.stop())

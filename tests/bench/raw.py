@@ -42,8 +42,8 @@ import resource
 import socket
 import struct
 import time
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from multiprocessing.process import BaseProcess
 from typing import TypeVar
 
@@ -56,6 +56,7 @@ from syncer.fetcher import PIPELINE
 from syncer.writer import PRODUCE_TIMEOUT_MS
 
 T = TypeVar("T")
+BrokerClock = Callable[[], dict[str, float]]  # each broker's CPU seconds so far, by cluster
 FETCH, PRODUCE = 1, 0
 FETCH_V, PRODUCE_V = 11, 8  # the last versions that are not flexible: plain structs
 READ_COMMITTED = 1
@@ -370,6 +371,8 @@ class Phase:
     seconds: float
     cpu_seconds: tuple[float, ...]
     wire_bytes: int  # as the brokers moved them (compressed where the batches are)
+    # CPU seconds each broker JVM spent over the timed part, by cluster name ("east", ...)
+    broker_cpu_s: dict[str, float] = field(default_factory=dict)
 
     @property
     def max_cpu_share(self) -> float:
@@ -421,7 +424,13 @@ class RawLimit:
             "procs": self.procs,
             "serve_runs_mb_per_s": [self.payload_bytes / 1e6 / p.seconds for p in self.serves],
             "append_runs_mb_per_s": [self.payload_bytes / 1e6 / p.seconds for p in self.appends],
+            # each broker's CPU seconds per GB of payload in the phase's counted run
+            "serve_broker_cpu_s_per_gb": self.per_gb(self.serve),
+            "append_broker_cpu_s_per_gb": self.per_gb(self.append),
         }
+
+    def per_gb(self, phase: Phase) -> dict[str, float]:
+        return {name: s / (self.payload_bytes / 1e9) for name, s in phase.broker_cpu_s.items()}
 
 
 def _cpu() -> float:
@@ -460,7 +469,9 @@ def _collect(q: multiprocessing.queues.Queue[T], workers: list[BaseProcess]) -> 
     return out
 
 
-def _run_phase(target: object, shares: list[tuple[object, ...]]) -> Phase:
+def _run_phase(
+    target: object, shares: list[tuple[object, ...]], brokers: BrokerClock | None = None
+) -> Phase:
     ctx = multiprocessing.get_context("spawn")
     start = Start(ctx.Queue(), ctx.Event(), ctx.Queue())
     workers = [ctx.Process(target=target, args=(*s, start), daemon=True) for s in shares]  # type: ignore[arg-type]
@@ -468,9 +479,11 @@ def _run_phase(target: object, shares: list[tuple[object, ...]]) -> Phase:
         w.start()
     try:
         _collect(start.ready, workers)
+        before = brokers() if brokers else {}
         started = time.monotonic()
         start.go.set()
         done = _collect(start.results, workers)
+        after = brokers() if brokers else {}
     finally:
         for w in workers:
             if w.exitcode is None and not start.go.is_set():
@@ -483,6 +496,7 @@ def _run_phase(target: object, shares: list[tuple[object, ...]]) -> Phase:
         max(f for f, _c, _b in done) - started,
         tuple(c for _f, c, _b in done),
         sum(b for _f, _c, b in done),
+        {name: after[name] - before[name] for name in before},
     )
 
 
@@ -527,17 +541,21 @@ def measure(
     *,
     procs: int = 1,
     repeats: int = 2,
+    brokers: BrokerClock | None = None,
 ) -> RawLimit:
     """(a) ``repeats`` times, then (b) ``repeats`` times, on ``topic``'s backlog at
-    ``remote``; ``procs`` processes each."""
+    ``remote``; ``procs`` processes each. ``brokers``: read before and after each timed
+    part, for the brokers' CPU in it."""
     shares = _split(asyncio.run(_ends(remote, topic, partitions)), procs)
-    served = tuple(_run_phase(serve, [(remote, topic, s) for s in shares]) for _ in range(repeats))
+    served = tuple(
+        _run_phase(serve, [(remote, topic, s) for s in shares], brokers) for _ in range(repeats)
+    )
     appended = []
     for run in range(repeats):
         target = raw_topic(topic, run)
         writer = asyncio.run(_fresh_topic(local, target, partitions))
         appended.append(
-            _run_phase(append, [(local, remote, topic, target, s, writer) for s in shares])
+            _run_phase(append, [(local, remote, topic, target, s, writer) for s in shares], brokers)
         )
         asyncio.run(_delete(local, target))
     return RawLimit(served, tuple(appended), payload_bytes, procs)

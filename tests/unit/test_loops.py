@@ -45,6 +45,9 @@ class SilentCluster:
     def leader(self, tp: TP) -> int:
         return 1
 
+    def produce_now(self, *_: object, **__: object) -> None:
+        return None  # never open: each request goes through ``produce``
+
     async def produce(
         self, node: int, batches: dict[TP, bytes], *, timeout_ms: int, **_ids: object
     ) -> dict[TP, ProduceResult]:

@@ -1,0 +1,99 @@
+"""Produce requests written straight onto aiokafka's open connection, within the caller's
+step of the event loop. Through ``AIOKafkaClient.send`` a request is written only once a task
+runs it (a loop turn after it was asked for), and aiokafka encodes it through its schema
+classes, copying every record batch into one encoded request and again behind a size prefix.
+Here the request is encoded by ``produce_v13_frame``, whose pieces (the record batches as
+they are) go to the socket in one ``writelines``, and its answer is read by aiokafka's own
+reader (``_requests``, in the order the requests were written), so the two never interleave.
+
+Used only where aiokafka's connection to the node is open (and its socket buffers tuned);
+otherwise the caller sends through ``ClusterConnection.send``, which opens it. aiokafka's
+connection internals are read here (``_conns``, ``_writer``, ``_requests``,
+``_next_correlation_id``): aiokafka is pinned below 0.15."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections import defaultdict
+from collections.abc import Mapping
+from typing import Any
+
+from aiokafka import errors as kafka_errors
+from aiokafka.conn import AIOKafkaConnection, CloseReason
+
+from syncer.connection import TP
+from syncer.protocol import ProduceRequest_v13
+from syncer.protocol.produce import produce_v13_frame
+
+# what aiokafka's reader asks of the request an answer belongs to: its header's version and
+# the answer's type (a flexible request's answer has header v1)
+_ANSWER_OF = ProduceRequest_v13(None, -1, 0, [], {})
+
+
+def open_connection(client: Any, node: int, group: int) -> AIOKafkaConnection | None:
+    """aiokafka's connection to ``node`` in ``group`` if it is open and speaks Produce v13,
+    else None (not connected yet, or a stand-in client in tests)."""
+    conns = getattr(client, "_conns", None)
+    conn = conns.get((node, group)) if conns is not None else None
+    if not isinstance(conn, AIOKafkaConnection) or not conn.connected():
+        return None
+    versions = getattr(conn, "_versions", None) or {}
+    low, high = versions.get(ProduceRequest_v13.API_KEY, (0, -1))
+    if not low <= ProduceRequest_v13.API_VERSION <= high:
+        return None
+    return conn
+
+
+def write_produce(
+    conn: AIOKafkaConnection,
+    acks: int,
+    timeout_ms: int,
+    topics: Mapping[uuid.UUID, list[tuple[int, bytes | bytearray]]],
+) -> asyncio.Future[Any]:
+    """Write one Produce v13 request on ``conn`` now; the future of its answer (the decoded
+    ``ProduceResponse_v13``), resolved by aiokafka's reader, failed if the connection
+    closes. Raises KafkaConnectionError if the connection broke."""
+    writer = conn._writer
+    if writer is None:
+        raise kafka_errors.KafkaConnectionError(f"No connection to broker at {conn.host}")
+    correlation_id = conn._next_correlation_id()
+    frame = produce_v13_frame(correlation_id, conn._client_id, acks, timeout_ms, topics)
+    try:
+        writer.writelines(frame)
+    except OSError as err:
+        conn.close(reason=CloseReason.CONNECTION_BROKEN)
+        raise kafka_errors.KafkaConnectionError(f"Connection at {conn.host} broken") from err
+    future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    conn._requests.append((correlation_id, _ANSWER_OF, future))
+    return future
+
+
+async def answer(conn: AIOKafkaConnection, future: asyncio.Future[Any]) -> Any:
+    """The answer of a request written by ``write_produce``, within aiokafka's request
+    timeout; on a timeout the connection is closed, as aiokafka's ``send`` does (its reader
+    would otherwise match the late answer to the next request)."""
+    try:
+        async with asyncio.timeout(conn._request_timeout):
+            return await future
+    except TimeoutError as exc:
+        conn.close(reason=CloseReason.CONNECTION_TIMEOUT)
+        raise kafka_errors.RequestTimedOutError() from exc
+
+
+def by_id(
+    batches: Mapping[TP, bytes | bytearray], topic_ids: Mapping[str, uuid.UUID]
+) -> tuple[dict[uuid.UUID, list[tuple[int, bytes | bytearray]]], dict[uuid.UUID, str], list[TP]]:
+    """``batches`` by topic id, the name of each id, and the partitions whose topic has no
+    id here yet (not sent: the topic refresh has not learned it)."""
+    topics: dict[uuid.UUID, list[tuple[int, bytes | bytearray]]] = defaultdict(list)
+    names: dict[uuid.UUID, str] = {}
+    unknown = []
+    for tp, batch in batches.items():
+        topic_id = topic_ids.get(tp.topic)
+        if topic_id is None:
+            unknown.append(tp)
+            continue
+        names[topic_id] = tp.topic
+        topics[topic_id].append((tp.partition, batch))
+    return topics, names, unknown

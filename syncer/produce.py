@@ -1,0 +1,155 @@
+"""Produce requests to the local cluster: acks=all, one batch per partition, by topic id
+where the brokers take Produce v13 (Kafka 4.1+), else by name; written straight onto the open
+connection where that can be (``produce_now``, ``syncer.direct``). A produce answer's code is
+judged by ``alignment.judge``, not here."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections import defaultdict
+from collections.abc import Coroutine, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from aiokafka import errors as kafka_errors
+from aiokafka.protocol.produce import ProduceRequest
+
+from syncer.connection import TP, ClusterConnection
+from syncer.direct import answer, by_id, open_connection, write_produce
+from syncer.protocol import ProduceByIdRequest, produced_by_id
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceResult:
+    error_code: int
+    base_offset: int
+    message: str | None = None
+
+
+class ProduceRequests(ClusterConnection):
+    """The produce requests of one cluster, over its connection."""
+
+    _writes_by_id = True  # until a broker turns out not to take Produce v13
+
+    async def produce(
+        self,
+        node: int,
+        batches: dict[TP, bytes | bytearray],
+        *,
+        timeout_ms: int,
+        topic_ids: Mapping[str, uuid.UUID] | None = None,
+    ) -> dict[TP, ProduceResult]:
+        """One acks=all produce request carrying one batch per partition. Given
+        ``topic_ids`` (each topic's id as first seen; not empty), each topic is named by its
+        id where the brokers take Produce v13 (Kafka 4.1+): a topic deleted, or recreated
+        under its name, since then answers UNKNOWN_TOPIC_ID and nothing is appended to the
+        new log. A topic with no id there yet (another process of the group saw it first)
+        is not sent: it answers UNKNOWN_TOPIC_OR_PARTITION, to be tried again once the topic
+        refresh has learned its id. Else by name."""
+        if topic_ids and self._writes_by_id:
+            try:
+                return await self._produce_by_id(node, batches, timeout_ms, topic_ids)
+            except NotImplementedError:  # the broker has no Produce v13
+                log.warning(
+                    "%s cluster %s cannot produce by topic id (Kafka 4.1+ can): a topic"
+                    " recreated there while it is copied is told only by the topic refresh",
+                    self.role,
+                    self.name,
+                )
+                self._writes_by_id = False
+        topics: dict[str, list[tuple[int, bytes | bytearray]]] = defaultdict(list)
+        for tp, batch in batches.items():
+            topics[tp.topic].append((tp.partition, batch))
+        request = ProduceRequest(None, -1, timeout_ms, list(topics.items()))
+        seen = self.leaders.generation
+        response = await self.send(node, request)
+        out: dict[TP, ProduceResult] = {}
+        for topic, partitions in response.topics:
+            for partition, code, offset, *_ in partitions:
+                out[TP(topic, partition)] = ProduceResult(code, offset)
+        self.leaders_moved([(tp.topic, r.error_code) for tp, r in out.items()], seen)
+        return out
+
+    async def _produce_by_id(
+        self,
+        node: int,
+        batches: dict[TP, bytes | bytearray],
+        timeout_ms: int,
+        topic_ids: Mapping[str, uuid.UUID],
+    ) -> dict[TP, ProduceResult]:
+        topics, names, out = self._by_id(batches, topic_ids)
+        if not topics:
+            return out
+        seen = self.leaders.generation
+        response = await self.send(node, ProduceByIdRequest(-1, timeout_ms, topics))
+        return self._produced(response, names, out, seen)
+
+    @staticmethod
+    def _by_id(
+        batches: dict[TP, bytes | bytearray], topic_ids: Mapping[str, uuid.UUID]
+    ) -> tuple[
+        dict[uuid.UUID, list[tuple[int, bytes | bytearray]]], dict[uuid.UUID, str], dict[TP, Any]
+    ]:
+        """A topic with no id here yet is not sent: it answers UNKNOWN_TOPIC_OR_PARTITION."""
+        topics, names, unknown = by_id(batches, topic_ids)
+        code = kafka_errors.UnknownTopicOrPartitionError.errno
+        return (
+            topics,
+            names,
+            {tp: ProduceResult(code, -1, "topic id not known yet") for tp in unknown},
+        )
+
+    def _produced(
+        self, response: Any, names: dict[uuid.UUID, str], out: dict[TP, ProduceResult], seen: int
+    ) -> dict[TP, ProduceResult]:
+        answered = []  # the broker's answers (not the ones made up for unknown ids)
+        for p in produced_by_id(response):
+            name = names.get(p.topic_id)
+            if name is not None:
+                out[TP(name, p.partition)] = ProduceResult(p.error_code, p.base_offset, p.message)
+                answered.append((name, p.error_code))
+        self.leaders_moved(answered, seen)
+        return out
+
+    def produce_now(
+        self,
+        node: int,
+        batches: dict[TP, bytes | bytearray],
+        *,
+        timeout_ms: int,
+        topic_ids: Mapping[str, uuid.UUID] | None = None,
+    ) -> Coroutine[Any, Any, dict[TP, ProduceResult]] | None:
+        """``produce`` by topic id with its request written before this returns (in the
+        caller's loop turn, ``syncer.direct``), and its answer to await; None where it
+        cannot be: no ids, no Produce v13, the connection not open (or tuned) yet."""
+        conn = open_connection(self._client, node, 0) if topic_ids and self._writes_by_id else None
+        if conn is None or not topic_ids or (self._buffers and conn not in self._tuned):
+            return None
+        topics, names, out = self._by_id(batches, topic_ids)
+        seen = self.leaders.generation
+        try:
+            future = write_produce(conn, -1, timeout_ms, topics) if topics else None
+        except kafka_errors.KafkaError as exc:
+            raise self.failed(node, exc) from exc
+        return self._produced_now(node, conn, future, names, out, seen)
+
+    async def _produced_now(
+        self,
+        node: int,
+        conn: Any,
+        future: asyncio.Future[Any] | None,
+        names: dict[uuid.UUID, str],
+        out: dict[TP, ProduceResult],
+        seen: int,
+    ) -> dict[TP, ProduceResult]:
+        if future is None:
+            return out
+        try:
+            response = await answer(conn, future)
+        except (kafka_errors.KafkaError, TimeoutError, OSError) as exc:
+            raise self.failed(node, exc) from exc
+        return self._produced(response, names, out, seen)
