@@ -228,8 +228,8 @@ class WireRequests(ClusterConnection):
     ) -> dict[TP, FetchedPartition]:
         """One read_committed Fetch v13 naming each topic by the id in ``topic_ids``; a topic
         without one is not asked and answers UNKNOWN_TOPIC_ID (its records may not be read
-        until its id is known). In ``session`` if given (one request at a time in it).
-        Raises NotImplementedError if the broker has no Fetch v13."""
+        until its id is known). In ``session`` if given (one request at a time; ``offsets``
+        join it, the answer is ``FetchSession.answered``'s). NotImplementedError: no v13."""
         out: dict[TP, FetchedPartition] = {}
         wanted: dict[tuple[uuid.UUID, int], tuple[int, int]] = {}
         names: dict[uuid.UUID, str] = {}
@@ -240,7 +240,7 @@ class WireRequests(ClusterConnection):
                 continue
             names[topic_id] = tp.topic
             wanted[(topic_id, tp.partition)] = (offset, min(limit, partition_max_bytes))
-        if not wanted:
+        if not wanted and session is None:
             return out
         asked = [tp for tp in offsets if tp.topic in topic_ids]
         rack = self._rack_for(asked) if nearest else ""  # as in ``fetch``

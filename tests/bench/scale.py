@@ -90,6 +90,12 @@ def main() -> None:
     parser.add_argument("--members", type=int, default=3, help="of the group case (0: skip it)")
     parser.add_argument("--out", type=Path, default=Path("results"))
     parser.add_argument("--verbose", action="store_true", help="syncer -v, logs kept")
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        help="py-spy each process over the idle window (collapsed stacks into this folder;"
+        " sampling costs the process some CPU, so its idle figure is not the one to quote)",
+    )
     args = parser.parse_args()
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -170,7 +176,11 @@ def run_case(
         first, synced = asyncio.run(follow(procs, local, topics, args.partitions, started))
         time.sleep(3)  # the copiers see the last write answered and turn idle
         before = [cpu_seconds(p.pid) for p in procs]
+        spies = [spy(p.pid, args.profile, f"idle-{members}-{n}.txt") for n, p in enumerate(procs)]
         time.sleep(IDLE_S)
+        for spied in spies:
+            if spied is not None:
+                spied.wait(30)
         idle = [(cpu_seconds(p.pid) - b) / IDLE_S for p, b in zip(procs, before, strict=True)]
         measured = [
             Member(f"m{n}", owned(port), rss_mib(p.pid), cpu)
@@ -182,6 +192,17 @@ def run_case(
         for proc in procs:
             proc.wait(120)
     return Case(measured, len(topics) * args.partitions, first, synced)
+
+
+def spy(pid: int, folder: Path | None, name: str) -> subprocess.Popen[bytes] | None:
+    """py-spy recording process ``pid`` for IDLE_S into ``folder`` (None: no profile)."""
+    if folder is None:
+        return None
+    folder.mkdir(parents=True, exist_ok=True)
+    out = folder / name
+    command = [str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(pid)]
+    options = ["--duration", str(int(IDLE_S)), "--format", "raw", "--output", str(out)]
+    return subprocess.Popen([*command, *options, "--nonblocking"], stdout=subprocess.DEVNULL)
 
 
 def launch(
