@@ -23,9 +23,10 @@ from aiokafka.coordinator.protocol import (
     ConsumerProtocolMemberMetadata,
 )
 from aiokafka.errors import KafkaError
+from aiokafka.protocol.coordination import FindCoordinatorRequest
 
 from syncer.assignment import assign, decode_owned, encode_owned, weights_from_gaps
-from syncer.clusters import TP, client_options
+from syncer.clusters import TP, Cluster, client_options
 from syncer.config import Config, CoordinationConfig
 from syncer.tasks import cancel_and_wait
 
@@ -33,6 +34,7 @@ log = logging.getLogger(__name__)
 
 ASSIGNOR_NAME = "syncer-gap-sticky"
 POLL_RETRY_S = 1.0  # the pause before polling again after a retriable error
+GROUP_COORDINATOR = 0  # FindCoordinator's key type for a consumer group
 Callback = Callable[[set[TP]], Awaitable[None]]
 
 
@@ -213,6 +215,17 @@ class GroupMember:
         """False once no heartbeat was answered within the lease: the group may have moved
         our partitions to another member already, so we stop writing at once."""
         return self.membership.may_write(time.monotonic())
+
+    async def announce(self, local: Cluster) -> None:
+        """Ask once where the group's coordinator is, as the process starts, answer or not.
+        On a new cluster the first such question makes the broker create its offsets topic;
+        asked only at the first join, after 10,000 local partitions were created, that
+        creation queued behind theirs and the first join waited 7 s for its coordinator."""
+        try:
+            node = local._client.get_random_node()  # as preflight does: any broker will do
+            await local.send(node, FindCoordinatorRequest(self.group.group, GROUP_COORDINATOR))
+        except Exception as exc:  # only a head start: the join asks again and waits
+            log.debug("group %s: asking for its coordinator early: %r", self.group.group, exc)
 
     async def subscribe(self, topics: Iterable[str]) -> None:
         """Join (first call) or change the subscription to the local mirrored topics."""

@@ -88,6 +88,9 @@ def main() -> None:
     parser.add_argument("--topics", type=int, default=500)
     parser.add_argument("--partitions", type=int, default=20)
     parser.add_argument("--members", type=int, default=3, help="of the group case (0: skip it)")
+    parser.add_argument(
+        "--no-single", action="store_true", help="skip the one-process case (while iterating)"
+    )
     parser.add_argument("--out", type=Path, default=Path("results"))
     parser.add_argument("--verbose", action="store_true", help="syncer -v, logs kept")
     parser.add_argument(
@@ -112,9 +115,11 @@ def main() -> None:
         setup = time.monotonic()
         asyncio.run(fill(east, topics, args.partitions))
         console.print(f"  set up in {time.monotonic() - setup:.0f} s")
-        console.print("syncer run, one process ...")
-        cases["1 process"] = run_case(work, bed.clusters["local"].bootstrap, east, topics, args, 1)
-        console.print(f"  {cases['1 process']}")
+        if not args.no_single:
+            console.print("syncer run, one process ...")
+            local = bed.clusters["local"].bootstrap
+            cases["1 process"] = run_case(work, local, east, topics, args, 1)
+            console.print(f"  {cases['1 process']}")
         if args.members > 1:
             bed.clusters["local"].stop()  # its idle load is not the group's
             bed.up([ClusterSpec("group", properties=BROKER)])
