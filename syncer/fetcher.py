@@ -105,8 +105,7 @@ class Fetcher(RequestLoop):
         self.pending: dict[TP, int] = {}  # fetches waiting or in flight, per partition
         # brokers whose last request failed: their partitions wait, the others go on
         self.brokers = BrokerWatch(cluster, self._wakeup.set)
-        # fetches of a topic whose leaders are being refreshed wait for the new leader
-        cluster.leaders.listen(self._wakeup.set)
+        cluster.leaders.listen(self._rerouted)  # the fetches waiting for new leaders go
 
     def __repr__(self) -> str:
         flying = sum(self._data_busy.values()) + sum(map(len, self._polling.values()))
@@ -126,8 +125,7 @@ class Fetcher(RequestLoop):
 
     def _waiting(self) -> list[Want]:
         """Every fetch queued or parked, taken from the queue."""
-        queued = [want for queue in self._wants.values() for want in queue]
-        self._wants.clear()
+        queued, self._wants = [w for queue in self._wants.values() for w in queue], {}
         return queued + self.quiet.everything()
 
     async def fetch(
@@ -172,6 +170,12 @@ class Fetcher(RequestLoop):
         goes out; here the wait for it to go out is bounded (a dead loop fails it at once)."""
         heapq.heappush(self._wants.setdefault(tp, []), want)
         want.expiry = self._deadlines.add((tp, want))
+        self._wakeup.set()
+
+    def _rerouted(self) -> None:
+        """Leaders were refreshed: the fetches that wait go, parked ones that moved too."""
+        for tp, want in self.quiet.rerouted(self.cluster.fetch_node):
+            self._queue(tp, want)
         self._wakeup.set()
 
     def _expire(self, queued: tuple[TP, Want]) -> None:
@@ -371,14 +375,10 @@ class Fetcher(RequestLoop):
         self, node: int, connection: int, offsets: dict[TP, tuple[int, int]], wait_ms: int
     ) -> dict[TP, FetchedPartition]:
         """One fetch request: by topic id where the remote reports ids, else by name."""
-        sizes = {
-            "max_wait_ms": wait_ms,
-            "max_bytes": request_bytes(
-                self.config.fetch_max_bytes, self.config.partition_fetch_max_bytes, self.caps
-            ),
-            "partition_max_bytes": self.config.partition_fetch_max_bytes,
-            "connection": connection,
-        }
+        full = self.config.partition_fetch_max_bytes
+        most = request_bytes(self.config.fetch_max_bytes, full, self.caps)
+        sizes = {"max_wait_ms": wait_ms, "max_bytes": most, "partition_max_bytes": full}
+        sizes["connection"] = connection
         if self._by_id and self.topic_ids:
             try:
                 session = self.quiet.sessions[node] if connection == QUIET_CONNECTION else None

@@ -18,9 +18,10 @@ import heapq
 import itertools
 import uuid
 from collections import defaultdict
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 from syncer.clusters import TP
+from syncer.errors import SyncerError
 from syncer.fetch_session import FetchSession
 from syncer.fetch_wants import Want
 
@@ -84,6 +85,22 @@ class QuietPolls:
             if self.held(tp) is want:
                 self.unpark(tp, want)
                 out.append(want)
+        return out
+
+    def rerouted(self, route: Callable[[TP], int]) -> list[tuple[TP, Want]]:
+        """The parked fetches whose partition ``route`` sends elsewhere now (its leader
+        moved; or none is known: ``route`` raises), unparked: they go again, there. Asked
+        when the leaders were refreshed."""
+        out = []
+        for tp, node in self._node.items():
+            try:
+                moved = route(tp) != node
+            except SyncerError:
+                moved = True
+            if moved:
+                out.append((tp, self.parked[node][tp]))
+        for tp, want in out:
+            self.unpark(tp, want)
         return out
 
     def fail(self, node: int) -> list[Want]:

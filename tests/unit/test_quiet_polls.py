@@ -297,3 +297,43 @@ async def test_a_session_the_broker_lost_is_opened_again_without_failing_anythin
         polls[A].cancel()
     finally:
         await f.stop()
+
+
+async def test_parked_fetches_whose_leader_moved_leave_for_the_new_one() -> None:
+    quiet = QuietPolls(IDS)
+    a, b, c = want(5), want(7), want(9)
+    quiet.park(1, {A: a, B: b, C: c})
+    leaders = {A: 1, B: 2}  # B moved to node 2, C has no leader known
+
+    def route(tp: TP) -> int:
+        if tp not in leaders:
+            raise TransientClusterError(f"no leader for {tp}")
+        return leaders[tp]
+
+    moved = quiet.rerouted(route)
+    assert [(tp, w is {B: b, C: c}[tp]) for tp, w in moved] == [(B, True), (C, True)]
+    assert A in quiet and B not in quiet and C not in quiet
+
+
+@dataclass
+class MovingBroker(SessionBroker):
+    led: dict[TP, int] = field(default_factory=dict)  # where each partition is led now
+
+    def leader(self, tp: TP) -> int:
+        return self.led.get(tp, 1)
+
+
+async def test_a_parked_partition_follows_its_leader_when_the_leaders_are_refreshed() -> None:
+    broker = MovingBroker()
+    f = fetcher(broker)
+    try:
+        poll = asyncio.create_task(f.fetch(A, 0, poll=True, hold_s=60))
+        await wait_until(lambda: A in f.quiet.parked[1])
+        broker.led[A] = 2
+        broker.leaders.moved({"t"}, broker.leaders.generation)  # its refresh ends at once
+        await wait_until(lambda: A in f.quiet.parked[2])  # parked with its new leader
+        assert not poll.done()
+        broker.append(A)
+        assert (await asyncio.wait_for(poll, 1.5)).records == b"r"
+    finally:
+        await f.stop()
