@@ -232,7 +232,7 @@ class WireRequests(ClusterConnection):
         join it, the answer is ``FetchSession.answered``'s). NotImplementedError: no v13."""
         out: dict[TP, FetchedPartition] = {}
         wanted: dict[tuple[uuid.UUID, int], tuple[int, int]] = {}
-        names: dict[uuid.UUID, str] = {}
+        names = {i: t for t, i in topic_ids.items()} if session is not None else {}
         for tp, (offset, limit) in offsets.items():
             topic_id = topic_ids.get(tp.topic)
             if topic_id is None:
