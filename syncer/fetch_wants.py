@@ -1,15 +1,18 @@
 """What a ``Fetcher`` queues for each partition: one fetch (``Want``) waiting for a request
-or in flight, and which kind of request it joins (``RequestKind``)."""
+or in flight, which kind of request it joins (``RequestKind``), and the pure decisions on
+its answer."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
 from syncer.clusters import TP, FetchedPartition
 from syncer.deadlines import Deadline
+from syncer.wire import FetchOutcome
 
 
 class RequestKind(Enum):
@@ -39,9 +42,33 @@ class Want:
     empty: FetchedPartition | None = field(default=None, compare=False)  # the last one held
     expiry: Deadline[tuple[TP, Want]] | None = field(default=None, compare=False)  # queued
 
+    @property
+    def ask(self) -> tuple[int, int]:
+        """What a request carries for it: (offset, max bytes)."""
+        return self.offset, self.limit
+
     def dequeued(self) -> Want:
         """Sent, or done: its wait in the queue is over."""
         if self.expiry is not None:
             self.expiry.cancel()
             self.expiry = None
         return self
+
+
+def holds(want: Want, got: FetchedPartition, now: float) -> bool:
+    """Keep an empty answer to a poll from its copier and poll again (at ``now``)?"""
+    nothing_new = (
+        got.outcome is FetchOutcome.OK and not got.records and got.stable_end == want.offset
+    )
+    return want.poll and nothing_new and now - want.since < want.hold_s and want.hold()
+
+
+def unknown_id(remote: str, topic_ids: Mapping[str, uuid.UUID], tp: TP) -> str:
+    """Why a fetch of ``tp`` from ``remote`` answered that its topic id is unknown."""
+    topic_id = topic_ids.get(tp.topic)
+    if topic_id is None:
+        return f"{tp.topic}[{tp.partition}]: remote {remote}: topic id not known"
+    return (
+        f"{tp.topic}[{tp.partition}]: remote {remote} no longer holds topic id"
+        f" {topic_id} (the topic was deleted, or recreated under its name)"
+    )

@@ -12,8 +12,9 @@ the other (a broker answers the requests of one connection in order):
 An empty poll answer (nothing new, no error) is not handed back: the partition is polled
 again in the next request, for up to ``HOLD_S``, so no copier wakes for an idle partition.
 Partitions that brought nothing for ``QUIET_S`` are polled apart from the others, with a wait
-of ``QUIET_WAIT_MS``: thousands of quiet partitions cost one request per broker every few
-seconds (records still come back the moment they arrive).
+of ``QUIET_WAIT_MS``, in a fetch session where they stay between polls (``quiet_polls``):
+thousands of quiet partitions cost one request per broker every few seconds and nothing per
+partition (records still come back the moment they arrive).
 """
 
 from __future__ import annotations
@@ -28,14 +29,15 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping
 
 from syncer.broker_watch import BrokerWatch
+from syncer.cap_gate import CapGate
 from syncer.clusters import TP, Cluster, FetchedPartition
 from syncer.config import CopierConfig
 from syncer.deadlines import Deadlines
 from syncer.errors import SyncerError, TransientClusterError
-from syncer.fetch_session import FetchSession
-from syncer.fetch_wants import RequestKind, Want, hold_always
+from syncer.fetch_wants import RequestKind, Want, hold_always, holds, unknown_id
 from syncer.loops import RequestLoop
-from syncer.ratelimit import ByteRate, request_bytes, wait_s
+from syncer.quiet_polls import QuietPolls
+from syncer.ratelimit import ByteRate, request_bytes
 from syncer.sources import MAX_BUSY
 from syncer.wire import FetchOutcome
 
@@ -73,7 +75,7 @@ class Fetcher(RequestLoop):
         # bandwidth caps (this remote's, the process's): while one is overdrawn, no request
         # goes out; each answer's bytes are paid when it arrives
         self.caps = caps
-        self._capped: asyncio.TimerHandle | None = None
+        self._gate = CapGate(caps, self._wakeup.set)
         self.cluster = cluster
         # the ids remembered for this remote's topics (the owner adds to it): a topic with
         # one is fetched by id, so a topic recreated under its name answers UNKNOWN_TOPIC_ID
@@ -88,8 +90,7 @@ class Fetcher(RequestLoop):
         self._order = itertools.count()
         self._data_busy: dict[int, int] = defaultdict(int)  # node → data requests in flight
         self._polling: dict[int, set[int]] = defaultdict(set)  # node → poll connections busy
-        self._sessions: dict[int, FetchSession] = defaultdict(FetchSession)  # node → quiet's
-        self._quiet: set[int] = set()  # nodes whose quiet poll is out
+        self.quiet = QuietPolls(self.topic_ids)  # each broker's quiet partitions, parked
         self._peeked: dict[TP, int] = {}  # the offset each partition last looked at unpolled
         self._hold_s = min(HOLD_S, config.chunk_timeout_ms / 1000)
         # a fetch's wait to be sent is bounded: one queued this long fails
@@ -104,8 +105,7 @@ class Fetcher(RequestLoop):
         self.pending: dict[TP, int] = {}  # fetches waiting or in flight, per partition
         # brokers whose last request failed: their partitions wait, the others go on
         self.brokers = BrokerWatch(cluster, self._wakeup.set)
-        # fetches of a topic whose leaders are being refreshed wait for the new leader
-        cluster.leaders.listen(self._wakeup.set)
+        cluster.leaders.listen(self._rerouted)  # the fetches waiting for new leaders go
 
     def __repr__(self) -> str:
         flying = sum(self._data_busy.values()) + sum(map(len, self._polling.values()))
@@ -113,20 +113,20 @@ class Fetcher(RequestLoop):
 
     def _cancel_waiting(self) -> None:
         self.brokers.close()
-        if self._capped is not None:
-            self._capped.cancel()
+        self._gate.close()
         self._deadlines.close()
-        for queue in self._wants.values():
-            for want in queue:
-                want.future.cancel()
-        self._wants.clear()
+        for want in self._waiting():
+            want.future.cancel()
 
     def _fail_waiting(self, error: Exception) -> None:
-        for queue in self._wants.values():
-            for want in queue:
-                if not want.future.done():
-                    want.future.set_exception(error)
-        self._wants.clear()
+        for want in self._waiting():
+            if not want.future.done():
+                want.future.set_exception(error)
+
+    def _waiting(self) -> list[Want]:
+        """Every fetch queued or parked, taken from the queue."""
+        queued, self._wants = [w for queue in self._wants.values() for w in queue], {}
+        return queued + self.quiet.everything()
 
     async def fetch(
         self,
@@ -159,6 +159,7 @@ class Fetcher(RequestLoop):
             return await future
         finally:
             want.dequeued()  # answered, failed, or given up by its caller
+            self.quiet.unpark(tp, want)
             self.pending_bytes -= limit
             self.pending[tp] -= 1
             if not self.pending[tp]:
@@ -171,6 +172,12 @@ class Fetcher(RequestLoop):
         want.expiry = self._deadlines.add((tp, want))
         self._wakeup.set()
 
+    def _rerouted(self) -> None:
+        """Leaders were refreshed: the fetches that wait go, parked ones that moved too."""
+        for tp, want in self.quiet.rerouted(self.cluster.fetch_node):
+            self._queue(tp, want)
+        self._wakeup.set()
+
     def _expire(self, queued: tuple[TP, Want]) -> None:
         tp, want = queued
         if not want.future.done():
@@ -181,7 +188,8 @@ class Fetcher(RequestLoop):
 
     def release(self, tp: TP) -> None:
         """Hand ``tp``'s held polls back now (its copier is stopping)."""
-        for want in self._wants.get(tp, ()):
+        parked = self.quiet.held(tp)
+        for want in [*self._wants.get(tp, ()), *([parked] if parked else [])]:
             if want.empty is not None and not want.future.done():
                 want.future.set_result(want.empty)
 
@@ -195,7 +203,7 @@ class Fetcher(RequestLoop):
     def _dispatch(self) -> bool:
         """One request per broker and kind (data, poll, quiet poll) with room for it, the
         lowest offset of every partition that waits; whether any went out."""
-        if self._over_cap():
+        if self._gate.closed():
             return False
         by_node: dict[tuple[int, RequestKind], dict[TP, Want]] = defaultdict(dict)
         quiet_since = asyncio.get_running_loop().time() - QUIET_S
@@ -214,6 +222,9 @@ class Fetcher(RequestLoop):
             kind = self._kind(tp, queue[0], node, quiet_since)
             if self._has_room(node, kind, by_node):
                 by_node[(node, kind)][tp] = heapq.heappop(queue).dequeued()
+        for node in list(self.quiet.due()):  # the parked ones are polled again
+            if not self.brokers.holds(node, now):
+                by_node.setdefault((node, RequestKind.QUIET), {})
         for (node, kind), wants in by_node.items():
             if kind is RequestKind.DATA:
                 # a broker fills an answer in the request's order until its max_bytes is
@@ -224,7 +235,7 @@ class Fetcher(RequestLoop):
                 wait_ms = 0
             elif kind is RequestKind.QUIET:
                 connection = QUIET_CONNECTION
-                self._quiet.add(node)
+                self.quiet.out.add(node)
                 wait_ms = self._quiet_wait_ms
             else:
                 connection = min(set(POLL_CONNECTIONS) - self._polling[node])
@@ -245,23 +256,11 @@ class Fetcher(RequestLoop):
         if not poll:
             return RequestKind.DATA
         quiet = want.empty is not None and self._brought.get(tp, 0.0) < quiet_since
-        # one quiet poll per broker, in its session: while it is out, the next waits for it
-        # (polled in the meantime, they kept thousands of quiet partitions out of it)
+        # one quiet poll per broker, in its session (by topic id), one fetch of a partition
+        # in it at a time: while it is out, the next waits for it (polled in the meantime,
+        # they kept thousands of quiet partitions out of it)
+        quiet = quiet and self._by_id and bool(self.topic_ids) and tp not in self.quiet
         return RequestKind.QUIET if quiet else RequestKind.POLL
-
-    def _over_cap(self) -> bool:
-        """Is a bandwidth cap overdrawn? Then the loop wakes again when it is paid back."""
-        if self._capped is not None:
-            return True  # a wake-up is set for when it is
-        hold = wait_s(self.caps, time.monotonic())
-        if hold > 0:
-
-            def resume() -> None:
-                self._capped = None
-                self._wakeup.set()
-
-            self._capped = asyncio.get_running_loop().call_later(hold, resume)
-        return hold > 0
 
     def _leader(self, tp: TP) -> int | None:
         """Where ``tp``'s next fetch goes; None while its leader is being refreshed (it waits
@@ -282,58 +281,91 @@ class Fetcher(RequestLoop):
         if kind is RequestKind.DATA:
             return self._data_busy[node] < PIPELINE
         if kind is RequestKind.QUIET:
-            return node not in self._quiet  # one at a time: the session's
+            return node not in self.quiet.out  # one at a time: the session's
         return (node, kind) in going or len(self._polling[node]) < len(POLL_CONNECTIONS)
 
     async def _fetch(self, node: int, connection: int, wants: dict[TP, Want], wait_ms: int) -> None:
+        """One request of ``wants``. A quiet poll's join the session of ``node`` and stay
+        parked there while its answers leave them out: only what an answer names is looked
+        at, so an idle partition costs nothing per poll (``quiet_polls``)."""
+        quiet = connection == QUIET_CONNECTION
+        out = self.quiet.parked[node] if quiet else wants  # the fetches this request is for
+        offsets = self.quiet.park(node, wants) if quiet else {t: w.ask for t, w in wants.items()}
         # the chunk timeout runs from here, when the request goes out, not from when a chunk
         # joined the queue: on a thin link a chunk may wait behind another
         sent = time.monotonic()
-        seen = self.brokers.sent(node, sent, wants)
+        seen = self.brokers.sent(node, sent, out)
         try:
-            offsets = {tp: (want.offset, want.limit) for tp, want in wants.items()}
-            # not wait_for: on 3.11 it runs the request in a task of its own (a loop turn
-            # before it is written, two after its answer)
-            async with asyncio.timeout(self.config.chunk_timeout_ms / 1000):
-                result = await self._ask(node, connection, offsets, wait_ms)
-            self.fetches += 1
-            self.brokers.answered(node)
-            self.observe(time.monotonic() - sent)
-            size = sum(len(p.records) for p in result.values())
-            for cap in self.caps:
-                cap.take(size, time.monotonic())
-            log.debug("fetch from %s node %d: %d bytes", self.cluster.name, node, size)
-            now = asyncio.get_running_loop().time()
-            for tp, want in wants.items():
-                got = result.get(tp)
-                if got is not None and got.records:
-                    self._brought[tp] = now
-                if want.future.done():
-                    continue
-                if got is None:
-                    want.future.set_exception(TransientClusterError(f"{tp} missing from fetch"))
-                elif got.outcome is FetchOutcome.TOPIC_GONE:
-                    want.future.set_exception(TransientClusterError(self._unknown_id(tp)))
-                elif got.outcome is FetchOutcome.REROUTED:  # a read replica named, or failed
-                    self._queue(tp, want)
-                elif self._holds(want, got, now):
-                    want.empty = got
-                    self._queue(tp, want)
-                else:
-                    want.future.set_result(got)
+            result = await self._request(node, connection, offsets, wait_ms, sent)
+            self._answered(out, result, quiet)
         except Exception as exc:
-            error = self.brokers.failed(node, wants, exc, sent, seen)
-            for want in wants.values():
+            error = self.brokers.failed(node, out, exc, sent, seen)
+            for want in self.quiet.fail(node) if quiet else wants.values():
                 if not want.future.done():
                     want.future.set_exception(error)
         finally:
-            self.brokers.done(node, wants)
+            self.brokers.done(node, out)
             self._free(node, connection)
+
+    def _answered(
+        self, wants: Mapping[TP, Want], result: dict[TP, FetchedPartition], quiet: bool
+    ) -> None:
+        """Each fetch's answer handed back, or the fetch held: queued again, or left parked
+        in its session (``quiet``: ``wants`` are the parked ones, and only the partitions
+        the answer names changed)."""
+        now = asyncio.get_running_loop().time()
+        answers: list[tuple[TP, Want | None, FetchedPartition | None]]
+        if quiet:
+            answers = [(tp, wants.get(tp), got) for tp, got in result.items()]
+        else:
+            answers = [(tp, want, result.get(tp)) for tp, want in wants.items()]
+        for tp, want, got in answers:
+            if got is not None and got.records:
+                self._brought[tp] = now
+            if want is None or want.future.done():
+                continue  # a quiet one that left while the poll was out, or given up
+            if got is not None and holds(want, got, now):
+                want.empty = got
+                if not quiet:  # a parked one stays in its session
+                    self._queue(tp, want)
+                continue
+            self.quiet.unpark(tp, want)
+            if got is None:
+                want.future.set_exception(TransientClusterError(f"{tp} missing from fetch"))
+            elif got.outcome is FetchOutcome.TOPIC_GONE:
+                want.future.set_exception(self._gone(tp))
+            elif got.outcome is FetchOutcome.REROUTED:  # a read replica named, or failed
+                self._queue(tp, want)
+            else:
+                want.future.set_result(got)
+        for want in self.quiet.overdue(now) if quiet else ():
+            if not want.future.done() and want.empty is not None:
+                want.future.set_result(want.empty)  # its hold ran out
+
+    async def _request(
+        self,
+        node: int,
+        connection: int,
+        offsets: dict[TP, tuple[int, int]],
+        wait_ms: int,
+        sent: float,
+    ) -> dict[TP, FetchedPartition]:
+        """One request, cut off after the chunk timeout (not by wait_for: on 3.11 its task
+        costs a loop turn before the write, two after), its answer counted and paid for."""
+        async with asyncio.timeout(self.config.chunk_timeout_ms / 1000):
+            result = await self._ask(node, connection, offsets, wait_ms)
+        self.fetches += 1
+        self.brokers.answered(node)
+        self.observe(time.monotonic() - sent)
+        size = sum(len(p.records) for p in result.values())
+        self._gate.paid(size)
+        log.debug("fetch from %s node %d: %d bytes", self.cluster.name, node, size)
+        return result
 
     def _free(self, node: int, connection: int) -> None:
         """A request on ``connection`` of ``node`` is done: the next may go out."""
         if connection == QUIET_CONNECTION:
-            self._quiet.discard(node)
+            self.quiet.out.discard(node)
         elif connection == DATA_CONNECTION:
             self._data_busy[node] -= 1
         else:
@@ -344,17 +376,13 @@ class Fetcher(RequestLoop):
         self, node: int, connection: int, offsets: dict[TP, tuple[int, int]], wait_ms: int
     ) -> dict[TP, FetchedPartition]:
         """One fetch request: by topic id where the remote reports ids, else by name."""
-        sizes = {
-            "max_wait_ms": wait_ms,
-            "max_bytes": request_bytes(
-                self.config.fetch_max_bytes, self.config.partition_fetch_max_bytes, self.caps
-            ),
-            "partition_max_bytes": self.config.partition_fetch_max_bytes,
-            "connection": connection,
-        }
+        full = self.config.partition_fetch_max_bytes
+        most = request_bytes(self.config.fetch_max_bytes, full, self.caps)
+        sizes = {"max_wait_ms": wait_ms, "max_bytes": most, "partition_max_bytes": full}
+        sizes["connection"] = connection
         if self._by_id and self.topic_ids:
             try:
-                session = self._sessions[node] if connection == QUIET_CONNECTION else None
+                session = self.quiet.sessions[node] if connection == QUIET_CONNECTION else None
                 return await self.cluster.fetch_by_id(
                     node, offsets, self.topic_ids, nearest=True, session=session, **sizes
                 )
@@ -365,20 +393,9 @@ class Fetcher(RequestLoop):
                     self.cluster.name,
                 )
                 self._by_id = False
+        if connection == QUIET_CONNECTION:  # its partitions are in the session, not here
+            raise TransientClusterError(f"{self.cluster.name}: a quiet poll needs topic ids")
         return await self.cluster.fetch(node, offsets, nearest=True, **sizes)
 
-    def _unknown_id(self, tp: TP) -> str:
-        topic_id = self.topic_ids.get(tp.topic)
-        if topic_id is None:
-            return f"{tp.topic}[{tp.partition}]: remote {self.cluster.name}: topic id not known"
-        return (
-            f"{tp.topic}[{tp.partition}]: remote {self.cluster.name} no longer holds topic id"
-            f" {topic_id} (the topic was deleted, or recreated under its name)"
-        )
-
-    def _holds(self, want: Want, got: FetchedPartition, now: float) -> bool:
-        """Keep an empty answer to a poll from its copier and poll again?"""
-        nothing_new = (
-            got.outcome is FetchOutcome.OK and not got.records and got.stable_end == want.offset
-        )
-        return want.poll and nothing_new and now - want.since < want.hold_s and want.hold()
+    def _gone(self, tp: TP) -> TransientClusterError:
+        return TransientClusterError(unknown_id(self.cluster.name, self.topic_ids, tp))

@@ -213,14 +213,14 @@ class Syncer:
         await self.start()
         self._grouped = self.member is not None
         self.topics.staged = self.member is None  # see MirroredTopics.staged: not in a group
-        offsets = None
+        # the group's coordinator asked for while the first refresh creates the local topics
+        side = [asyncio.create_task(self.member.announce(self.local))] if self.member else []
         if self.config.groups.include:
-            offsets = asyncio.create_task(self.offsets.run(self._stop), name="group-offsets")
+            side.append(asyncio.create_task(self.offsets.run(self._stop), name="group-offsets"))
         try:
             await self._run_until_stopped()
         finally:
-            if offsets is not None:
-                await cancel_and_wait(offsets)
+            await cancel_and_wait(*side)
         return self.summary()
 
     async def _run_until_stopped(self) -> None:

@@ -218,11 +218,11 @@ class WireRequests(ProduceRequests):
     ) -> dict[TP, FetchedPartition]:
         """One read_committed Fetch v13 naming each topic by the id in ``topic_ids``; a topic
         without one is not asked and answers UNKNOWN_TOPIC_ID (its records may not be read
-        until its id is known). In ``session`` if given (one request at a time in it).
-        Raises NotImplementedError if the broker has no Fetch v13."""
+        until its id is known). In ``session`` if given (one request at a time; ``offsets``
+        join it, the answer is ``FetchSession.answered``'s). NotImplementedError: no v13."""
         out: dict[TP, FetchedPartition] = {}
         wanted: dict[tuple[uuid.UUID, int], tuple[int, int]] = {}
-        names: dict[uuid.UUID, str] = {}
+        names = {i: t for t, i in topic_ids.items()} if session is not None else {}
         for tp, (offset, limit) in offsets.items():
             topic_id = topic_ids.get(tp.topic)
             if topic_id is None:
@@ -230,7 +230,7 @@ class WireRequests(ProduceRequests):
                 continue
             names[topic_id] = tp.topic
             wanted[(topic_id, tp.partition)] = (offset, min(limit, partition_max_bytes))
-        if not wanted:
+        if not wanted and session is None:
             return out
         asked = [tp for tp in offsets if tp.topic in topic_ids]
         rack = self._rack_for(asked) if nearest else ""  # as in ``fetch``

@@ -88,8 +88,17 @@ def main() -> None:
     parser.add_argument("--topics", type=int, default=500)
     parser.add_argument("--partitions", type=int, default=20)
     parser.add_argument("--members", type=int, default=3, help="of the group case (0: skip it)")
+    parser.add_argument(
+        "--no-single", action="store_true", help="skip the one-process case (while iterating)"
+    )
     parser.add_argument("--out", type=Path, default=Path("results"))
     parser.add_argument("--verbose", action="store_true", help="syncer -v, logs kept")
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        help="py-spy each process over the idle window (collapsed stacks into this folder;"
+        " sampling costs the process some CPU, so its idle figure is not the one to quote)",
+    )
     args = parser.parse_args()
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -106,9 +115,11 @@ def main() -> None:
         setup = time.monotonic()
         asyncio.run(fill(east, topics, args.partitions))
         console.print(f"  set up in {time.monotonic() - setup:.0f} s")
-        console.print("syncer run, one process ...")
-        cases["1 process"] = run_case(work, bed.clusters["local"].bootstrap, east, topics, args, 1)
-        console.print(f"  {cases['1 process']}")
+        if not args.no_single:
+            console.print("syncer run, one process ...")
+            local = bed.clusters["local"].bootstrap
+            cases["1 process"] = run_case(work, local, east, topics, args, 1)
+            console.print(f"  {cases['1 process']}")
         if args.members > 1:
             bed.clusters["local"].stop()  # its idle load is not the group's
             bed.up([ClusterSpec("group", properties=BROKER)])
@@ -170,7 +181,11 @@ def run_case(
         first, synced = asyncio.run(follow(procs, local, topics, args.partitions, started))
         time.sleep(3)  # the copiers see the last write answered and turn idle
         before = [cpu_seconds(p.pid) for p in procs]
+        spies = [spy(p.pid, args.profile, f"idle-{members}-{n}.txt") for n, p in enumerate(procs)]
         time.sleep(IDLE_S)
+        for spied in spies:
+            if spied is not None:
+                spied.wait(30)
         idle = [(cpu_seconds(p.pid) - b) / IDLE_S for p, b in zip(procs, before, strict=True)]
         measured = [
             Member(f"m{n}", owned(port), rss_mib(p.pid), cpu)
@@ -182,6 +197,17 @@ def run_case(
         for proc in procs:
             proc.wait(120)
     return Case(measured, len(topics) * args.partitions, first, synced)
+
+
+def spy(pid: int, folder: Path | None, name: str) -> subprocess.Popen[bytes] | None:
+    """py-spy recording process ``pid`` for IDLE_S into ``folder`` (None: no profile)."""
+    if folder is None:
+        return None
+    folder.mkdir(parents=True, exist_ok=True)
+    out = folder / name
+    command = [str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(pid)]
+    options = ["--duration", str(int(IDLE_S)), "--format", "raw", "--output", str(out)]
+    return subprocess.Popen([*command, *options, "--nonblocking"], stdout=subprocess.DEVNULL)
 
 
 def launch(

@@ -38,11 +38,11 @@ async def _in_session(fetcher: Fetcher, partitions: int) -> FetchSession:
     opens it, answered after the quiet wait."""
     deadline = time.monotonic() + QUIET_S + 2 * fetcher._quiet_wait_ms / 1000 + 5
     while time.monotonic() < deadline:
-        opened = [s for s in fetcher._sessions.values() if s.session_id]
+        opened = [s for s in fetcher.quiet.sessions.values() if s.session_id]
         if opened and len(opened[0].sent) == partitions:
             return opened[0]
         await asyncio.sleep(0.1)
-    raise AssertionError(f"no session of {partitions} partitions: {dict(fetcher._sessions)}")
+    raise AssertionError(f"no session of {partitions} partitions: {dict(fetcher.quiet.sessions)}")
 
 
 async def test_quiet_partitions_in_a_fetch_session_copy_what_comes_at_once_and_exactly(

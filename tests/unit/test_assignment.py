@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from syncer.assignment import assign, decode_owned, encode_owned, weights_from_gaps
+from syncer.assignment import _rebalance, assign, decode_owned, encode_owned, weights_from_gaps
 from syncer.clusters import TP
 
 tps = st.builds(TP, st.sampled_from(["a", "b", "c"]), st.integers(0, 30))
@@ -62,6 +62,56 @@ def test_big_gaps_spread_across_members() -> None:
     gaps = {TP("t", 0): 1_000_000, TP("t", 1): 1_000_000, **{TP("t", p): 0 for p in range(2, 10)}}
     out = assign({"a": set(), "b": set()}, weights_from_gaps(gaps))
     assert {TP("t", 0), TP("t", 1)} & out["a"] and {TP("t", 0), TP("t", 1)} & out["b"]
+
+
+def _move_by_scanning(
+    out: dict[str, set[TP]], load: dict[str, float], weights: dict[TP, float]
+) -> None:
+    """The rebalancing rule, spelled out by looking at every partition for each move (what
+    ``assign`` did before it kept partitions sorted by weight)."""
+    order = lambda m: (load[m], len(out[m]), m)  # noqa: E731
+    while True:
+        low = min(out, key=order)
+        for high in sorted(out, key=order, reverse=True):
+            spread = load[high] - load[low]
+            movable = [tp for tp in out[high] if weights[tp] < spread - 1e-9]
+            if movable:
+                tp = min(movable, key=lambda t: (abs(spread - 2 * weights[t]), t))
+                out[high].remove(tp)
+                out[low].add(tp)
+                load[high] -= weights[tp]
+                load[low] += weights[tp]
+                break
+        else:
+            return
+
+
+@given(
+    st.dictionaries(tps, st.sampled_from([0, 0, 1, 5, 10, 37, 500]), max_size=80),
+    st.lists(st.text("xyz", min_size=1, max_size=3), min_size=1, max_size=5, unique=True),
+    st.data(),
+)
+def test_the_moves_are_the_ones_the_rule_picks(
+    gaps: dict[TP, int], members: list[str], data: st.DataObject
+) -> None:
+    """Each move is the one the rule names (closest to half the gap, the first partition
+    among equals), found by bisection: the same assignment as by scanning every partition."""
+    weights = weights_from_gaps(gaps)
+    owner = {tp: data.draw(st.sampled_from([None, *members])) for tp in sorted(weights)}
+    out = {m: {tp for tp, o in owner.items() if o == m} for m in members}
+    load = {m: sum(weights[tp] for tp in out[m]) for m in members}
+    expected = {m: set(parts) for m, parts in out.items()}
+    _move_by_scanning(expected, dict(load), weights)
+    _rebalance(out, load, weights)
+    assert out == expected
+
+
+def test_a_member_joining_one_that_owns_10_000_partitions_gets_half() -> None:
+    weights = {TP(f"t{t:03d}", p): 1.0 for t in range(500) for p in range(20)}
+    two = assign({"m0": set(weights), "m1": set()}, weights)
+    assert len(two["m0"]) == len(two["m1"]) == 5_000
+    three = assign({**two, "m2": set()}, weights)
+    assert sorted(len(parts) for parts in three.values()) == [3_333, 3_333, 3_334]
 
 
 def test_owned_partitions_round_trip_and_junk_is_ignored() -> None:

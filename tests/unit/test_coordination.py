@@ -400,3 +400,37 @@ def test_owners_come_from_the_group_description() -> None:
     )
     groups = DescribeGroupsResponse_v1.decode(response.encode()).groups
     assert owners_of(groups) == {TP("t", 0): "host-1", TP("t", 2): "host-1"}
+
+
+class _Nodes:
+    def get_random_node(self) -> int:
+        return 3
+
+
+class _Local:
+    """A local cluster that records what is sent (or fails every send)."""
+
+    def __init__(self, fail: Exception | None = None) -> None:
+        self._client = _Nodes()
+        self.sent: list[tuple[int, Any]] = []
+        self.fail = fail
+
+    async def send(self, node: int, request: Any) -> Any:
+        if self.fail is not None:
+            raise self.fail
+        self.sent.append((node, request))
+        return None
+
+
+async def test_a_member_asks_for_its_coordinator_before_it_joins() -> None:
+    """Asked as the process starts, a new cluster creates its offsets topic before the local
+    topics' creation is queued ahead of it."""
+    local = _Local()
+    await Member().announce(local)  # type: ignore[arg-type]
+    ((node, request),) = local.sent
+    assert node == 3 and type(request).__name__ == "FindCoordinatorRequest"
+    assert (request._coordinator_key, request._coordinator_type) == ("g", 0)
+
+
+async def test_asking_for_the_coordinator_early_never_fails_the_start() -> None:
+    await Member().announce(_Local(fail=OSError("no broker yet")))  # type: ignore[arg-type]
