@@ -14,8 +14,7 @@ again in the next request, for up to ``HOLD_S``, so no copier wakes for an idle 
 Partitions that brought nothing for ``QUIET_S`` are polled apart from the others, with a wait
 of ``QUIET_WAIT_MS``, in a fetch session where they stay between polls (``quiet_polls``):
 thousands of quiet partitions cost one request per broker every few seconds and nothing per
-partition (records still come back the moment they arrive).
-"""
+partition (records still come back the moment they arrive)."""
 
 from __future__ import annotations
 
