@@ -19,23 +19,17 @@ from enum import Enum
 
 from syncer.batches import Batch, split_batches
 from syncer.budget import ByteBudget, Ticket
+from syncer.chunk_sizes import (
+    DEFAULT_BATCH_BYTES,
+    DEFAULT_RECORD_BYTES,
+    ask_bytes,
+    chunk_size,
+    fitted_fetch_bytes,
+    full_chunk_records,
+)
 from syncer.holes import RemoteEnds
 from syncer.sources import MAX_BUSY, SourceHealth, pick_source, tail_source, usable_sources
 from syncer.wire import FetchedPartition, FetchOutcome
-
-DEFAULT_RECORD_BYTES = 1024
-# the last chunks of a gap shrink down to this fraction of a full fetch
-TAIL_SPLIT_FLOOR = 16
-# a chunk asks for its records' expected bytes and this much more (records vary in size)
-ASK_MARGIN = 1.05
-
-
-def chunk_size(remaining: int, holders: int, full: int) -> int:
-    """Records in the next chunk: a ``full`` fetch, but near the end of the gap a share of
-    what is left, halving down to a floor, so every remote finishes at about the same time
-    instead of the others waiting for one that took a big last chunk."""
-    floor = max(1, full // TAIL_SPLIT_FLOOR)
-    return min(full, remaining, max(floor, -(-remaining // (2 * holders))))
 
 
 class Verdict(Enum):
@@ -122,6 +116,7 @@ class ChunkPlan:
         self.next_fetch = 0
         self.target = 0
         self.record_bytes = float(DEFAULT_RECORD_BYTES)
+        self.batch_bytes = float(DEFAULT_BATCH_BYTES)
         self.starved = False  # the frontier's fetch waits for room in the byte budget
         self.writing: Fetched | None = None  # taken by the copier, its ticket with it
         self._numbers = itertools.count(1)
@@ -139,8 +134,12 @@ class ChunkPlan:
         return counts
 
     def chunk_records(self, remote: str) -> int:
-        """Records that fill one fetch of ``remote`` (its own partition_fetch_max_bytes)."""
-        return max(1, int(self.fetch_bytes(remote) / self.record_bytes))
+        """Records that fill one fetch of ``remote`` (its own partition_fetch_max_bytes, cut
+        so that each of its lanes can keep its requests in flight inside the byte budget)."""
+        fetch = fitted_fetch_bytes(
+            self.fetch_bytes(remote), self.memory.limit, self.health[remote].lanes
+        )
+        return full_chunk_records(fetch, self.record_bytes, self.batch_bytes)
 
     @property
     def chunk_budget(self) -> int:
@@ -195,7 +194,7 @@ class ChunkPlan:
         if self.polls(chunk):
             return 0
         end = self.target if chunk.end is None else chunk.end
-        expected = int(max(0, end - chunk.start) * self.record_bytes * ASK_MARGIN) + 1
+        expected = ask_bytes(max(0, end - chunk.start), self.record_bytes, self.batch_bytes)
         return min(self.fetch_bytes(chunk.remote), expected)
 
     def polls(self, chunk: Chunk) -> bool:
@@ -209,7 +208,7 @@ class ChunkPlan:
         None for an open fetch (as much as one fetch brings)."""
         if chunk.end is None:
             return None
-        return int((chunk.end - chunk.start) * self.record_bytes * ASK_MARGIN) + 1
+        return ask_bytes(chunk.end - chunk.start, self.record_bytes, self.batch_bytes)
 
     def _covers(self, frontier: int) -> bool:
         """Is the chunk holding ``frontier`` in flight or fetched already?"""
@@ -259,7 +258,9 @@ class ChunkPlan:
             remote = pick_source(start, self.ends, self.health, busy, self.excluded, now)
             if remote is None:
                 return None
-            end = min(target, start + chunk_size(target - start, lanes, self.chunk_records(remote)))
+            batch = int(self.batch_bytes / self.record_bytes)
+            size = chunk_size(target - start, lanes, self.chunk_records(remote), batch)
+            end = min(target, start + size)
             self.next_fetch = end
             return Chunk(start, end, remote)
         if any(chunk.end is None for chunk in self.inflight.values()) or len(self.ready) > 1:
@@ -296,6 +297,7 @@ class ChunkPlan:
         records = sum(b.record_count for b in batches)
         if records:
             self.record_bytes = 0.7 * self.record_bytes + 0.3 * (size / records)
+            self.batch_bytes = 0.7 * self.batch_bytes + 0.3 * (size / len(batches))
         if chunk.end is not None and covered < chunk.end:
             self._refetch(covered, chunk.end)
         self.next_fetch = max(self.next_fetch, covered)

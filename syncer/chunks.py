@@ -13,7 +13,8 @@ from typing import Any
 
 from syncer.brokers import BrokerFailed
 from syncer.budget import ByteBudget
-from syncer.chunk_plan import Chunk, ChunkPlan, Fetched, Verdict, chunk_size, judge
+from syncer.chunk_plan import Chunk, ChunkPlan, Fetched, Verdict, judge
+from syncer.chunk_sizes import chunk_size
 from syncer.clusters import TP, FetchedPartition
 from syncer.config import CopierConfig
 from syncer.errors import PartitionHalted, TransientClusterError
