@@ -175,6 +175,10 @@ def traced_copy(
             assert not summary.halted, summary
 
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
+    handler = logging.FileHandler(f"/tmp/{topic}.log")  # why a fetch failed, if one did
+    handler.setFormatter(logging.Formatter("%(relativeCreated)d %(levelname)s %(message)s"))
+    logging.getLogger("syncer").addHandler(handler)
+    logging.getLogger("syncer").setLevel(logging.INFO)
     with timed_lanes(trace):
         trace.launched = time.monotonic()
         asyncio.run(copy())
