@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from syncer.clusters import TP
+from syncer.errors import SyncerError
 from syncer.lanes import Lanes
 
 HOT, OTHER = TP("t", 0), TP("t", 1)
@@ -31,12 +32,20 @@ class FakeLane:
         return self.name
 
 
-def lanes(*fakes: FakeLane) -> Lanes:
+def lanes(*fakes: FakeLane, unknown: tuple[FakeLane, ...] = ()) -> Lanes:
     class Named:
         name = "east"
 
+        def __init__(self, knows: bool) -> None:
+            self.knows = knows
+
+        def fetch_node(self, tp: TP) -> int:
+            if not self.knows:
+                raise SyncerError(f"no leader known for {tp}")
+            return 1
+
     for fake in fakes:
-        fake.cluster = Named()
+        fake.cluster = Named(fake not in unknown)
     return Lanes(list(fakes))  # type: ignore[arg-type]
 
 
@@ -73,3 +82,13 @@ async def test_async_with_starts_every_lane_and_stops_each_even_if_one_fails() -
             assert events == ["start a", "start b", "start c"]
             assert len(remote) == 3
     assert sorted(events[3:]) == ["stop a", "stop b", "stop c"]
+
+
+async def test_a_lane_that_knows_no_leader_yet_is_passed_over() -> None:
+    # its fetch would fail "no leader known" and back the whole remote off
+    idle = FakeLane("idle")
+    busy = FakeLane("busy", pending_bytes=5_000_000, pending={HOT: 2})
+    remote = lanes(idle, busy, unknown=(idle,))
+    assert await remote.fetch(HOT, 0, 1000) == "busy"
+    only = lanes(FakeLane("alone"), unknown=())
+    assert await only.fetch(HOT, 0, 1000) == "alone"
