@@ -41,11 +41,22 @@ def add_parsers(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     fill = verbs.add_parser("fill", help="write sample records into a topic (created if missing)")
     fill.add_argument("cluster")
     fill.add_argument("--topic", required=True)
-    fill.add_argument("--partitions", type=int, default=4, help="if the topic is created")
-    fill.add_argument("--records", type=int, default=10_000)
-    fill.add_argument("--record-size", type=int, default=1024, help="bytes (default 1024)")
+    fill.add_argument("--partitions", type=positive, default=4, help="if the topic is created")
+    fill.add_argument("--records", type=positive, default=10_000)
+    fill.add_argument("--record-size", type=positive, default=1024, help="bytes (default 1024)")
     for parser in (node, elect, move, leaders, fill):
         parser.add_argument("--state", required=True, type=Path)
+
+
+def positive(text: str) -> int:
+    """An argparse type: a count that must be at least 1 (usage error, exit 2, otherwise)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"wants a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 def parse_replicas(text: str) -> list[int]:

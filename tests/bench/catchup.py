@@ -2,8 +2,12 @@
 case (partitions × record size × compression) writes >= 1 GiB of records to the remote, then
 measures, in turn on the same data:
 
-- L, the limit: kafka-producer-perf-test writing the same records to the local cluster while
-  kafka-consumer-perf-test reads the remote's: what the two brokers can do together here;
+- L_raw, the brokers' own limit (``tests.bench.raw``): (a) the remote serving the backlog as
+  raw fetches, bytes discarded, and (b) the local broker appending the same batches stamped
+  as syncer stamps them, fed from memory, each with syncer's parallelism; L_raw = min(a, b);
+- with ``--perf-limit`` also the old L: kafka-producer-perf-test writing the same records to
+  the local cluster while kafka-consumer-perf-test reads the remote's (the Java clients
+  decode and encode records, so it measured them more than the brokers: off by default);
 - syncer catch-up;
 - syncer catch-up of the same records into a second local cluster whose brokers forget a
   producer after 1 s (``producer.id.expiration.ms``): there the backlog is older than the
@@ -14,7 +18,7 @@ measures, in turn on the same data:
 Ratios come from the same case. Topics are deleted after each case (disk).
 
     make bench-catchup    # or: python -m tests.bench.catchup [--cases 8:1024:none,...]
-        [--gib 1.0] [--tasks 8] [--out results]
+        [--gib 1.0] [--tasks 8] [--out results] [--raw-procs 1] [--perf-limit]
 
 Writes results/bench-catchup.json and results/bench-catchup.png.
 """
@@ -40,6 +44,7 @@ from rich.table import Table
 from syncer.testbed import ClusterSpec, Testbed
 from syncer.testbed.jars import KafkaJars
 from syncer.testbed.tools import perf_consume_command, perf_produce, perf_produce_command
+from tests.bench import raw
 from tests.bench.peers import Measured, axes, local_total, run_mm2, run_syncer, save
 from tests.kafka_helpers import create_topic
 
@@ -94,13 +99,23 @@ def main() -> None:
     parser.add_argument("--gib", type=float, default=1.0, help="uncompressed backlog per case")
     parser.add_argument("--tasks", type=int, default=8, help="MirrorMaker 2 tasks.max")
     parser.add_argument("--out", type=Path, default=Path("results"))
+    parser.add_argument(
+        "--raw-procs", type=int, default=1, help="processes (connections) of the L_raw tool"
+    )
+    parser.add_argument(
+        "--raw-repeats", type=int, default=2, help="runs of each L_raw phase (the best counts)"
+    )
+    parser.add_argument("--perf-limit", action="store_true", help="also the Java perf tools' L")
+    parser.add_argument(
+        "--profile", action="store_true", help="py-spy samples each syncer catch-up (not old)"
+    )
     args = parser.parse_args()
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)  # probes of starting brokers
     args.out.mkdir(parents=True, exist_ok=True)
     cases = [Case.parse(c) for c in args.cases.split(",")]
     work = Path(tempfile.mkdtemp(prefix="syncer-bench-"))
     bed = Testbed(work / "bed")
-    console = Console(width=140)
+    console = Console(width=200)
     results: list[dict[str, object]] = []
     try:
         console.print(f"starting clusters under {work} ...")
@@ -136,10 +151,19 @@ def run_case(
         producer_props={**codec, "batch.size": "262144", "linger.ms": "20"},
     )
     assert asyncio.run(local_total(east, topic, case.partitions)) == records
-    console.print(f"[{case.name}] limit: perf producer to local while perf consumer reads east")
-    limit = measure_limit(bed.jars, local, east, topic, case, records, size)
+    console.print(f"[{case.name}] L_raw: raw fetches from east, then raw appends to local ...")
+    limit_raw = raw.measure(
+        east, local, topic, case.partitions, size, procs=args.raw_procs, repeats=args.raw_repeats
+    )
+    limit = None
+    if args.perf_limit:
+        console.print(f"[{case.name}] L: perf producer to local while perf consumer reads east")
+        limit = measure_limit(bed.jars, local, east, topic, case, records, size)
     console.print(f"[{case.name}] syncer catch-up ...")
-    ours = run_syncer(work, local, east, topic, records, size, partitions=case.partitions)
+    profile = args.out / f"profile-catchup-{case.name}.txt" if args.profile else None
+    ours = run_syncer(
+        work, local, east, topic, records, size, partitions=case.partitions, profile=profile
+    )
     assert asyncio.run(local_total(local, topic, case.partitions)) == records
     console.print(f"[{case.name}] syncer catch-up of records older than the producer expiry ...")
     old_local = bed.clusters["old"].bootstrap
@@ -162,34 +186,68 @@ def run_case(
         args.tasks,
         extra=f"local.producer.compression.type = {producer or 'none'}\n",
     )
-    asyncio.run(delete_topics(local, [topic, f"east.{topic}", f"limit.{topic}"]))
+    doomed = [topic, f"east.{topic}", f"limit.{topic}"]
+    asyncio.run(delete_topics(local, doomed))
     asyncio.run(delete_topics(east, [topic]))
-    row = {
+    row: dict[str, object] = {
         "case": case.name,
         "partitions": case.partitions,
         "record_size": case.record_size,
         "compression": case.compression,
         "records": records,
         "bytes": size,
-        "limit_mb_per_s": limit,
+        "limit_mb_per_s": limit,  # the Java perf tools' L, with --perf-limit only
+        "raw_limit": limit_raw.as_dict(),
         "syncer": _row(ours),
         "syncer_old_records": _row(old),
         "mm2": _row(peer),
         "ratios": {
             "throughput_vs_mm2": ours.mb_per_s / peer.mb_per_s,
-            "throughput_vs_limit": ours.mb_per_s / limit,
+            "throughput_vs_limit": ours.mb_per_s / limit if limit else None,
+            "throughput_vs_raw_limit": ours.mb_per_s / limit_raw.mb_per_s,
             "old_records_vs_mm2": old.mb_per_s / peer.mb_per_s,
             "old_records_vs_syncer": old.mb_per_s / ours.mb_per_s,
             "cpu_per_gib_vs_mm2": ours.cpu_s_per_gib / peer.cpu_s_per_gib,
             "rss_vs_mm2": ours.peak_rss_mib / peer.peak_rss_mib,
         },
     }
+    if profile is not None and profile.exists():
+        row["syncer_profile"] = profile_summary(profile, ours.seconds)
+        console.print(f"[{case.name}] syncer profile: {row['syncer_profile']}")
     console.print(
         f"[{case.name}] syncer {ours.mb_per_s:.1f} MB/s (old records {old.mb_per_s:.1f}),"
         f" MM2 {peer.mb_per_s:.1f} MB/s,"
-        f" L {limit:.1f} MB/s; syncer RSS {ours.peak_rss_mib:.0f} MiB"
+        f" L_raw {limit_raw.mb_per_s:.1f} MB/s (serve {limit_raw.serve_mb_per_s:.1f},"
+        f" append {limit_raw.append_mb_per_s:.1f}; tool CPU at most"
+        f" {max(limit_raw.serve.max_cpu_share, limit_raw.append.max_cpu_share):.0%} of a core),"
+        f" syncer / L_raw {ours.mb_per_s / limit_raw.mb_per_s:.2f};"
+        f" syncer RSS {ours.peak_rss_mib:.0f} MiB" + (f"; L {limit:.1f} MB/s" if limit else "")
     )
     return row
+
+
+def profile_summary(path: Path, seconds: float, top: int = 12) -> dict[str, object]:
+    """py-spy's collapsed stacks (``frame;frame;... count``, idle not sampled): the share
+    of samples each function is on top of the stack (self) and anywhere in it (total)."""
+    own: dict[str, int] = {}
+    total: dict[str, int] = {}
+    samples = 0
+    for line in path.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack:
+            continue
+        n = int(count)
+        samples += n
+        frames = [f.rsplit(":", 1)[0] + ")" if ":" in f else f for f in stack.split(";")]
+        own[frames[-1]] = own.get(frames[-1], 0) + n
+        for frame in set(frames):
+            total[frame] = total.get(frame, 0) + n
+
+    def shares(counts: dict[str, int]) -> list[tuple[str, float]]:
+        ranked = sorted(counts.items(), key=lambda kv: -kv[1])[:top]
+        return [(name, round(100 * n / samples, 1)) for name, n in ranked]
+
+    return {"samples": samples, "self_pct": shares(own), "total_pct": shares(total)}
 
 
 def _row(m: Measured) -> dict[str, object]:
@@ -271,15 +329,19 @@ def write(args: argparse.Namespace, results: list[dict[str, object]]) -> None:
 def report(console: Console, args: argparse.Namespace, results: list[dict[str, object]]) -> None:
     when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     table = Table(title=f"backlog drain, >= {args.gib} GiB per case, loopback · {when}")
+    perf = any(r["limit_mb_per_s"] for r in results)
     columns = (
         "case",
-        "L MB/s",
+        "L_raw (a) serve MB/s",
+        "L_raw (b) append MB/s",
+        "L_raw MB/s",
         "syncer MB/s",
+        "syncer / L_raw",
+        *(("L MB/s", "vs L") if perf else ()),
         "old records MB/s",
         "MM2 MB/s",
         "vs MM2",
         "old vs MM2",
-        "vs L",
         "syncer CPU s/GiB",
         "MM2 CPU s/GiB",
         "syncer RSS MiB",
@@ -289,18 +351,26 @@ def report(console: Console, args: argparse.Namespace, results: list[dict[str, o
         table.add_column(column, justify="left" if column == "case" else "right")
     for r in results:
         ours, peer, ratios = r["syncer"], r["mm2"], r["ratios"]
-        old = r["syncer_old_records"]
+        old, lim = r["syncer_old_records"], r["raw_limit"]
         assert isinstance(ours, dict) and isinstance(peer, dict) and isinstance(ratios, dict)
-        assert isinstance(old, dict)
+        assert isinstance(old, dict) and isinstance(lim, dict)
+        perf_cells = (
+            (f"{r['limit_mb_per_s'] or 0:.1f}", f"{ratios['throughput_vs_limit'] or 0:.2f}x")
+            if perf
+            else ()
+        )
         table.add_row(
             str(r["case"]),
-            f"{r['limit_mb_per_s']:.1f}",
+            f"{lim['serve_mb_per_s']:.1f}",
+            f"{lim['append_mb_per_s']:.1f}",
+            f"{lim['l_raw_mb_per_s']:.1f}",
             f"{ours['mb_per_s']:.1f}",
+            f"{ratios['throughput_vs_raw_limit']:.2f}x",
+            *perf_cells,
             f"{old['mb_per_s']:.1f}",
             f"{peer['mb_per_s']:.1f}",
             f"{ratios['throughput_vs_mm2']:.2f}x",
             f"{ratios['old_records_vs_mm2']:.2f}x",
-            f"{ratios['throughput_vs_limit']:.2f}x",
             f"{ours['cpu_s_per_gib']:.1f}",
             f"{peer['cpu_s_per_gib']:.1f}",
             f"{ours['peak_rss_mib']:.0f}",
@@ -315,7 +385,7 @@ def report(console: Console, args: argparse.Namespace, results: list[dict[str, o
 def plot(results: list[dict[str, object]], path: Path, when: str) -> None:
     names = [str(r["case"]) for r in results]
     series = {
-        "L (brokers' limit)": [float(r["limit_mb_per_s"]) for r in results],  # type: ignore[arg-type]
+        "L_raw (brokers' own limit)": [r["raw_limit"]["l_raw_mb_per_s"] for r in results],  # type: ignore[index]
         "syncer": [r["syncer"]["mb_per_s"] for r in results],  # type: ignore[index]
         "syncer, records older than the producer expiry": [
             r["syncer_old_records"]["mb_per_s"]  # type: ignore[index]

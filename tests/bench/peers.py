@@ -80,7 +80,10 @@ def run_syncer(
     label: str = "syncer",
     copier: dict[str, int] | None = None,
     remote_settings: dict[str, int] | None = None,
+    profile: Path | None = None,
 ) -> Measured:
+    """``profile``: py-spy samples syncer (without pausing it) into that file, collapsed
+    stacks (``tests.bench.raw.profile_summary`` reads them)."""
     remotes = {"east": remote} if isinstance(remote, str) else remote
     config = workdir / f"{label.replace(' ', '-')}.yaml"
     config.write_text(
@@ -102,8 +105,20 @@ def run_syncer(
         stdout=subprocess.DEVNULL,
         stderr=open(workdir / "syncer.log", "w"),  # noqa: SIM115
     )
+    spy = None
+    if profile is not None:
+        spy = subprocess.Popen(
+            [
+                *(Path(sys.executable).parent / "py-spy", "record", "--pid", str(proc.pid)),
+                *("--nonblocking", "--format", "raw", "--rate", "100", "-o", str(profile)),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
     first, last = watch(proc, local, topic, partitions, records, workdir / "syncer.log")
     cpu, rss = _reap(proc.pid)
+    if spy is not None:
+        spy.wait(timeout=60)  # writes its file once syncer is gone
     proc.returncode = 0
     return Measured(label, last - first, last - started, cpu, rss, records, size)
 

@@ -27,3 +27,14 @@ def test_a_test_bed_error_is_one_line_and_its_own_code(
 ) -> None:
     assert cli.main(["testbed", "status", "--state", str(tmp_path)]) == ExitCode.TESTBED
     assert capsys.readouterr().err == f"syncer: no test bed state at {tmp_path / 'testbed.json'}\n"
+
+
+@pytest.mark.parametrize("bad", ["0", "-5", "many"])
+def test_testbed_fill_refuses_a_count_below_one_as_usage(
+    bad: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        cli.build_parser().parse_args(["testbed", "fill", "east", "--topic", "t", "--records", bad,
+                                   "--state", "/tmp/bed"])  # fmt: skip
+    assert stopped.value.code == 2
+    assert "--records" in capsys.readouterr().err
