@@ -19,14 +19,7 @@ from enum import Enum
 
 from syncer.batches import Batch, split_batches
 from syncer.budget import ByteBudget, Ticket
-from syncer.chunk_sizes import (
-    DEFAULT_BATCH_BYTES,
-    DEFAULT_RECORD_BYTES,
-    ask_bytes,
-    chunk_size,
-    fitted_fetch_bytes,
-    full_chunk_records,
-)
+from syncer.chunk_sizes import Sizes, fitted_fetch_bytes
 from syncer.holes import RemoteEnds
 from syncer.sources import MAX_BUSY, SourceHealth, pick_source, tail_source, usable_sources
 from syncer.wire import FetchedPartition, FetchOutcome
@@ -115,8 +108,7 @@ class ChunkPlan:
         self.todo: list[tuple[int, int]] = []  # ranges to fetch again, in order
         self.next_fetch = 0
         self.target = 0
-        self.record_bytes = float(DEFAULT_RECORD_BYTES)
-        self.batch_bytes = float(DEFAULT_BATCH_BYTES)
+        self.sizes = Sizes()  # learned from the answers
         self.starved = False  # the frontier's fetch waits for room in the byte budget
         self.writing: Fetched | None = None  # taken by the copier, its ticket with it
         self._numbers = itertools.count(1)
@@ -139,7 +131,7 @@ class ChunkPlan:
         fetch = fitted_fetch_bytes(
             self.fetch_bytes(remote), self.memory.limit, self.health[remote].lanes
         )
-        return full_chunk_records(fetch, self.record_bytes, self.batch_bytes)
+        return self.sizes.full(fetch)
 
     @property
     def chunk_budget(self) -> int:
@@ -194,7 +186,7 @@ class ChunkPlan:
         if self.polls(chunk):
             return 0
         end = self.target if chunk.end is None else chunk.end
-        expected = ask_bytes(max(0, end - chunk.start), self.record_bytes, self.batch_bytes)
+        expected = self.sizes.ask(max(0, end - chunk.start))
         return min(self.fetch_bytes(chunk.remote), expected)
 
     def polls(self, chunk: Chunk) -> bool:
@@ -208,7 +200,7 @@ class ChunkPlan:
         None for an open fetch (as much as one fetch brings)."""
         if chunk.end is None:
             return None
-        return ask_bytes(chunk.end - chunk.start, self.record_bytes, self.batch_bytes)
+        return self.sizes.ask(chunk.end - chunk.start)
 
     def _covers(self, frontier: int) -> bool:
         """Is the chunk holding ``frontier`` in flight or fetched already?"""
@@ -255,11 +247,12 @@ class ChunkPlan:
         holders = usable_sources(start, self.ends, self.health, self.excluded, now)
         lanes = sum(self.health[n].lanes for n in holders)
         if start < target and lanes > 1:
+            if self.sizes.shape is None and (self.inflight or self.ready):
+                return None  # the first answer shows the batches' shape: then cut the rest
             remote = pick_source(start, self.ends, self.health, busy, self.excluded, now)
             if remote is None:
                 return None
-            batch = int(self.batch_bytes / self.record_bytes)
-            size = chunk_size(target - start, lanes, self.chunk_records(remote), batch)
+            size = self.sizes.next_chunk(target - start, lanes, self.chunk_records(remote))
             end = min(target, start + size)
             self.next_fetch = end
             return Chunk(start, end, remote)
@@ -293,11 +286,8 @@ class ChunkPlan:
         chunk.ticket.settle(len(fetched.records))
         covered = max((b.next_offset for b in batches), default=chunk.start)
         covered = max(covered, chunk.start)
-        size = len(fetched.records)
-        records = sum(b.record_count for b in batches)
-        if records:
-            self.record_bytes = 0.7 * self.record_bytes + 0.3 * (size / records)
-            self.batch_bytes = 0.7 * self.batch_bytes + 0.3 * (size / len(batches))
+        shapes = [(b.next_offset - b.base_offset, len(b.raw)) for b in batches if not b.is_control]
+        self.sizes.learn(len(fetched.records), sum(b.record_count for b in batches), shapes)
         if chunk.end is not None and covered < chunk.end:
             self._refetch(covered, chunk.end)
         self.next_fetch = max(self.next_fetch, covered)

@@ -12,11 +12,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from syncer.budget import ByteBudget, Ticket
 from syncer.chunk_plan import Chunk, ChunkPlan, Fetched, Verdict, judge
+from syncer.chunk_sizes import BatchShape
 from syncer.chunks import ChunkScheduler
 from syncer.clusters import TP, FetchedPartition
 from syncer.config import CopierConfig
@@ -28,6 +30,9 @@ from syncer.wire import FetchOutcome
 from tests.unit.test_batches import build
 
 FETCH_BYTES = {"east": 300, "west": 900, "north": 150}
+# a shape known from the start that cuts chunks of one record (as the histories found by the
+# property test below were cut), instead of one chunk going out alone to learn it
+ONE_RECORD_CHUNKS = BatchShape(1, 1 << 20)
 
 
 @dataclass
@@ -215,7 +220,12 @@ ACTIONS = st.lists(
 
 
 def history(
-    layout: list[tuple[int, int]], remotes: list[str], cuts: list[int], limit: int, full: bool
+    layout: list[tuple[int, int]],
+    remotes: list[str],
+    cuts: list[int],
+    limit: int,
+    full: bool,
+    shape: BatchShape | None = None,
 ) -> History:
     log = Log.of(layout)
     ends = {}
@@ -226,6 +236,7 @@ def history(
     memory = ByteBudget(limit)
     excluded: dict[str, str] = {}
     plan = ChunkPlan(health, ends, excluded, FETCH_BYTES.__getitem__, 4, memory)
+    plan.sizes.shape = shape  # None: learned from the first answer
     other = memory.ticket(limit if full else 0)
     return History(plan, log, memory, health, ends, excluded, other)
 
@@ -286,7 +297,9 @@ def test_the_chunk_holding_the_frontier_is_handed_out_past_an_empty_answer_befor
     """Found by the property above: the frontier's chunk failed, the chunk after it came
     back empty, and the one after that holds the frontier in its first batch. It must be
     handed out (it stalled the partition once the reorder buffer was full)."""
-    run = history([(0, 4), (0, 3), (0, 1)], ["west", "east"], [0, 0, 0], 1 << 30, False)
+    run = history(
+        [(0, 4), (0, 3), (0, 1)], ["west", "east"], [0, 0, 0], 1 << 30, False, ONE_RECORD_CHUNKS
+    )
     run.launch()
     assert [(c.start, c.end) for c in run.plan.inflight.values()][:4] == [
         (0, 1),
@@ -303,7 +316,7 @@ def test_the_chunk_holding_the_frontier_is_handed_out_past_an_empty_answer_befor
 
 
 def test_a_range_the_next_chunk_does_not_hold_is_fetched_again() -> None:
-    run = history([(0, 1)] * 8, ["west", "east"], [0, 0, 0], 1 << 30, False)
+    run = history([(0, 1)] * 8, ["west", "east"], [0, 0, 0], 1 << 30, False, ONE_RECORD_CHUNKS)
     run.launch()
     run.answer(chunk_at(run, 1), 0)  # nothing came back: [1, 2) to fetch again
     run.answer(chunk_at(run, 2), 3)  # its first batch begins at 2, not before
@@ -340,7 +353,14 @@ def test_of_two_chunks_at_one_offset_the_one_that_reaches_further_stays() -> Non
     to hold the gap, so a chunk [4, 5) went out too; its short answer, arriving second,
     replaced the open fetch's (which held up to the end) and [6, 7) was fetched by nobody
     until the frontier got there."""
-    run = history([(0, 2), (0, 3), (0, 1), (0, 1)], ["east", "west"], [0, 0, 0], 3000, False)
+    run = history(
+        [(0, 2), (0, 3), (0, 1), (0, 1)],
+        ["east", "west"],
+        [0, 0, 0],
+        3000,
+        False,
+        ONE_RECORD_CHUNKS,
+    )
     for _ in range(18):
         run.launch()
     run.fail(sorted(run.plan.inflight.values(), key=lambda c: c.number)[0])
@@ -403,3 +423,76 @@ async def test_a_chunk_whose_leader_moved_is_fetched_again_at_once_with_no_back_
     # but counted: the partitions compare its records again before writing from it
     assert east.errors == 1 and "NotLeaderForPartition" in (east.last_error or "")
     await scheduler.close()
+
+
+# chunks of whole batches ----------------------------------------------------------------------
+
+
+def answer_by_bytes(log: Log, start: int, end: int, limit: int) -> FetchedPartition:
+    """What a broker answers a fetch from ``start`` of at most ``limit`` bytes: whole batches
+    from the one holding ``start``, at least one (the cut one past them is dropped)."""
+    held, size = [], 0
+    for _base, nxt, raw in log.batches:
+        if nxt > start and (not held or size + len(raw) <= limit):
+            held.append(raw)
+            size += len(raw)
+    return FetchedPartition(0, end, end, 0, (), b"".join(held))
+
+
+def alike(layout: list[tuple[int, int]]) -> Log:
+    """A log of batches of ``records`` records of 1 KiB after ``gap`` offsets each: batches of
+    one count are alike to a few bytes, as a producer that fills its batches writes them."""
+    batches, offset = [], 0
+    for gap, records in layout:
+        offset += gap
+        rows = [(b"k", b"%08d" % (offset + i) + bytes(1016)) for i in range(records)]
+        batches.append((offset, offset + records, build(offset, rows)))
+        offset += records
+    return Log(batches)
+
+
+@pytest.mark.parametrize(
+    ("layout", "frontier"),
+    [([(0, 10)] * 40, 0), ([(0, 3)] + [(0, 10)] * 40, 0), ([(0, 10)] * 40, 5)],
+    ids=["alike", "one odd batch first", "frontier inside a batch"],
+)
+def test_chunks_cut_to_whole_batches_fetch_no_batch_twice(
+    layout: list[tuple[int, int]], frontier: int
+) -> None:
+    """A producer that fills its batches writes them alike: once the first answer shows
+    their shape, every chunk ends where a batch ends and asks for its batches' bytes, so no
+    answer brings a batch another brings too (cut anywhere, each chunk's answer brought the
+    batch its start fell in again: 1.6x the backlog at 16 lanes of 64 KiB batches)."""
+    log = alike(layout)
+    end = log.batches[-1][1]
+    health = {"east": SourceHealth("east", 0, lanes=4)}
+    fetch = 40_000
+    plan = ChunkPlan(
+        health, {"east": RemoteEnds(0, end)}, {}, lambda _: fetch, 4, ByteBudget(1 << 30)
+    )
+    brought: list[int] = []  # the base offsets of the batches every answer brought
+    while frontier < end:
+        plan.launches(frontier, end, 0.0)
+        for chunk in sorted(plan.inflight.values(), key=lambda c: c.start):
+            ask = min(plan.ask_bytes(chunk) or fetch, fetch)
+            got = plan.answered(chunk, answer_by_bytes(log, chunk.start, end, ask))
+            brought += [b.base_offset for b in got.batches]
+        while (got := plan.take(frontier)) is not None:
+            frontier = max(frontier, got.covered_end)
+    assert plan.sizes.shape is not None and plan.sizes.shape.records == 10
+    assert sorted(brought) == sorted(set(brought))  # no batch twice
+    assert brought and max(brought) == log.batches[-1][0]
+
+
+def test_until_the_batches_shape_is_known_one_chunk_goes_out_alone() -> None:
+    log = alike([(0, 10)] * 200)
+    health = {"east": SourceHealth("east", 0, lanes=8)}
+    plan = ChunkPlan(
+        health, {"east": RemoteEnds(0, 2000)}, {}, lambda _: 4000, 4, ByteBudget(1 << 30)
+    )
+    (probe,) = plan.launches(0, 2000, 0.0)  # the other lanes wait for its answer
+    assert plan.launches(0, 2000, 0.0) == []
+    plan.answered(probe, answer_by_bytes(log, 0, 2000, plan.ask_bytes(probe) or 40_000))
+    cut = plan.launches(0, 2000, 0.0)
+    assert len(cut) >= 8  # every lane busy now
+    assert all(c.end is not None and (c.end - c.start) % 10 == 0 for c in cut[:-1])

@@ -10,13 +10,18 @@ from syncer.budget import ByteBudget
 from syncer.chunk_sizes import (
     BUDGETED_PER_LANE,
     MIN_FITTED_BYTES,
+    BatchShape,
     ask_bytes,
     chunk_size,
     fitted_fetch_bytes,
     full_chunk_records,
+    learned_shape,
+    shaped_ask,
+    shaped_chunk_size,
+    shaped_full_records,
 )
 from syncer.sources import MAX_BUSY
-from tests.unit.test_chunks import launched, scheduler_for
+from tests.unit.test_chunks import BENCH_BATCHES, launched, scheduler_for
 
 KIB, MIB = 1024, 1024 * 1024
 
@@ -77,7 +82,7 @@ def test_the_tail_is_never_cut_below_a_batch() -> None:
 
 async def test_a_16_mib_budget_keeps_two_requests_on_each_of_64_lanes() -> None:
     memory = ByteBudget(16 * MIB)
-    scheduler = scheduler_for({"east": 64}, memory)
+    scheduler = scheduler_for({"east": 64}, memory, BENCH_BATCHES)
     try:
         scheduler.launch(0, 10_000_000)
         chunks = launched(scheduler)
@@ -86,3 +91,46 @@ async def test_a_16_mib_budget_keeps_two_requests_on_each_of_64_lanes() -> None:
         assert memory.used <= memory.limit
     finally:
         await scheduler.close()
+
+
+# whole batches ---------------------------------------------------------------------------------
+
+SHAPE = BatchShape(64, 66_100)
+
+
+def test_the_shape_is_the_median_span_and_the_largest_batch_of_it() -> None:
+    seen = [(64, 66_000), (64, 66_100), (1, 80), (64, 65_900), (128, 131_000)]
+    assert learned_shape(seen) == SHAPE  # the marker and the odd double batch left out
+    assert learned_shape([]) is None
+
+
+def test_a_chunk_of_whole_batches_asks_for_them_and_not_the_next() -> None:
+    for batches in (1, 2, 7):
+        ask = shaped_ask(batches * 64, SHAPE)
+        assert batches * SHAPE.size <= ask < batches * SHAPE.size + SHAPE.size // 10
+    # a chunk not a batch's multiple (the gap's last) asks for every batch it touches
+    assert shaped_ask(65, SHAPE) >= 2 * SHAPE.size
+
+
+@pytest.mark.parametrize("fetch", [87_381, 349_525, 512 * KIB, MIB])
+def test_a_full_chunk_of_whole_batches_fits_one_fetch(fetch: int) -> None:
+    records = shaped_full_records(fetch, SHAPE)
+    assert records % SHAPE.records == 0
+    assert shaped_ask(records, SHAPE) <= fetch
+    assert shaped_ask(records + SHAPE.records, SHAPE) > fetch  # one batch more would not fit
+
+
+def test_a_fetch_smaller_than_a_batch_still_makes_a_chunk_of_one_batch() -> None:
+    assert shaped_full_records(1000, SHAPE) == SHAPE.records
+
+
+def test_chunks_end_where_a_batch_ends_down_to_the_last() -> None:
+    full = shaped_full_records(349_525, SHAPE)
+    remaining, sizes = 100_000, []
+    while remaining:
+        size = shaped_chunk_size(remaining, 16, full, SHAPE)
+        sizes.append(size)
+        remaining -= size
+    assert all(s % SHAPE.records == 0 for s in sizes[:-1])
+    assert min(sizes[:-1]) >= SHAPE.records and max(sizes) <= full
+    assert sizes[0] == full and sizes[-2] < full  # the tail still shrinks
