@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,10 +39,17 @@ def lanes(*fakes: FakeLane, unknown: tuple[FakeLane, ...] = ()) -> Lanes:
 
         def __init__(self, knows: bool) -> None:
             self.knows = knows
+            self.refreshes = 0
 
         def fetch_node(self, tp: TP) -> int:
             if not self.knows:
                 raise SyncerError(f"no leader known for {tp}")
+            return 1
+
+        async def leader_for(self, tp: TP) -> int:
+            self.refreshes += 1
+            await asyncio.sleep(0.01)  # a metadata round trip
+            self.knows = True
             return 1
 
     for fake in fakes:
@@ -84,11 +92,12 @@ async def test_async_with_starts_every_lane_and_stops_each_even_if_one_fails() -
     assert sorted(events[3:]) == ["stop a", "stop b", "stop c"]
 
 
-async def test_a_lane_that_knows_no_leader_yet_is_passed_over() -> None:
-    # its fetch would fail "no leader known" and back the whole remote off
-    idle = FakeLane("idle")
-    busy = FakeLane("busy", pending_bytes=5_000_000, pending={HOT: 2})
-    remote = lanes(idle, busy, unknown=(idle,))
-    assert await remote.fetch(HOT, 0, 1000) == "busy"
-    only = lanes(FakeLane("alone"), unknown=())
-    assert await only.fetch(HOT, 0, 1000) == "alone"
+async def test_a_lane_that_knows_no_leader_yet_learns_it_before_its_fetch_goes() -> None:
+    # sent at once, its fetch would fail "no leader known" and back the whole remote off;
+    # passed over, it would never be asked and never learn (16 lanes: 6 ever fetched)
+    a, b, c = FakeLane("a"), FakeLane("b"), FakeLane("c")
+    remote = lanes(a, b, c, unknown=(a, b, c))
+    got = await asyncio.gather(*(remote.fetch(HOT, offset, 1000) for offset in range(6)))
+    assert sorted(got) == ["a", "a", "b", "b", "c", "c"]  # spread while they learned
+    assert [fake.cluster.refreshes for fake in (a, b, c)] == [1, 1, 1]  # once per lane
+    assert all(fake.cluster.knows for fake in (a, b, c))
