@@ -9,7 +9,7 @@ the proxy's own ceiling: a plain reader over as many connections through a proxy
 settings, with no Kafka behind it (what this machine's proxy can carry at all).
 
     python -m tests.bench.wan [--records N] [--rate BYTES_PER_S] [--latency-ms MS]
-        [--cases 1x2,4x2,16x2,64x8] [--mm2 1,2] [--trace] [--out results]
+        [--cases 1x2,4x2,16x2,64x8] [--mm2 1,2] [--trace] [--copier NAME=INT] [--out results]
 
 ``--trace`` also copies each syncer case in this process with every lane's fetches timed:
 per lane its bytes and busy time, and the copy's start (first answer) and end (last answer).
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import datetime
 import json
 import logging
@@ -84,6 +85,9 @@ def main() -> None:
     parser.add_argument("--cases", default="1x2,4x2,16x2,64x8", help="lanes x partitions")
     parser.add_argument("--mm2", default="1,2", help="MirrorMaker 2 tasks.max to run ('' none)")
     parser.add_argument("--trace", action="store_true", help="also time each lane in-process")
+    parser.add_argument(
+        "--copier", action="append", default=[], help="a copier setting, NAME=INT (repeatable)"
+    )
     parser.add_argument("--out", type=Path, default=Path("results"))
     args = parser.parse_args()
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
@@ -113,6 +117,9 @@ def main() -> None:
             asyncio.run(create_topic(far.direct, topic, partitions))
             perf_produce(far.direct, topic, records=records, record_size=RECORD_SIZE, jars=bed.jars)
         copier = {"partition_fetch_max_bytes": CHUNK_BYTES}
+        for setting in args.copier:
+            name, _, value = setting.partition("=")
+            copier[name] = int(value)
         for case in cases:
             console.print(f"{case.label} ...")
             measured = run_syncer(
@@ -249,6 +256,7 @@ def report(
             for _kind, n, m in rows
         ],
         "traces": [t.summary(args.rate) for t in traces],
+        "answers": {t.label: [dataclasses.astuple(a) for a in t.answers] for t in traces},
         "ratios": ratios,
     }
     (args.out / "bench-wan.json").write_text(json.dumps(document, indent=2) + "\n")

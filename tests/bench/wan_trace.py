@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from syncer import Config, Syncer
+from syncer.batches import split_batches
 from syncer.clusters import TP, FetchedPartition
 from syncer.fetcher import Fetcher
 from syncer.testbed.bed import free_port
@@ -32,6 +33,20 @@ class Answer:
     queued: float  # when the copier asked its lane (seconds from launch)
     answered: float
     nbytes: int
+    first: int  # the first batch's base offset (``offset`` if none)
+    covered: int  # one past the last whole batch (``offset`` if none)
+
+
+def brought_again(answers: list[Answer]) -> int:
+    """Offsets that more than one answer brought (whole batches), over all partitions."""
+    again = 0
+    for partition in {a.partition for a in answers}:
+        reach = -1
+        spans = sorted((a.first, a.covered) for a in answers if a.partition == partition)
+        for first, covered in spans:
+            again += max(0, min(covered, reach) - first)
+            reach = max(reach, covered)
+    return again
 
 
 def busy_seconds(spans: list[tuple[float, float]]) -> float:
@@ -91,6 +106,8 @@ class Trace:
             "first_lane_done_s": lasts[0],
             "small_answers": sum(1 for a in got if a.nbytes < 0.5 * max(b.nbytes for b in got)),
             "fetches": len(self.answers),
+            # offsets brought by more than one answer: each such record crossed the link twice
+            "records_brought_again": brought_again(self.answers),
             "per_lane": per_lane,
         }
 
@@ -137,8 +154,21 @@ def timed_lanes(trace: Trace) -> Iterator[None]:
         queued = time.monotonic() - trace.launched
         got = await original(self, tp, offset, max_bytes, **kw)
         answered = time.monotonic() - trace.launched
+        batches = split_batches(got.records)
+        first = batches[0].base_offset if batches else offset
+        covered = batches[-1].next_offset if batches else offset
         trace.answers.append(
-            Answer(lane, tp.partition, offset, max_bytes, queued, answered, len(got.records))
+            Answer(
+                lane,
+                tp.partition,
+                offset,
+                max_bytes,
+                queued,
+                answered,
+                len(got.records),
+                first,
+                covered,
+            )
         )
         return got
 
