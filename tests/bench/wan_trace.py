@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -208,7 +209,8 @@ def traced_copy(
     handler = logging.FileHandler(f"/tmp/{topic}.log")  # why a fetch failed, if one did
     handler.setFormatter(logging.Formatter("%(relativeCreated)d %(levelname)s %(message)s"))
     logging.getLogger("syncer").addHandler(handler)
-    logging.getLogger("syncer").setLevel(logging.INFO)
+    # SYNCER_TRACE_LEVEL=DEBUG: every step, to see where the time before the first answer goes
+    logging.getLogger("syncer").setLevel(os.environ.get("SYNCER_TRACE_LEVEL", "INFO"))
     with timed_lanes(trace):
         trace.launched = time.monotonic()
         asyncio.run(copy())
