@@ -32,6 +32,7 @@ class Lanes:
         # as its pending ones, so the next fetches spread over the other lanes meanwhile)
         self._learning = [asyncio.Lock() for _ in fetchers]
         self._waiting: Counter[tuple[int, TP]] = Counter()
+        self._warming: set[asyncio.Task[None]] = set()
         self.config = fetchers[0].config
         self.name = fetchers[0].cluster.name
 
@@ -58,6 +59,8 @@ class Lanes:
 
     async def stop(self) -> None:
         """Stop every lane's fetcher, each even if another's stop fails; idempotent."""
+        for task in self._warming:
+            task.cancel()
         async with contextlib.AsyncExitStack() as stack:
             for fetcher in self.lanes:
                 stack.push_async_callback(fetcher.stop)
@@ -81,6 +84,7 @@ class Lanes:
         )
         lane = self.lanes[number]
         if not knows_leader(lane, tp):
+            self._warm(tp)
             await self._learn(number, tp)
         return await lane.fetch(tp, offset, max_bytes, poll=poll, hold=hold, hold_s=hold_s)
 
@@ -93,14 +97,27 @@ class Lanes:
         fetch fails as it would have."""
         self._waiting[number, tp] += 1
         try:
-            async with self._learning[number]:
-                if not knows_leader(self.lanes[number], tp):
-                    with contextlib.suppress(SyncerError):
-                        await self.lanes[number].cluster.leader_for(tp)
+            await self._refresh(number, tp)
         finally:
             self._waiting[number, tp] -= 1
             if not self._waiting[number, tp]:
                 del self._waiting[number, tp]
+
+    def _warm(self, tp: TP) -> None:
+        """Every lane that knows no leader for ``tp`` starts learning it now, not when a
+        fetch comes to it: the first fetch of a partition goes out alone (it shows the
+        batches' shape), and meanwhile the other lanes get ready for the chunks after it."""
+        for number, lane in enumerate(self.lanes):
+            if not self._learning[number].locked() and not knows_leader(lane, tp):
+                task = asyncio.create_task(self._refresh(number, tp))
+                self._warming.add(task)
+                task.add_done_callback(self._warming.discard)
+
+    async def _refresh(self, number: int, tp: TP) -> None:
+        async with self._learning[number]:
+            if not knows_leader(self.lanes[number], tp):
+                with contextlib.suppress(SyncerError):
+                    await self.lanes[number].cluster.leader_for(tp)
 
     def release(self, tp: TP) -> None:
         for fetcher in self.lanes:

@@ -101,3 +101,14 @@ async def test_a_lane_that_knows_no_leader_yet_learns_it_before_its_fetch_goes()
     assert sorted(got) == ["a", "a", "b", "b", "c", "c"]  # spread while they learned
     assert [fake.cluster.refreshes for fake in (a, b, c)] == [1, 1, 1]  # once per lane
     assert all(fake.cluster.knows for fake in (a, b, c))
+
+
+async def test_the_first_fetch_of_a_partition_gets_every_lane_ready_for_the_next() -> None:
+    # it goes out alone (it shows the batches' shape); the chunks after it find the lanes ready
+    a, b, c = FakeLane("a"), FakeLane("b"), FakeLane("c")
+    remote = lanes(a, b, c, unknown=(a, b, c))
+    await remote.fetch(HOT, 0, 1000)
+    await asyncio.sleep(0.05)
+    assert all(fake.cluster.knows for fake in (a, b, c))
+    assert [fake.cluster.refreshes for fake in (a, b, c)] == [1, 1, 1]  # once per lane
+    assert a.asked == [(HOT, 0)] and not b.asked and not c.asked
