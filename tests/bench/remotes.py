@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import datetime
 import json
 import logging
@@ -31,6 +32,7 @@ from syncer.testbed.bed import free_port
 from syncer.testbed.tools import perf_produce
 from tests.bench.catchup import machine
 from tests.bench.peers import Measured, run_syncer, start_proxy
+from tests.bench.wan_trace import Trace, traced_copy
 from tests.kafka_helpers import create_topic
 
 PARTITIONS = 8
@@ -48,6 +50,7 @@ def main() -> None:
     )
     parser.add_argument("--max-chunks", type=int, default=8, help="copier.max_chunks")
     parser.add_argument("--remotes", default="1,2,3", help="how many remotes, per run")
+    parser.add_argument("--trace", action="store_true", help="also time each fetch in-process")
     parser.add_argument("--out", type=Path, default=Path("results"))
     args = parser.parse_args()
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
@@ -73,11 +76,14 @@ def main() -> None:
                 )
             )
         east = bed.clusters["east"]
-        for n in counts:
-            asyncio.run(create_topic(east.direct, f"bench.r{n}", PARTITIONS))
+        topics = [f"bench.r{n}" for n in counts]
+        if args.trace:
+            topics += [f"bench.r{n}.trace" for n in counts]
+        for topic in topics:
+            asyncio.run(create_topic(east.direct, topic, PARTITIONS))
             perf_produce(
                 east.direct,
-                f"bench.r{n}",
+                topic,
                 records=args.records,
                 record_size=RECORD_SIZE,
                 jars=bed.jars,
@@ -88,6 +94,7 @@ def main() -> None:
         local = bed.clusters["local"].bootstrap
         copier = {"partition_fetch_max_bytes": args.chunk_bytes, "max_chunks": args.max_chunks}
         runs = []
+        traces: list[Trace] = []
         for n in counts:
             console.print(f"{n} remote(s) ...")
             runs.append(
@@ -102,7 +109,19 @@ def main() -> None:
                     copier=copier,
                 )
             )
-        report(console, args, list(zip(counts, runs, strict=True)))
+            if args.trace:
+                trace = traced_copy(
+                    local,
+                    {name: bed.clusters[name].bootstrap for name in names[:n]},
+                    f"bench.r{n}.trace",
+                    1,
+                    copier,
+                    f"traced, {n} remotes",
+                    size,
+                )
+                traces.append(trace)
+                trace.print(console, args.rate)
+        report(console, args, list(zip(counts, runs, strict=True)), traces)
     finally:
         for proxy in proxies:
             proxy.terminate()
@@ -123,7 +142,12 @@ async def _mirror(east: str, west: str) -> None:
         await syncer.catch_up()
 
 
-def report(console: Console, args: argparse.Namespace, runs: list[tuple[int, Measured]]) -> None:
+def report(
+    console: Console,
+    args: argparse.Namespace,
+    runs: list[tuple[int, Measured]],
+    traces: list[Trace],
+) -> None:
     when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     table = Table(
         title=f"{args.records} × {RECORD_SIZE} B, {PARTITIONS} partitions, each remote"
@@ -180,6 +204,8 @@ def report(console: Console, args: argparse.Namespace, runs: list[tuple[int, Mea
                     for n, m in runs
                 ],
                 "ratios": ratios,
+                "traces": [t.summary(args.rate) for t in traces],
+                "answers": {t.label: [dataclasses.astuple(a) for a in t.answers] for t in traces},
             },
             indent=2,
         )

@@ -182,23 +182,28 @@ def timed_lanes(trace: Trace) -> Iterator[None]:
 
 def traced_copy(
     local: str,
-    remote: str,
+    remote: str | dict[str, str],
     topic: str,
     lanes: int,
     copier: dict[str, int],
     label: str,
     backlog: int,
 ) -> Trace:
-    """Catch ``topic`` up in this process over ``lanes`` lanes, every fetch timed."""
+    """Catch ``topic`` up in this process over ``lanes`` lanes to each remote (``remote``: one
+    bootstrap, or remote name → bootstrap), every fetch timed."""
+    remotes = {"far": remote} if isinstance(remote, str) else remote
     config = Config.from_dict(
         {
             "local": {"bootstrap_servers": local},
-            "remotes": [{"name": "far", "bootstrap_servers": remote, "connections": lanes}],
+            "remotes": [
+                {"name": name, "bootstrap_servers": bootstrap, "connections": lanes}
+                for name, bootstrap in remotes.items()
+            ],
             "topics": {"include": [topic]},
             "copier": copier,
         }
     )
-    trace = Trace(label, lanes, backlog)
+    trace = Trace(label, lanes * len(remotes), backlog)
 
     async def copy() -> None:
         async with Syncer(config) as syncer:
