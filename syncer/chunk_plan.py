@@ -15,40 +15,20 @@ import dataclasses
 import itertools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from enum import Enum
 
 from syncer.batches import Batch, split_batches
 from syncer.budget import ByteBudget, Ticket
 from syncer.chunk_sizes import Sizes, fitted_fetch_bytes
 from syncer.holes import RemoteEnds
-from syncer.sources import MAX_BUSY, SourceHealth, pick_source, tail_source, usable_sources
-from syncer.wire import FetchedPartition, FetchOutcome
-
-
-class Verdict(Enum):
-    """What a chunk's fetch answer means for the chunk and for the remote that gave it."""
-
-    READY = "ready"  # records (or none): the answer is the chunk's
-    # another broker leads the partition now: fetched again at once, held by the fetcher
-    # until the metadata refresh the answer started has ended; the remote did nothing wrong,
-    # so it does not back off (a 1 s pause per leader move otherwise)
-    ASK_AGAIN = "ask again"
-    REMOTE_FAILED = "remote failed"  # it backs off; another remote, or it after that, asks
-    HALT = "halt"  # the only remote can never serve the offset: the partition halts
-
-
-def judge(outcome: FetchOutcome, others: bool) -> Verdict:
-    """The verdict on a fetch answer with ``outcome``; ``others``: another remote usable for
-    this partition could take the chunk instead."""
-    if outcome is FetchOutcome.OK:
-        return Verdict.READY
-    if outcome is FetchOutcome.LEADER_MOVED:
-        return Verdict.ASK_AGAIN
-    if outcome.retriable or others or outcome is FetchOutcome.OUT_OF_RANGE:
-        # out of range: the remote's log starts above the offset or ends below it; the
-        # copier then lists its ends and halts naming them (``Agreement.check_ends``)
-        return Verdict.REMOTE_FAILED
-    return Verdict.HALT
+from syncer.sources import (
+    MAX_BUSY,
+    SourceHealth,
+    lead_for,
+    pick_source,
+    tail_source,
+    usable_sources,
+)
+from syncer.wire import FetchedPartition
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +40,11 @@ class Chunk:
     # the bytes it holds in the process's budget: reserved at launch, settled on its answer
     ticket: Ticket = field(default_factory=Ticket.empty, compare=False)
     number: int = field(default=0, compare=False)  # which launch of the plan it is
+    lead: int = 0  # offsets below ``start`` its fetch begins at (``lead_for``)
+
+    @property
+    def fetch_offset(self) -> int:
+        return self.start - self.lead
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,13 +110,14 @@ class ChunkPlan:
             counts[chunk.remote] = counts.get(chunk.remote, 0) + 1
         return counts
 
-    def chunk_records(self, remote: str) -> int:
+    def chunk_records(self, remote: str, lead: bool = False) -> int:
         """Records that fill one fetch of ``remote`` (its own partition_fetch_max_bytes, cut
-        so that each of its lanes can keep its requests in flight inside the byte budget)."""
+        so that each of its lanes can keep its requests in flight inside the byte budget),
+        with ``lead`` the batch below the chunk's start included."""
         fetch = fitted_fetch_bytes(
             self.fetch_bytes(remote), self.memory.limit, self.health[remote].lanes
         )
-        return self.sizes.full(fetch)
+        return self.sizes.full(fetch, lead)
 
     @property
     def chunk_budget(self) -> int:
@@ -171,6 +157,8 @@ class ChunkPlan:
         return started
 
     def _start(self, chunk: Chunk, now: float) -> Chunk:
+        lead = self._lead(chunk.start, chunk.end, chunk.remote, now)
+        chunk = dataclasses.replace(chunk, lead=lead)
         ticket = self.memory.ticket(self._expected_bytes(chunk))
         number = next(self._numbers)
         chunk = dataclasses.replace(chunk, launched=now, ticket=ticket, number=number)
@@ -186,7 +174,7 @@ class ChunkPlan:
         if self.polls(chunk):
             return 0
         end = self.target if chunk.end is None else chunk.end
-        expected = self.sizes.ask(max(0, end - chunk.start))
+        expected = self.sizes.ask(max(0, end - chunk.start), chunk.lead > 0)
         return min(self.fetch_bytes(chunk.remote), expected)
 
     def polls(self, chunk: Chunk) -> bool:
@@ -200,7 +188,30 @@ class ChunkPlan:
         None for an open fetch (as much as one fetch brings)."""
         if chunk.end is None:
             return None
-        return self.sizes.ask(chunk.end - chunk.start)
+        return self.sizes.ask(chunk.end - chunk.start, chunk.lead > 0)
+
+    def _lead(self, start: int, end: int | None, remote: str, now: float) -> int:
+        """``lead_for`` a chunk from ``start`` to ``end`` of ``remote``; none for an open
+        one (a long poll from below the tail would come back at once, with that batch)."""
+        if end is None:
+            return 0
+        holders = usable_sources(start, self.ends, self.health, self.excluded, now)
+        known = self.ends.get(remote)
+        log_start = 0 if known is None else known.start
+        others = any(n != remote for n in holders)
+        return lead_for(start, remote, self._before(start), others, log_start)
+
+    def _before(self, start: int) -> str | None:
+        """The remote of the chunk whose records end at ``start``, in flight, fetched or
+        taken to be written; None if none is known."""
+        for chunk in self.inflight.values():
+            if chunk.end == start:
+                return chunk.remote
+        fetched = [*self.ready.values(), *([self.writing] if self.writing else [])]
+        for got in fetched:
+            if start in (got.covered_end, got.chunk.end):
+                return got.remote
+        return None
 
     def _covers(self, frontier: int) -> bool:
         """Is the chunk holding ``frontier`` in flight or fetched already?"""
@@ -252,7 +263,9 @@ class ChunkPlan:
             remote = pick_source(start, self.ends, self.health, busy, self.excluded, now)
             if remote is None:
                 return None
-            size = self.sizes.next_chunk(target - start, lanes, self.chunk_records(remote))
+            lead = self._lead(start, target, remote, now) > 0
+            full = self.chunk_records(remote, lead)
+            size = self.sizes.next_chunk(target - start, lanes, full)
             end = min(target, start + size)
             self.next_fetch = end
             return Chunk(start, end, remote)

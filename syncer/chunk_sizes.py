@@ -139,20 +139,29 @@ class Sizes:
         self._batches.extend(batches)
         self.shape = learned_shape(self._batches) or self.shape
 
-    def ask(self, records: int) -> int:
-        """The bytes a fetch of ``records`` records asks for."""
+    def lead_bytes(self) -> int:
+        """What the batch below a chunk's start takes in its answer (a chunk with a lead)."""
         if self.shape is not None:
-            return shaped_ask(records, self.shape)
-        return ask_bytes(records, self.record_bytes, self.batch_bytes)
+            return batches_ask(1, self.shape) - BATCH_ASK_EXTRA
+        return int(self.batch_bytes) + 1
 
-    def full(self, fetch_bytes: int) -> int:
-        """Records in a full chunk of a fetch of ``fetch_bytes``; before the shape is known,
-        of the smaller one that learns it."""
+    def ask(self, records: int, lead: bool = False) -> int:
+        """The bytes a fetch of ``records`` records asks for; with ``lead``, the batch below
+        its start too."""
+        extra = self.lead_bytes() if lead else 0
         if self.shape is not None:
-            return shaped_full_records(fetch_bytes, self.shape)
-        return full_chunk_records(
-            min(fetch_bytes, PROBE_BYTES), self.record_bytes, self.batch_bytes
-        )
+            return shaped_ask(records, self.shape) + extra
+        return ask_bytes(records, self.record_bytes, self.batch_bytes) + extra
+
+    def full(self, fetch_bytes: int, lead: bool = False) -> int:
+        """Records in a full chunk of a fetch of ``fetch_bytes`` (with ``lead``, one that
+        brings the batch below its start too); before the shape is known, of the smaller one
+        that learns it."""
+        extra = self.lead_bytes() if lead else 0
+        if self.shape is not None:
+            return shaped_full_records(fetch_bytes - extra, self.shape)
+        room = min(fetch_bytes, PROBE_BYTES) - extra
+        return full_chunk_records(room, self.record_bytes, self.batch_bytes)
 
     def next_chunk(self, remaining: int, holders: int, full: int) -> int:
         """Records in the next chunk: whole batches once their shape is known; before, the

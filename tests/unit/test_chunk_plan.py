@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from syncer.budget import ByteBudget, Ticket
-from syncer.chunk_plan import Chunk, ChunkPlan, Fetched, Verdict, judge
+from syncer.chunk_plan import Chunk, ChunkPlan, Fetched
 from syncer.chunk_sizes import BatchShape
 from syncer.chunks import ChunkScheduler
 from syncer.clusters import TP, FetchedPartition
@@ -25,7 +25,7 @@ from syncer.config import CopierConfig
 from syncer.holes import RemoteEnds
 from syncer.partition import PartitionSources
 from syncer.protocol.common import NOT_LEADER_OR_FOLLOWER
-from syncer.sources import SourceHealth, usable_sources
+from syncer.sources import SourceHealth, Verdict, judge, usable_sources
 from syncer.wire import FetchOutcome
 from tests.unit.test_batches import build
 
@@ -117,7 +117,7 @@ class History:
         if chunk.remote in self.excluded:  # as the scheduler does for a dropped remote
             self.plan.failed(chunk)
             return
-        fetched = self.log.answer(chunk.start, self.ends[chunk.remote].end, count)
+        fetched = self.log.answer(chunk.fetch_offset, self.ends[chunk.remote].end, count)
         got = self.plan.answered(chunk, fetched)
         assert got.ticket.nbytes == len(fetched.records)  # settled to what came
         assert got.covered_end >= chunk.start
@@ -475,7 +475,7 @@ def test_chunks_cut_to_whole_batches_fetch_no_batch_twice(
         plan.launches(frontier, end, 0.0)
         for chunk in sorted(plan.inflight.values(), key=lambda c: c.start):
             ask = min(plan.ask_bytes(chunk) or fetch, fetch)
-            got = plan.answered(chunk, answer_by_bytes(log, chunk.start, end, ask))
+            got = plan.answered(chunk, answer_by_bytes(log, chunk.fetch_offset, end, ask))
             brought += [b.base_offset for b in got.batches]
         while (got := plan.take(frontier)) is not None:
             frontier = max(frontier, got.covered_end)
@@ -496,3 +496,51 @@ def test_until_the_batches_shape_is_known_one_chunk_goes_out_alone() -> None:
     cut = plan.launches(0, 2000, 0.0)
     assert len(cut) >= 8  # every lane busy now
     assert all(c.end is not None and (c.end - c.start) % 10 == 0 for c in cut[:-1])
+
+
+def test_a_chunk_after_another_remotes_brings_the_batch_below_its_start() -> None:
+    """Where a chunk's remote differs from the one of the chunk before it, the agreement
+    check compares the records just below its start with what was written: its fetch starts
+    one offset lower so its answer carries that batch (chunks of whole batches do not
+    overlap: the check fetched it on its own, a round trip the writes waited for). The batch
+    is asked for on top of the chunk's, so the answer still reaches the chunk's end; and a
+    chunk after its own remote's brings nothing twice."""
+    log = alike([(0, 10)] * 120)
+    end = log.batches[-1][1]
+    names = ["east", "west", "north"]
+    health = {n: SourceHealth(n, rank) for rank, n in enumerate(names)}
+    fetch = 40_000
+    plan = ChunkPlan(
+        health, {n: RemoteEnds(0, end) for n in names}, {}, lambda _: fetch, 4, ByteBudget(1 << 30)
+    )
+    remotes: dict[int, str] = {}  # the remote each offset was handed out from
+    answers: dict[int, Fetched] = {}
+    frontier = 0
+    while frontier < end:
+        plan.launches(frontier, end, 0.0)
+        for chunk in sorted(plan.inflight.values(), key=lambda c: c.start):
+            ask = min(plan.ask_bytes(chunk) or fetch, fetch)
+            got = plan.answered(chunk, answer_by_bytes(log, chunk.fetch_offset, end, ask))
+            if chunk.start < end:  # not the long poll at the tail
+                answers[chunk.start] = got
+            if chunk.end is not None:
+                assert got.covered_end >= chunk.end  # the lead's batch cost no remainder
+        while (got := plan.take(frontier)) is not None:
+            remotes.update({o: got.remote for o in range(frontier, got.covered_end)})
+            frontier = max(frontier, got.covered_end)
+    switches = [s for s, got in answers.items() if s and remotes[s - 1] != got.remote]
+    assert len(switches) > 5  # the three remotes took turns
+    for start in switches:
+        got = answers[start]
+        assert got.chunk.lead == 1 and got.first_offset < start  # the batch below came along
+    same = [s for s, got in answers.items() if s and remotes[s - 1] == got.remote]
+    assert all(answers[s].chunk.lead == 0 and answers[s].first_offset == s for s in same)
+
+
+def test_an_open_fetch_has_no_lead() -> None:
+    """A long poll at the tail fetched from below it would come back at once."""
+    health = {n: SourceHealth(n, rank) for rank, n in enumerate(["east", "west"])}
+    ends = {"east": RemoteEnds(0, 100), "west": RemoteEnds(0, 100)}
+    plan = ChunkPlan(health, ends, {}, lambda _: 40_000, 4, ByteBudget(1 << 30))
+    (poll,) = plan.launches(100, 100, 0.0)
+    assert poll.end is None and poll.lead == 0 and plan.polls(poll)
