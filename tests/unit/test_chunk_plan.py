@@ -453,8 +453,13 @@ def alike(layout: list[tuple[int, int]]) -> Log:
 
 @pytest.mark.parametrize(
     ("layout", "frontier"),
-    [([(0, 10)] * 40, 0), ([(0, 3)] + [(0, 10)] * 40, 0), ([(0, 10)] * 40, 5)],
-    ids=["alike", "one odd batch first", "frontier inside a batch"],
+    [
+        ([(0, 10)] * 40, 0),
+        ([(0, 3)] + [(0, 10)] * 40, 0),
+        ([(0, 10)] * 40, 5),
+        ([(0, 10)] * 10 + [(0, 7)] + [(0, 10)] * 30 + [(0, 4)] + [(0, 10)] * 30, 0),
+    ],
+    ids=["alike", "one odd batch first", "frontier inside a batch", "odd batches later"],
 )
 def test_chunks_cut_to_whole_batches_fetch_no_batch_twice(
     layout: list[tuple[int, int]], frontier: int
@@ -462,7 +467,8 @@ def test_chunks_cut_to_whole_batches_fetch_no_batch_twice(
     """A producer that fills its batches writes them alike: once the first answer shows
     their shape, every chunk ends where a batch ends and asks for its batches' bytes, so no
     answer brings a batch another brings too (cut anywhere, each chunk's answer brought the
-    batch its start fell in again: 1.6x the backlog at 16 lanes of 64 KiB batches)."""
+    batch its start fell in again: 1.6x the backlog at 16 lanes of 64 KiB batches). An odd
+    batch puts the cuts off the borders: the answer that falls short puts them back."""
     log = alike(layout)
     end = log.batches[-1][1]
     health = {"east": SourceHealth("east", 0, lanes=4)}
