@@ -5,8 +5,9 @@ comparison a chunk needs is decided by ``proof_needed``:
 - the remote that served the chunk written last, not failed since: its next records continue
   the same log, nothing to compare (one remote copying alone costs nothing);
 - another remote: its records below the frontier are compared with the digests kept of the
-  chunk written last (the chunk usually overlaps it: a fetch starts at the batch holding its
-  offset), so two remotes that diverge never interleave;
+  chunk written last (the chunk's answer holds the records below its start: its fetch starts
+  one offset below, ``Chunk.lead``, or inside a batch), so two remotes that diverge never
+  interleave;
 - otherwise (a start, a remote that failed fetches, a local end that moved): the nearest real
   record of the local log below the frontier (a filler, such as a transaction marker's, is
   not one), read back.

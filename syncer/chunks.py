@@ -13,13 +13,15 @@ from typing import Any
 
 from syncer.brokers import BrokerFailed
 from syncer.budget import ByteBudget
-from syncer.chunk_plan import Chunk, ChunkPlan, Fetched, Verdict, chunk_size, judge
+from syncer.chunk_plan import Chunk, ChunkPlan, Fetched
+from syncer.chunk_sizes import chunk_size
 from syncer.clusters import TP, FetchedPartition
 from syncer.config import CopierConfig
 from syncer.errors import PartitionHalted, TransientClusterError
 from syncer.holes import RemoteEnds
 from syncer.lanes import Lanes
 from syncer.partition import PartitionSources
+from syncer.sources import Verdict, judge
 from syncer.tasks import cancel_and_wait
 from syncer.wire import FetchOutcome
 
@@ -118,12 +120,13 @@ class ChunkScheduler:
             fetch = self._fetch(chunk, self.plan.ask_bytes(chunk), self.plan.polls(chunk))
             self._tasks[chunk.number] = asyncio.create_task(fetch)
             log.debug(
-                "%s[%d]: chunk %s..%s from %s",
+                "%s[%d]: chunk %s..%s from %s (lead %d)",
                 self.tp.topic,
                 self.tp.partition,
                 chunk.start,
                 chunk.end,
                 chunk.remote,
+                chunk.lead,
             )
 
     async def _fetch(
@@ -133,7 +136,7 @@ class ChunkScheduler:
         fetcher = self.fetchers[chunk.remote]
         hold_s = ONE_SOURCE_HOLD_S if len(self.fetchers) == 1 else None
         fetched = await fetcher.fetch(
-            self.tp, chunk.start, limit, poll=poll, hold=self._holds, hold_s=hold_s
+            self.tp, chunk.fetch_offset, limit, poll=poll, hold=self._holds, hold_s=hold_s
         )
         self._quiet = not fetched.records
         return fetched, time.monotonic() - started

@@ -1,16 +1,19 @@
-"""Benchmark (not a test): one remote against two, each behind a bandwidth-capped proxy.
+"""Benchmark (not a test): one remote against two and three, each behind a bandwidth-capped
+proxy.
 
-Both remotes hold offset-aligned copies of the same topic (west is a syncer mirror of east).
-syncer reads each remote over one connection, so one remote gives about the proxy's cap; with
-two, chunks of every partition are fetched from both at once.
+Every remote holds an offset-aligned copy of the same topic (west and north are syncer mirrors
+of east). syncer reads each remote over one connection, so one remote gives about the proxy's
+cap; with more, chunks of every partition are fetched from all of them at once.
 
     python -m tests.bench.remotes [--records N] [--rate BYTES_PER_S] [--latency-ms MS]
+        [--remotes 1,2,3]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import datetime
 import json
 import logging
@@ -29,10 +32,12 @@ from syncer.testbed.bed import free_port
 from syncer.testbed.tools import perf_produce
 from tests.bench.catchup import machine
 from tests.bench.peers import Measured, run_syncer, start_proxy
+from tests.bench.wan_trace import Trace, traced_copy
 from tests.kafka_helpers import create_topic
 
 PARTITIONS = 8
 RECORD_SIZE = 1024
+REMOTES = ("east", "west", "north")  # east holds the records; the others mirror it
 
 
 def main() -> None:
@@ -44,6 +49,8 @@ def main() -> None:
         "--chunk-bytes", type=int, default=1_048_576, help="copier.partition_fetch_max_bytes"
     )
     parser.add_argument("--max-chunks", type=int, default=8, help="copier.max_chunks")
+    parser.add_argument("--remotes", default="1,2,3", help="how many remotes, per run")
+    parser.add_argument("--trace", action="store_true", help="also time each fetch in-process")
     parser.add_argument("--out", type=Path, default=Path("results"))
     args = parser.parse_args()
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
@@ -53,7 +60,9 @@ def main() -> None:
     bed = Testbed(work / "bed")
     proxies: list[subprocess.Popen[bytes]] = []
     try:
-        ports = {name: free_port() for name in ("east", "west")}
+        counts = [int(n) for n in args.remotes.split(",")]
+        names = REMOTES[: max(counts)]
+        ports = {name: free_port() for name in names}
         bed.up(
             [
                 ClusterSpec("local"),
@@ -66,39 +75,53 @@ def main() -> None:
                     port, bed.clusters[name].listen, rate=args.rate, latency_ms=args.latency_ms
                 )
             )
-        east, west = bed.clusters["east"], bed.clusters["west"]
-        for topic in ("bench.one", "bench.two"):
+        east = bed.clusters["east"]
+        topics = [f"bench.r{n}" for n in counts]
+        if args.trace:
+            topics += [f"bench.r{n}.trace" for n in counts]
+        for topic in topics:
             asyncio.run(create_topic(east.direct, topic, PARTITIONS))
             perf_produce(
-                east.direct, topic, records=args.records, record_size=RECORD_SIZE, jars=bed.jars
+                east.direct,
+                topic,
+                records=args.records,
+                record_size=RECORD_SIZE,
+                jars=bed.jars,
             )
-        asyncio.run(_mirror(east.direct, west.direct))
+        for name in names[1:]:
+            asyncio.run(_mirror(east.direct, bed.clusters[name].direct))
         size = args.records * RECORD_SIZE
         local = bed.clusters["local"].bootstrap
         copier = {"partition_fetch_max_bytes": args.chunk_bytes, "max_chunks": args.max_chunks}
-        console.print("one remote ...")
-        one = run_syncer(
-            work,
-            local,
-            {"east": east.bootstrap},
-            "bench.one",
-            args.records,
-            size,
-            label="syncer, 1 remote",
-            copier=copier,
-        )
-        console.print("two remotes ...")
-        two = run_syncer(
-            work,
-            local,
-            {"east": east.bootstrap, "west": west.bootstrap},
-            "bench.two",
-            args.records,
-            size,
-            label="syncer, 2 remotes",
-            copier=copier,
-        )
-        report(console, args, one, two)
+        runs = []
+        traces: list[Trace] = []
+        for n in counts:
+            console.print(f"{n} remote(s) ...")
+            runs.append(
+                run_syncer(
+                    work,
+                    local,
+                    {name: bed.clusters[name].bootstrap for name in names[:n]},
+                    f"bench.r{n}",
+                    args.records,
+                    size,
+                    label=f"syncer, {n} remote{'s' if n > 1 else ''}",
+                    copier=copier,
+                )
+            )
+            if args.trace:
+                trace = traced_copy(
+                    local,
+                    {name: bed.clusters[name].bootstrap for name in names[:n]},
+                    f"bench.r{n}.trace",
+                    1,
+                    copier,
+                    f"traced, {n} remotes",
+                    size,
+                )
+                traces.append(trace)
+                trace.print(console, args.rate)
+        report(console, args, list(zip(counts, runs, strict=True)), traces)
     finally:
         for proxy in proxies:
             proxy.terminate()
@@ -119,7 +142,12 @@ async def _mirror(east: str, west: str) -> None:
         await syncer.catch_up()
 
 
-def report(console: Console, args: argparse.Namespace, one: Measured, two: Measured) -> None:
+def report(
+    console: Console,
+    args: argparse.Namespace,
+    runs: list[tuple[int, Measured]],
+    traces: list[Trace],
+) -> None:
     when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     table = Table(
         title=f"{args.records} × {RECORD_SIZE} B, {PARTITIONS} partitions, each remote"
@@ -128,19 +156,34 @@ def report(console: Console, args: argparse.Namespace, one: Measured, two: Measu
     )
     # rates from launch to the last record: with several sources the first record may land
     # late (it waits for its chunk) while data has long been flowing
-    for column in ("copier", "launch→done s", "MB/s", "CPU s", "peak RSS MiB"):
+    columns = (
+        "copier",
+        "launch→done s",
+        "MB/s",
+        "× one remote",
+        "% of cap",
+        "CPU s",
+        "peak RSS MiB",
+    )
+    for column in columns:
         table.add_column(column, justify="left" if column == "copier" else "right")
-    for m in (one, two):
+    one = next((m for n, m in runs if n == 1), None)
+    ratios = {}
+    for n, m in runs:
+        if one is not None and n != 1:
+            ratios[f"{n} remotes / 1 remote"] = rate(m) / rate(one)
         table.add_row(
             m.copier,
             f"{m.launch_to_last_s:.1f}",
             f"{rate(m):.2f}",
+            "" if one is None else f"{rate(m) / rate(one):.2f}",
+            f"{100 * rate(m) * 1e6 / (n * args.rate):.0f}%",
             f"{m.cpu_seconds:.1f}",
             f"{m.peak_rss_mib:.0f}",
         )
     console.print(table)
-    ratio = rate(two) / rate(one)
-    console.print(f"two remotes / one remote: {ratio:.2f}x")
+    for name, ratio in ratios.items():
+        console.print(f"{name}: {ratio:.2f}x")
     out = args.out / "bench-remotes.json"
     out.write_text(
         json.dumps(
@@ -152,10 +195,17 @@ def report(console: Console, args: argparse.Namespace, one: Measured, two: Measu
                 "rate_per_connection": args.rate,
                 "latency_ms": args.latency_ms,
                 "rows": [
-                    {"copier": m.copier, "seconds": m.launch_to_last_s, "mb_per_s": rate(m)}
-                    for m in (one, two)
+                    {
+                        "copier": m.copier,
+                        "remotes": n,
+                        "seconds": m.launch_to_last_s,
+                        "mb_per_s": rate(m),
+                    }
+                    for n, m in runs
                 ],
-                "ratio": ratio,
+                "ratios": ratios,
+                "traces": [t.summary(args.rate) for t in traces],
+                "answers": {t.label: [dataclasses.astuple(a) for a in t.answers] for t in traces},
             },
             indent=2,
         )

@@ -20,11 +20,11 @@ from syncer.agreement import (
     compare,
     proof_needed,
 )
-from syncer.batches import filler_batches, split_batches
+from syncer.batches import Batch, filler_batches, split_batches
 from syncer.chunks import Chunk, Fetched
 from syncer.clusters import TP, FetchedPartition
 from syncer.errors import PartitionHalted
-from syncer.holes import RemoteEnds
+from syncer.holes import RemoteEnds, scan
 from syncer.landed import Changed, Divergence
 from syncer.partition import PartitionSources
 from syncer.sources import SourceHealth
@@ -230,6 +230,28 @@ async def test_a_remote_taking_over_at_a_batch_border_is_fetched_below_it() -> N
     check.sources.health("west").failed(0.0, "link cut")
     with pytest.raises(SourceDropped):
         await check.check(chunk_at(20, "west"), 20)
+
+
+async def test_a_chunk_fetched_from_below_its_start_is_compared_without_a_fetch() -> None:
+    """A chunk whose remote may differ from the one before it is fetched from one offset
+    below its start (``Chunk.lead``): its answer carries the batch below, compared as strictly
+    as one fetched for the check, and none of that batch is written."""
+    same = build(9, [(b"k", b"same")])
+    check, sources = agreement(same, east=same, west=same)
+    east = chunk("east", build(10, [(b"k", b"e%d" % i) for i in range(10)]))
+    await check.check(east, 10)
+    check.written(east)  # offsets 10..19 from east
+    fetches = sources["west"].fetches
+    below = build(10, [(b"k", b"e%d" % i) for i in range(10)])
+    west = chunk("west", below + build(20, [(b"k", b"w")]))
+    await check.check(west, 20)
+    assert "west" in check.checked and sources["west"].fetches == fetches
+    written = scan(west.batches, 20, limit=100).writable
+    assert [b.base_offset for b in written if isinstance(b, Batch)] == [20]
+    other = chunk("west", build(10, [(b"k", b"x%d" % i) for i in range(10)]) + build(20, []))
+    with pytest.raises(SourceDropped, match="at offset 19"):
+        await check.check(other, 20)
+    assert sources["west"].fetches == fetches
 
 
 async def test_a_chunk_that_was_not_let_through_is_not_the_reference() -> None:

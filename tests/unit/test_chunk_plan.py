@@ -12,22 +12,27 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from syncer.budget import ByteBudget, Ticket
-from syncer.chunk_plan import Chunk, ChunkPlan, Fetched, Verdict, judge
+from syncer.chunk_plan import Chunk, ChunkPlan, Fetched
+from syncer.chunk_sizes import BatchShape
 from syncer.chunks import ChunkScheduler
 from syncer.clusters import TP, FetchedPartition
 from syncer.config import CopierConfig
 from syncer.holes import RemoteEnds
 from syncer.partition import PartitionSources
 from syncer.protocol.common import NOT_LEADER_OR_FOLLOWER
-from syncer.sources import SourceHealth, usable_sources
+from syncer.sources import SourceHealth, Verdict, judge, usable_sources
 from syncer.wire import FetchOutcome
 from tests.unit.test_batches import build
 
 FETCH_BYTES = {"east": 300, "west": 900, "north": 150}
+# a shape known from the start that cuts chunks of one record (as the histories found by the
+# property test below were cut), instead of one chunk going out alone to learn it
+ONE_RECORD_CHUNKS = BatchShape(1, 1 << 20)
 
 
 @dataclass
@@ -112,7 +117,7 @@ class History:
         if chunk.remote in self.excluded:  # as the scheduler does for a dropped remote
             self.plan.failed(chunk)
             return
-        fetched = self.log.answer(chunk.start, self.ends[chunk.remote].end, count)
+        fetched = self.log.answer(chunk.fetch_offset, self.ends[chunk.remote].end, count)
         got = self.plan.answered(chunk, fetched)
         assert got.ticket.nbytes == len(fetched.records)  # settled to what came
         assert got.covered_end >= chunk.start
@@ -215,7 +220,12 @@ ACTIONS = st.lists(
 
 
 def history(
-    layout: list[tuple[int, int]], remotes: list[str], cuts: list[int], limit: int, full: bool
+    layout: list[tuple[int, int]],
+    remotes: list[str],
+    cuts: list[int],
+    limit: int,
+    full: bool,
+    shape: BatchShape | None = None,
 ) -> History:
     log = Log.of(layout)
     ends = {}
@@ -226,6 +236,7 @@ def history(
     memory = ByteBudget(limit)
     excluded: dict[str, str] = {}
     plan = ChunkPlan(health, ends, excluded, FETCH_BYTES.__getitem__, 4, memory)
+    plan.sizes.shape = shape  # None: learned from the first answer
     other = memory.ticket(limit if full else 0)
     return History(plan, log, memory, health, ends, excluded, other)
 
@@ -286,7 +297,9 @@ def test_the_chunk_holding_the_frontier_is_handed_out_past_an_empty_answer_befor
     """Found by the property above: the frontier's chunk failed, the chunk after it came
     back empty, and the one after that holds the frontier in its first batch. It must be
     handed out (it stalled the partition once the reorder buffer was full)."""
-    run = history([(0, 4), (0, 3), (0, 1)], ["west", "east"], [0, 0, 0], 1 << 30, False)
+    run = history(
+        [(0, 4), (0, 3), (0, 1)], ["west", "east"], [0, 0, 0], 1 << 30, False, ONE_RECORD_CHUNKS
+    )
     run.launch()
     assert [(c.start, c.end) for c in run.plan.inflight.values()][:4] == [
         (0, 1),
@@ -303,7 +316,7 @@ def test_the_chunk_holding_the_frontier_is_handed_out_past_an_empty_answer_befor
 
 
 def test_a_range_the_next_chunk_does_not_hold_is_fetched_again() -> None:
-    run = history([(0, 1)] * 8, ["west", "east"], [0, 0, 0], 1 << 30, False)
+    run = history([(0, 1)] * 8, ["west", "east"], [0, 0, 0], 1 << 30, False, ONE_RECORD_CHUNKS)
     run.launch()
     run.answer(chunk_at(run, 1), 0)  # nothing came back: [1, 2) to fetch again
     run.answer(chunk_at(run, 2), 3)  # its first batch begins at 2, not before
@@ -340,7 +353,14 @@ def test_of_two_chunks_at_one_offset_the_one_that_reaches_further_stays() -> Non
     to hold the gap, so a chunk [4, 5) went out too; its short answer, arriving second,
     replaced the open fetch's (which held up to the end) and [6, 7) was fetched by nobody
     until the frontier got there."""
-    run = history([(0, 2), (0, 3), (0, 1), (0, 1)], ["east", "west"], [0, 0, 0], 3000, False)
+    run = history(
+        [(0, 2), (0, 3), (0, 1), (0, 1)],
+        ["east", "west"],
+        [0, 0, 0],
+        3000,
+        False,
+        ONE_RECORD_CHUNKS,
+    )
     for _ in range(18):
         run.launch()
     run.fail(sorted(run.plan.inflight.values(), key=lambda c: c.number)[0])
@@ -403,3 +423,130 @@ async def test_a_chunk_whose_leader_moved_is_fetched_again_at_once_with_no_back_
     # but counted: the partitions compare its records again before writing from it
     assert east.errors == 1 and "NotLeaderForPartition" in (east.last_error or "")
     await scheduler.close()
+
+
+# chunks of whole batches ----------------------------------------------------------------------
+
+
+def answer_by_bytes(log: Log, start: int, end: int, limit: int) -> FetchedPartition:
+    """What a broker answers a fetch from ``start`` of at most ``limit`` bytes: whole batches
+    from the one holding ``start``, at least one (the cut one past them is dropped)."""
+    held, size = [], 0
+    for _base, nxt, raw in log.batches:
+        if nxt > start and (not held or size + len(raw) <= limit):
+            held.append(raw)
+            size += len(raw)
+    return FetchedPartition(0, end, end, 0, (), b"".join(held))
+
+
+def alike(layout: list[tuple[int, int]]) -> Log:
+    """A log of batches of ``records`` records of 1 KiB after ``gap`` offsets each: batches of
+    one count are alike to a few bytes, as a producer that fills its batches writes them."""
+    batches, offset = [], 0
+    for gap, records in layout:
+        offset += gap
+        rows = [(b"k", b"%08d" % (offset + i) + bytes(1016)) for i in range(records)]
+        batches.append((offset, offset + records, build(offset, rows)))
+        offset += records
+    return Log(batches)
+
+
+@pytest.mark.parametrize(
+    ("layout", "frontier"),
+    [
+        ([(0, 10)] * 40, 0),
+        ([(0, 3)] + [(0, 10)] * 40, 0),
+        ([(0, 10)] * 40, 5),
+        ([(0, 10)] * 10 + [(0, 7)] + [(0, 10)] * 30 + [(0, 4)] + [(0, 10)] * 30, 0),
+    ],
+    ids=["alike", "one odd batch first", "frontier inside a batch", "odd batches later"],
+)
+def test_chunks_cut_to_whole_batches_fetch_no_batch_twice(
+    layout: list[tuple[int, int]], frontier: int
+) -> None:
+    """A producer that fills its batches writes them alike: once the first answer shows
+    their shape, every chunk ends where a batch ends and asks for its batches' bytes, so no
+    answer brings a batch another brings too (cut anywhere, each chunk's answer brought the
+    batch its start fell in again: 1.6x the backlog at 16 lanes of 64 KiB batches). An odd
+    batch puts the cuts off the borders: the answer that falls short puts them back."""
+    log = alike(layout)
+    end = log.batches[-1][1]
+    health = {"east": SourceHealth("east", 0, lanes=4)}
+    fetch = 40_000
+    plan = ChunkPlan(
+        health, {"east": RemoteEnds(0, end)}, {}, lambda _: fetch, 4, ByteBudget(1 << 30)
+    )
+    brought: list[int] = []  # the base offsets of the batches every answer brought
+    while frontier < end:
+        plan.launches(frontier, end, 0.0)
+        for chunk in sorted(plan.inflight.values(), key=lambda c: c.start):
+            ask = min(plan.ask_bytes(chunk) or fetch, fetch)
+            got = plan.answered(chunk, answer_by_bytes(log, chunk.fetch_offset, end, ask))
+            brought += [b.base_offset for b in got.batches]
+        while (got := plan.take(frontier)) is not None:
+            frontier = max(frontier, got.covered_end)
+    assert plan.sizes.shape is not None and plan.sizes.shape.records == 10
+    assert sorted(brought) == sorted(set(brought))  # no batch twice
+    assert brought and max(brought) == log.batches[-1][0]
+
+
+def test_until_the_batches_shape_is_known_one_chunk_goes_out_alone() -> None:
+    log = alike([(0, 10)] * 200)
+    health = {"east": SourceHealth("east", 0, lanes=8)}
+    plan = ChunkPlan(
+        health, {"east": RemoteEnds(0, 2000)}, {}, lambda _: 4000, 4, ByteBudget(1 << 30)
+    )
+    (probe,) = plan.launches(0, 2000, 0.0)  # the other lanes wait for its answer
+    assert plan.launches(0, 2000, 0.0) == []
+    plan.answered(probe, answer_by_bytes(log, 0, 2000, plan.ask_bytes(probe) or 40_000))
+    cut = plan.launches(0, 2000, 0.0)
+    assert len(cut) >= 8  # every lane busy now
+    assert all(c.end is not None and (c.end - c.start) % 10 == 0 for c in cut[:-1])
+
+
+def test_a_chunk_after_another_remotes_brings_the_batch_below_its_start() -> None:
+    """Where a chunk's remote differs from the one of the chunk before it, the agreement
+    check compares the records just below its start with what was written: its fetch starts
+    one offset lower so its answer carries that batch (chunks of whole batches do not
+    overlap: the check fetched it on its own, a round trip the writes waited for). The batch
+    is asked for on top of the chunk's, so the answer still reaches the chunk's end; and a
+    chunk after its own remote's brings nothing twice."""
+    log = alike([(0, 10)] * 120)
+    end = log.batches[-1][1]
+    names = ["east", "west", "north"]
+    health = {n: SourceHealth(n, rank) for rank, n in enumerate(names)}
+    fetch = 40_000
+    plan = ChunkPlan(
+        health, {n: RemoteEnds(0, end) for n in names}, {}, lambda _: fetch, 4, ByteBudget(1 << 30)
+    )
+    remotes: dict[int, str] = {}  # the remote each offset was handed out from
+    answers: dict[int, Fetched] = {}
+    frontier = 0
+    while frontier < end:
+        plan.launches(frontier, end, 0.0)
+        for chunk in sorted(plan.inflight.values(), key=lambda c: c.start):
+            ask = min(plan.ask_bytes(chunk) or fetch, fetch)
+            got = plan.answered(chunk, answer_by_bytes(log, chunk.fetch_offset, end, ask))
+            if chunk.start < end:  # not the long poll at the tail
+                answers[chunk.start] = got
+            if chunk.end is not None:
+                assert got.covered_end >= chunk.end  # the lead's batch cost no remainder
+        while (got := plan.take(frontier)) is not None:
+            remotes.update({o: got.remote for o in range(frontier, got.covered_end)})
+            frontier = max(frontier, got.covered_end)
+    switches = [s for s, got in answers.items() if s and remotes[s - 1] != got.remote]
+    assert len(switches) > 5  # the three remotes took turns
+    for start in switches:
+        got = answers[start]
+        assert got.chunk.lead == 1 and got.first_offset < start  # the batch below came along
+    same = [s for s, got in answers.items() if s and remotes[s - 1] == got.remote]
+    assert all(answers[s].chunk.lead == 0 and answers[s].first_offset == s for s in same)
+
+
+def test_an_open_fetch_has_no_lead() -> None:
+    """A long poll at the tail fetched from below it would come back at once."""
+    health = {n: SourceHealth(n, rank) for rank, n in enumerate(["east", "west"])}
+    ends = {"east": RemoteEnds(0, 100), "west": RemoteEnds(0, 100)}
+    plan = ChunkPlan(health, ends, {}, lambda _: 40_000, 4, ByteBudget(1 << 30))
+    (poll,) = plan.launches(100, 100, 0.0)
+    assert poll.end is None and poll.lead == 0 and plan.polls(poll)

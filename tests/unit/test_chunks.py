@@ -3,7 +3,8 @@ import contextlib
 import itertools
 
 from syncer.budget import ByteBudget
-from syncer.chunk_plan import TAIL_SPLIT_FLOOR, Chunk, Fetched, chunk_size
+from syncer.chunk_plan import Chunk, Fetched
+from syncer.chunk_sizes import TAIL_SPLIT_FLOOR, BatchShape, chunk_size
 from syncer.chunks import ONE_SOURCE_HOLD_S, ChunkScheduler
 from syncer.clusters import TP, FetchedPartition
 from syncer.config import CopierConfig
@@ -53,16 +54,26 @@ class NeverAnswers:
         await asyncio.Event().wait()
 
 
-def scheduler_for(lanes: dict[str, int], memory: ByteBudget | None = None) -> ChunkScheduler:
+# batches of 64 records of 1 KiB, as a producer with batch.size 65536 writes them
+BENCH_BATCHES = BatchShape(64, 64 * 1024 + 600)
+
+
+def scheduler_for(
+    lanes: dict[str, int], memory: ByteBudget | None = None, shape: BatchShape | None = None
+) -> ChunkScheduler:
+    """A scheduler whose fetches never answer; ``shape``: the batches' shape as if learned
+    (None: the first chunk goes out alone to learn it)."""
     health = {n: SourceHealth(n, rank, lanes=k) for rank, (n, k) in enumerate(lanes.items())}
     sources = PartitionSources(TP("t", 0), health, {n: RemoteEnds(0, 100_000) for n in lanes})
-    return ChunkScheduler(
+    scheduler = ChunkScheduler(
         TP("t", 0),
         {n: NeverAnswers() for n in lanes},  # type: ignore[misc]
         sources,
         CONFIG,
         memory,
     )
+    scheduler.plan.sizes.shape = shape
+    return scheduler
 
 
 def launched(scheduler: ChunkScheduler) -> list[Chunk]:
@@ -74,7 +85,7 @@ def launched(scheduler: ChunkScheduler) -> list[Chunk]:
 
 
 async def test_chunks_launched_at_once_never_overlap() -> None:
-    scheduler = scheduler_for({"east": 1, "west": 1})
+    scheduler = scheduler_for({"east": 1, "west": 1}, shape=BENCH_BATCHES)
     scheduler.launch(0, 100_000)
     try:
         chunks = launched(scheduler)
@@ -94,7 +105,7 @@ async def test_one_remote_over_one_lane_reads_with_one_open_fetch() -> None:
 
 
 async def test_one_remote_over_many_lanes_reads_cut_chunks_on_every_lane() -> None:
-    scheduler = scheduler_for({"east": 16}, ByteBudget(64 << 20))  # room for all of them
+    scheduler = scheduler_for({"east": 16}, ByteBudget(64 << 20), BENCH_BATCHES)  # room for all
     scheduler.launch(0, 100_000)
     try:
         chunks = launched(scheduler)
@@ -105,12 +116,16 @@ async def test_one_remote_over_many_lanes_reads_cut_chunks_on_every_lane() -> No
 
 
 async def test_fetches_wait_for_room_in_the_process_budget() -> None:
-    memory = ByteBudget(3 * 1024 * 1024)  # room for three chunks of 1 MiB
-    scheduler = scheduler_for({"east": 1, "west": 1}, memory)
-    other = scheduler_for({"east": 1, "west": 1}, memory)  # a second partition, same process
+    memory = ByteBudget(3 * 1024 * 1024)  # room for about three chunks of 1 MiB
+    scheduler = scheduler_for({"east": 1, "west": 1}, memory, BENCH_BATCHES)
+    # a second partition, same process
+    other = scheduler_for({"east": 1, "west": 1}, memory, BENCH_BATCHES)
     try:
         scheduler.launch(0, 100_000)
-        assert len(scheduler.plan.inflight) == 3 and memory.used >= memory.limit
+        # fetches went out until the budget was full, and not one more
+        tickets = [c.ticket.nbytes for c in scheduler.plan.inflight.values()]
+        assert 3 <= len(tickets) <= 4 and memory.used >= memory.limit
+        assert memory.used - tickets[-1] < memory.limit
         other.launch(0, 100_000)  # holds nothing of the budget: it waits for room
         assert not other.plan.inflight and other.starved
         waiting = asyncio.create_task(memory.room())

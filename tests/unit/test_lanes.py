@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
 from syncer.clusters import TP
+from syncer.errors import SyncerError
 from syncer.lanes import Lanes
 
 HOT, OTHER = TP("t", 0), TP("t", 1)
@@ -31,12 +33,27 @@ class FakeLane:
         return self.name
 
 
-def lanes(*fakes: FakeLane) -> Lanes:
+def lanes(*fakes: FakeLane, unknown: tuple[FakeLane, ...] = ()) -> Lanes:
     class Named:
         name = "east"
 
+        def __init__(self, knows: bool) -> None:
+            self.knows = knows
+            self.refreshes = 0
+
+        def fetch_node(self, tp: TP) -> int:
+            if not self.knows:
+                raise SyncerError(f"no leader known for {tp}")
+            return 1
+
+        async def leader_for(self, tp: TP) -> int:
+            self.refreshes += 1
+            await asyncio.sleep(0.01)  # a metadata round trip
+            self.knows = True
+            return 1
+
     for fake in fakes:
-        fake.cluster = Named()
+        fake.cluster = Named(fake not in unknown)
     return Lanes(list(fakes))  # type: ignore[arg-type]
 
 
@@ -73,3 +90,25 @@ async def test_async_with_starts_every_lane_and_stops_each_even_if_one_fails() -
             assert events == ["start a", "start b", "start c"]
             assert len(remote) == 3
     assert sorted(events[3:]) == ["stop a", "stop b", "stop c"]
+
+
+async def test_a_lane_that_knows_no_leader_yet_learns_it_before_its_fetch_goes() -> None:
+    # sent at once, its fetch would fail "no leader known" and back the whole remote off;
+    # passed over, it would never be asked and never learn (16 lanes: 6 ever fetched)
+    a, b, c = FakeLane("a"), FakeLane("b"), FakeLane("c")
+    remote = lanes(a, b, c, unknown=(a, b, c))
+    got = await asyncio.gather(*(remote.fetch(HOT, offset, 1000) for offset in range(6)))
+    assert sorted(got) == ["a", "a", "b", "b", "c", "c"]  # spread while they learned
+    assert [fake.cluster.refreshes for fake in (a, b, c)] == [1, 1, 1]  # once per lane
+    assert all(fake.cluster.knows for fake in (a, b, c))
+
+
+async def test_the_first_fetch_of_a_partition_gets_every_lane_ready_for_the_next() -> None:
+    # it goes out alone (it shows the batches' shape); the chunks after it find the lanes ready
+    a, b, c = FakeLane("a"), FakeLane("b"), FakeLane("c")
+    remote = lanes(a, b, c, unknown=(a, b, c))
+    await remote.fetch(HOT, 0, 1000)
+    await asyncio.sleep(0.05)
+    assert all(fake.cluster.knows for fake in (a, b, c))
+    assert [fake.cluster.refreshes for fake in (a, b, c)] == [1, 1, 1]  # once per lane
+    assert a.asked == [(HOT, 0)] and not b.asked and not c.asked

@@ -7,6 +7,7 @@ from syncer.sources import (
     BACKOFF_MAX_S,
     MAX_BUSY,
     SourceHealth,
+    lead_for,
     pick_source,
     tail_source,
     usable_sources,
@@ -89,3 +90,12 @@ def test_no_tail_poll_while_every_remote_backs_off() -> None:
     ends = {"east": RemoteEnds(0, 10)}
     assert tail_source(ends, {"east": east}, (), 0.5) is None  # backing off: no tight loop
     assert tail_source(ends, {"east": east}, (), 1.5) == "east"
+
+
+def test_a_chunk_that_may_follow_another_remote_is_fetched_from_one_offset_below() -> None:
+    assert lead_for(50, "east", "west", others=True, log_start=0) == 1  # after west's chunk
+    assert lead_for(50, "east", "east", others=True, log_start=0) == 0  # east continues
+    assert lead_for(50, "east", None, others=True, log_start=0) == 1  # unknown: may differ
+    assert lead_for(50, "east", None, others=False, log_start=0) == 0  # the only one
+    assert lead_for(50, "east", "west", others=True, log_start=50) == 0  # nothing below
+    assert lead_for(0, "east", "west", others=True, log_start=0) == 0
