@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from syncer import sources
 from syncer.budget import ByteBudget, Ticket
 from syncer.chunk_plan import Chunk, ChunkPlan, Fetched
 from syncer.chunk_sizes import BatchShape
@@ -348,11 +349,14 @@ def test_a_chunk_taken_and_not_written_gives_its_bytes_back_when_the_next_is_tak
     assert run.memory.used == 0
 
 
-def test_of_two_chunks_at_one_offset_the_one_that_reaches_further_stays() -> None:
+def test_of_two_chunks_at_one_offset_the_one_that_reaches_further_stays(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Found by the property above: an open fetch at 4 was in flight when a second lane came
     to hold the gap, so a chunk [4, 5) went out too; its short answer, arriving second,
     replaced the open fetch's (which held up to the end) and [6, 7) was fetched by nobody
-    until the frontier got there."""
+    until the frontier got there. (The history as found: chunks spread by score alone.)"""
+    monkeypatch.setattr(sources, "SAME_SOURCE_SHARE", 2.0)
     run = history(
         [(0, 2), (0, 3), (0, 1), (0, 1)],
         ["east", "west"],
