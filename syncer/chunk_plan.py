@@ -181,15 +181,15 @@ class ChunkPlan:
         )
 
     def _gap_chunk(self, frontier: int, now: float) -> Chunk | None:
+        before = self._before(frontier)
+        remote = pick_source(frontier, self.ends, self.health, {}, self.excluded, now, before)
         for start, end in self.todo:
             if start <= frontier < end:
-                remote = pick_source(frontier, self.ends, self.health, {}, self.excluded, now)
                 if remote is not None:
                     self.todo.remove((start, end))
                     return Chunk(frontier, end, remote)
                 return None
         later = [s for s in self.ready if s > frontier]
-        remote = pick_source(frontier, self.ends, self.health, {}, self.excluded, now)
         if remote is None:
             return None
         return Chunk(frontier, min(later) if later else None, remote)
@@ -205,7 +205,8 @@ class ChunkPlan:
                 if waiting is True:
                     self.todo.remove((start, end))  # the next chunk brought it already
                 continue
-            remote = pick_source(start, self.ends, self.health, busy, self.excluded, now)
+            before = self._before(start)
+            remote = pick_source(start, self.ends, self.health, busy, self.excluded, now, before)
             if remote is None:
                 return None
             self.todo.remove((start, end))
