@@ -14,11 +14,12 @@ from __future__ import annotations
 import dataclasses
 import itertools
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 
-from syncer.batches import Batch, split_batches
-from syncer.budget import ByteBudget, Ticket
+from syncer.batches import split_batches
+from syncer.budget import ByteBudget
 from syncer.chunk_sizes import Sizes, fitted_fetch_bytes
+from syncer.chunk_types import Chunk as Chunk
+from syncer.chunk_types import Fetched as Fetched
 from syncer.holes import RemoteEnds
 from syncer.sources import (
     MAX_BUSY,
@@ -29,44 +30,6 @@ from syncer.sources import (
     usable_sources,
 )
 from syncer.wire import FetchedPartition
-
-
-@dataclass(frozen=True, slots=True)
-class Chunk:
-    start: int
-    end: int | None  # None: the open tail, long-polled when caught up
-    remote: str
-    launched: float = field(default=0.0, compare=False)
-    # the bytes it holds in the process's budget: reserved at launch, settled on its answer
-    ticket: Ticket = field(default_factory=Ticket.empty, compare=False)
-    number: int = field(default=0, compare=False)  # which launch of the plan it is
-    lead: int = 0  # offsets below ``start`` its fetch begins at (``lead_for``)
-
-    @property
-    def fetch_offset(self) -> int:
-        return self.start - self.lead
-
-
-@dataclass(frozen=True, slots=True)
-class Fetched:
-    chunk: Chunk
-    fetched: FetchedPartition
-    batches: list[Batch]
-    covered_end: int  # one past the last offset the batches hold (chunk.start if none)
-    first_offset: int  # where its first batch begins: often before the chunk's start
-
-    @property
-    def remote(self) -> str:
-        return self.chunk.remote
-
-    @property
-    def size(self) -> int:
-        return len(self.fetched.records)
-
-    @property
-    def ticket(self) -> Ticket:
-        """Its bytes in the budget: the copier releases them when its writes are answered."""
-        return self.chunk.ticket
 
 
 class ChunkPlan:
@@ -218,15 +181,15 @@ class ChunkPlan:
         )
 
     def _gap_chunk(self, frontier: int, now: float) -> Chunk | None:
+        before = self._before(frontier)
+        remote = pick_source(frontier, self.ends, self.health, {}, self.excluded, now, before)
         for start, end in self.todo:
             if start <= frontier < end:
-                remote = pick_source(frontier, self.ends, self.health, {}, self.excluded, now)
                 if remote is not None:
                     self.todo.remove((start, end))
                     return Chunk(frontier, end, remote)
                 return None
         later = [s for s in self.ready if s > frontier]
-        remote = pick_source(frontier, self.ends, self.health, {}, self.excluded, now)
         if remote is None:
             return None
         return Chunk(frontier, min(later) if later else None, remote)
@@ -242,7 +205,8 @@ class ChunkPlan:
                 if waiting is True:
                     self.todo.remove((start, end))  # the next chunk brought it already
                 continue
-            remote = pick_source(start, self.ends, self.health, busy, self.excluded, now)
+            before = self._before(start)
+            remote = pick_source(start, self.ends, self.health, busy, self.excluded, now, before)
             if remote is None:
                 return None
             self.todo.remove((start, end))
@@ -253,12 +217,13 @@ class ChunkPlan:
         if start < target and lanes > 1:
             if self.sizes.shape is None and (self.inflight or self.ready):
                 return None  # the first answer shows the batches' shape: then cut the rest
-            remote = pick_source(start, self.ends, self.health, busy, self.excluded, now)
+            before = self._before(start)
+            remote = pick_source(start, self.ends, self.health, busy, self.excluded, now, before)
             if remote is None:
                 return None
             lead = self._lead(start, target, remote, now) > 0
             full = self.chunk_records(remote, lead)
-            size = self.sizes.next_chunk(target - start, lanes, full)
+            size = self.sizes.next_chunk(target - start, lanes, full, lead)
             end = min(target, start + size)
             self.next_fetch = end
             return Chunk(start, end, remote)

@@ -66,6 +66,10 @@ BATCH_ASK_EXTRA = 256
 SHAPE_WINDOW = 32
 # before the shape is known, one chunk of about this many bytes goes out alone to learn it
 PROBE_BYTES = 131072
+# a chunk whose fetch brings the batch below its start too (``Chunk.lead``) has at least this
+# many batches: that batch is carried for the agreement check, not written, so a chunk of one
+# batch with a lead costs two (3 remotes: the tail's one-batch chunks, 1.30x the backlog)
+LEAD_FLOOR_BATCHES = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,13 +115,25 @@ def shaped_full_records(fetch_bytes: int, shape: BatchShape) -> int:
     return batches * shape.records
 
 
-def shaped_chunk_size(remaining: int, holders: int, full: int, shape: BatchShape) -> int:
+def shaped_chunk_size(
+    remaining: int, holders: int, full: int, shape: BatchShape, lead: bool = False
+) -> int:
     """``chunk_size`` in whole batches: the chunk ends where a batch ends (a multiple of the
-    batch's span), unless it takes all that remains."""
-    size = chunk_size(remaining, holders, full, shape.records)
+    batch's span), unless it takes all that remains. With ``lead`` (its answer carries the
+    batch below its start as well) it has ``LEAD_FLOOR_BATCHES`` at least; and it leaves no
+    rest smaller than its floor behind (that rest would go out as a chunk of its own, with a
+    lead of its own when another remote takes it): it takes that rest too where a full
+    chunk holds it, else leaves a rest of its floor where it can."""
+    least = min(full, shape.records * (LEAD_FLOOR_BATCHES if lead else 1))
+    size = chunk_size(remaining, holders, full, least)
     if size >= remaining:
         return remaining
-    return max(shape.records, size // shape.records * shape.records)
+    size = max(shape.records, size // shape.records * shape.records)
+    if remaining - size >= least:
+        return size
+    if remaining <= full:
+        return remaining
+    return max(least, (remaining - least) // shape.records * shape.records)
 
 
 class Sizes:
@@ -163,9 +179,10 @@ class Sizes:
         room = min(fetch_bytes, PROBE_BYTES) - extra
         return full_chunk_records(room, self.record_bytes, self.batch_bytes)
 
-    def next_chunk(self, remaining: int, holders: int, full: int) -> int:
-        """Records in the next chunk: whole batches once their shape is known; before, the
-        one chunk that learns it."""
+    def next_chunk(self, remaining: int, holders: int, full: int, lead: bool = False) -> int:
+        """Records in the next chunk (with ``lead``: one that carries the batch below its
+        start too): whole batches once their shape is known; before, the one chunk that
+        learns it."""
         if self.shape is not None:
-            return shaped_chunk_size(remaining, holders, full, self.shape)
+            return shaped_chunk_size(remaining, holders, full, self.shape, lead)
         return min(full, remaining)

@@ -20,6 +20,9 @@ EWMA_WEIGHT = 0.3
 MAX_BUSY = 2
 BACKOFF_S = 1.0
 BACKOFF_MAX_S = 30.0
+# the remote of the chunk just before keeps the next one while its rate per chunk in flight
+# is at least this share of the best (a chunk from another remote is fetched with a lead)
+SAME_SOURCE_SHARE = 0.5
 
 
 @dataclass
@@ -122,11 +125,15 @@ def pick_source(
     busy: Mapping[str, int],
     excluded: Collection[str],
     now: float,
+    before: str | None = None,
 ) -> str | None:
     """The remote to fetch ``offset`` from: it must hold the offset, be healthy and not be
     excluded for this partition; among those, the best throughput per chunk in flight wins
     (an unmeasured remote counts as fast as the fastest, so it gets tried). A remote read
-    over several lanes counts as that many times as fast and may queue that many times more."""
+    over several lanes counts as that many times as fast and may queue that many times more.
+    ``before``, the remote of the chunk ending at ``offset``, keeps it while it has room and
+    ``SAME_SOURCE_SHARE`` of the best's score: a chunk from another remote carries the batch
+    below its start for the agreement check (``lead_for``), one batch more per switch."""
     holders = [
         n
         for n in usable_sources(offset, ends, health, excluded, now)
@@ -141,7 +148,14 @@ def pick_source(
         rate = (health[name].bytes_per_s or fastest) * health[name].lanes
         return (rate / (1 + busy.get(name, 0)), -health[name].rank)
 
-    return max(holders, key=score)
+    best = max(holders, key=score)
+    if (
+        before is not None
+        and before in holders
+        and score(before)[0] >= SAME_SOURCE_SHARE * score(best)[0]
+    ):
+        return before
+    return best
 
 
 def tail_source(

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from syncer import sources
 from syncer.budget import ByteBudget, Ticket
 from syncer.chunk_plan import Chunk, ChunkPlan, Fetched
 from syncer.chunk_sizes import BatchShape
@@ -348,11 +349,14 @@ def test_a_chunk_taken_and_not_written_gives_its_bytes_back_when_the_next_is_tak
     assert run.memory.used == 0
 
 
-def test_of_two_chunks_at_one_offset_the_one_that_reaches_further_stays() -> None:
+def test_of_two_chunks_at_one_offset_the_one_that_reaches_further_stays(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Found by the property above: an open fetch at 4 was in flight when a second lane came
     to hold the gap, so a chunk [4, 5) went out too; its short answer, arriving second,
     replaced the open fetch's (which held up to the end) and [6, 7) was fetched by nobody
-    until the frontier got there."""
+    until the frontier got there. (The history as found: chunks spread by score alone.)"""
+    monkeypatch.setattr(sources, "SAME_SOURCE_SHARE", 2.0)
     run = history(
         [(0, 2), (0, 3), (0, 1), (0, 1)],
         ["east", "west"],
@@ -550,3 +554,28 @@ def test_an_open_fetch_has_no_lead() -> None:
     plan = ChunkPlan(health, ends, {}, lambda _: 40_000, 4, ByteBudget(1 << 30))
     (poll,) = plan.launches(100, 100, 0.0)
     assert poll.end is None and poll.lead == 0 and plan.polls(poll)
+
+
+def test_a_range_fetched_again_goes_to_the_remote_of_the_chunk_before_it() -> None:
+    """What an answer fell short of is fetched again from the remote that brought the records
+    below it while that one is about as fast: from another, it carries the batch below its
+    start too (a lead), and the chunk after it, launched without one, would need the batch
+    below its own start fetched alone for the agreement check (3 remotes: the copy's last
+    answers were such fetches)."""
+    log = alike([(0, 10)] * 60)
+    end = log.batches[-1][1]
+    health = {n: SourceHealth(n, rank) for rank, n in enumerate(["east", "west"])}
+    ends = {n: RemoteEnds(0, end) for n in health}
+    plan = ChunkPlan(health, ends, {}, lambda _: 40_000, 8, ByteBudget(1 << 30))
+    plan.sizes.shape = BatchShape(10, len(log.batches[0][2]))
+    launched = plan.launches(0, end, 0.0)
+    first = launched[0]
+    after = next(c for c in launched if c.start == first.end)
+    other = next(n for n in health if n != first.remote)
+    health[first.remote].bytes_per_s, health[other].bytes_per_s = 1e6, 1.5e6
+    plan.answered(first, answer_by_bytes(log, 0, end, len(log.batches[0][2])))  # one batch
+    for chunk in [after, *(c for c in launched if c.remote == other)]:  # the other is idle
+        plan.answered(chunk, answer_by_bytes(log, chunk.fetch_offset, end, 40_000))
+    again = plan.launches(10, end, 0.0)[0]
+    assert (again.start, again.end) == (10, first.end)
+    assert again.remote == first.remote and again.lead == 0

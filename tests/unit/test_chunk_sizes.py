@@ -9,6 +9,7 @@ import pytest
 from syncer.budget import ByteBudget
 from syncer.chunk_sizes import (
     BUDGETED_PER_LANE,
+    LEAD_FLOOR_BATCHES,
     MIN_FITTED_BYTES,
     BatchShape,
     ask_bytes,
@@ -134,3 +135,31 @@ def test_chunks_end_where_a_batch_ends_down_to_the_last() -> None:
     assert all(s % SHAPE.records == 0 for s in sizes[:-1])
     assert min(sizes[:-1]) >= SHAPE.records and max(sizes) <= full
     assert sizes[0] == full and sizes[-2] < full  # the tail still shrinks
+
+
+def cut(remaining: int, full: int, lead: bool) -> list[int]:
+    sizes = []
+    while remaining:
+        sizes.append(shaped_chunk_size(remaining, 3, full, SHAPE, lead))
+        remaining -= sizes[-1]
+    return sizes
+
+
+def test_a_chunk_with_a_lead_has_its_floor_of_batches_and_leaves_no_smaller_rest() -> None:
+    # 3 remotes, 1 MiB fetches: the tail split went down to one batch, and a one-batch
+    # chunk with a lead brought two
+    full = shaped_full_records(MIB, SHAPE)
+    floor = LEAD_FLOOR_BATCHES * SHAPE.records
+    for remaining in (119 * SHAPE.records, 119 * SHAPE.records + 5, 7 * SHAPE.records):
+        sizes = cut(remaining, full, lead=True)
+        assert sum(sizes) == remaining and max(sizes) <= full
+        assert min(sizes) >= floor, sizes
+        assert all(s % SHAPE.records == 0 for s in sizes[:-1])
+    assert cut(2 * SHAPE.records, full, lead=True) == [2 * SHAPE.records]  # all there is
+    # without a lead the tail still goes down to one batch, and leaves no smaller rest
+    sizes = cut(119 * SHAPE.records + 5, full, lead=False)
+    assert min(sizes[:-1]) == SHAPE.records and sizes[-1] >= SHAPE.records
+    # a full chunk below the rest and the floor: never under the floor itself
+    b = SHAPE.records
+    assert shaped_chunk_size(7 * b, 1, 6 * b, SHAPE, True) == floor
+    assert shaped_chunk_size(12 * b, 1, 6 * b, SHAPE, True) == 6 * b

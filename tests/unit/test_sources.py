@@ -99,3 +99,17 @@ def test_a_chunk_that_may_follow_another_remote_is_fetched_from_one_offset_below
     assert lead_for(50, "east", None, others=False, log_start=0) == 0  # the only one
     assert lead_for(50, "east", "west", others=True, log_start=50) == 0  # nothing below
     assert lead_for(0, "east", "west", others=True, log_start=0) == 0
+
+
+def test_the_remote_before_keeps_the_next_chunk_while_it_has_room_and_is_as_fast() -> None:
+    # a chunk from another remote than the one before it carries a batch more (its lead)
+    h = health(a=2e6, b=2e6)
+    assert pick_source(50, ENDS, h, {"b": 1}, (), 0.0) == "a"  # by score alone
+    assert pick_source(50, ENDS, h, {"b": 1}, (), 0.0, before="b") == "b"  # keeps it
+    # no room left on it, or far slower per chunk in flight: the best takes it
+    assert pick_source(50, ENDS, h, {"b": MAX_BUSY}, (), 0.0, before="b") == "a"
+    slow = health(a=10e6, b=2e6)
+    assert pick_source(50, ENDS, slow, {"b": 1}, (), 0.0, before="b") == "a"
+    # a remote that does not hold the offset, or is excluded, is never kept
+    assert pick_source(160, ENDS, health(), {}, (), 0.0, before="a") == "b"
+    assert pick_source(50, ENDS, h, {}, ("b",), 0.0, before="b") == "a"
