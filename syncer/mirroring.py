@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 
+from syncer.admin import Census
 from syncer.clusters import READ_COMMITTED, TP, Cluster
 from syncer.config import TopicsConfig
 from syncer.errors import TransientClusterError
@@ -88,12 +89,21 @@ class MirroredTopics:
         existing = [t for t in plan.mirror if t not in plan.create]
         return refuse(plan, await self._unfaithful(existing, plan))
 
-    async def _shape(self, copying: set[str]) -> TopicPlan:
+    async def _shape(
+        self, copying: set[str], censuses: Mapping[str, Census] | None = None
+    ) -> TopicPlan:
         """The plan from the partition counts alone (settings not judged yet)."""
-        local_counts = await self.local.partition_counts()
-        remote_counts = {n: await c.partition_counts() for n, c in self.remotes.items()}
+        censuses = censuses or await self._censuses()
+        local_counts = censuses[LOCAL].counts
+        remote_counts = {n: censuses[remote_label(n)].counts for n in self.remotes}
         mirrored = set(self.mirror) | copying
         return plan_topics(self.config, local_counts, remote_counts, mirrored)
+
+    async def _censuses(self) -> dict[str, Census]:
+        """Every cluster's topics (counts and ids), one metadata request each: what a
+        refresh plans from and checks the ids against."""
+        clusters = {LOCAL: self.local} | {remote_label(n): c for n, c in self.remotes.items()}
+        return {where: await cluster.topic_census() for where, cluster in clusters.items()}
 
     async def _unfaithful(
         self,
@@ -125,7 +135,8 @@ class MirroredTopics:
         """Plan, create or grow local topics, sync the copied settings of existing ones,
         judge every one's settings, check every id. The settings are synced before they are
         judged: a limit the remote raised is raised here, not refused."""
-        plan = await self._shape(copying)
+        censuses = await self._censuses()
+        plan = await self._shape(copying, censuses)
         existing = [t for t in plan.mirror if t not in plan.create and t not in self.halted]
         applied = {}
         if self.config.sync_configs:
@@ -160,7 +171,9 @@ class MirroredTopics:
         self.refused = dict(plan.refused)
         # before any copier of a new topic fetches: it fetches by the id learned here
         mirror = {t: n for t, n in plan.mirror.items() if t not in later}
-        halted = await self.check_ids(mirror, plan.sources)
+        if create or grow:  # the local ids of the topics just created
+            censuses[LOCAL] = await self.local.topic_census()
+        halted = await self.check_ids(mirror, plan.sources, censuses)
         self.mirror = {t: n for t, n in mirror.items() if t not in self.halted}
         self.sources = dict(plan.sources)
         return Refresh(plan, halted)
@@ -188,10 +201,12 @@ class MirroredTopics:
         self,
         mirror: Mapping[str, int] | None = None,
         sources: Mapping[str, tuple[str, ...]] | None = None,
+        censuses: Mapping[str, Census] | None = None,
     ) -> dict[str, str]:
         """Ask every cluster the ids of the topics mirrored (and of those it held before);
         the topics whose id changed are halted (returned: topic → why), and the ids of
-        topics seen first are remembered."""
+        topics seen first are remembered. ``censuses``: the clusters' topics as just read
+        by the refresh (else read now)."""
         mirror = self.mirror if mirror is None else mirror
         sources = self.sources if sources is None else sources
         asked: dict[str, set[str]] = {LOCAL: set(mirror)}
@@ -200,8 +215,8 @@ class MirroredTopics:
         for where, known in self.ids.items():
             asked.setdefault(where, set()).update(known)
             asked[where] -= self.halted.keys()
-        clusters = {LOCAL: self.local} | {remote_label(n): c for n, c in self.remotes.items()}
-        seen = {where: await clusters[where].topic_ids(asked[where]) for where in asked}
+        censuses = censuses or await self._censuses()
+        seen = {where: censuses[where].ids_of(asked[where]) for where in asked}
         self._warn_without_ids(seen)
         self._report_gone(gone_at_remotes(self.ids, seen, asked, LOCAL))
         halted = {}
