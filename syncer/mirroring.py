@@ -20,7 +20,7 @@ from syncer.config import TopicsConfig
 from syncer.errors import TransientClusterError
 from syncer.holes import RemoteEnds
 from syncer.retry import retried
-from syncer.topic_configs import ConfigSyncer
+from syncer.topic_configs import ConfigSyncer, SettingsRead, read_settings
 from syncer.topic_drift import TopicDrift, gone_at_remotes
 from syncer.topic_ids import LOCAL, id_changes, learned, remote_label
 from syncer.topics import (
@@ -110,19 +110,24 @@ class MirroredTopics:
         topics: list[str],
         plan: TopicPlan,
         applied: Mapping[str, Mapping[str, str]] | None = None,
+        read: SettingsRead | None = None,
     ) -> dict[str, str]:
         """The local ``topics`` whose settings would make readers see something else than
         the remotes' readers (topic → the one line saying which setting). ``applied``: the
-        values just set, judged even if a broker does not report them yet."""
-        local = await self.local.topic_settings(topics, FIDELITY_SETTINGS)
+        values just set, judged even if a broker does not report them yet. ``read``: the
+        settings read before the sync (the local ones of topics it altered are read again)."""
+        if read is None:
+            read = await read_settings(
+                self.local, self.remotes, topics, plan.sources, FIDELITY_SETTINGS
+            )
+        read = read.only(FIDELITY_SETTINGS)
+        local = read.values(read.local)
+        altered = [t for t in topics if t in self.configs.altered]
+        local.update(await self.local.topic_settings(altered, FIDELITY_SETTINGS))
+        self.configs.altered.difference_update(altered)
         for topic, values in (applied or {}).items():
             local.setdefault(topic, {}).update(values)
-        remote = {
-            name: await cluster.topic_settings(
-                [t for t in topics if name in plan.sources[t]], FIDELITY_SETTINGS
-            )
-            for name, cluster in self.remotes.items()
-        }
+        remote = {name: read.values(settings) for name, settings in read.remote.items()}
         out = {}
         for topic in topics:
             theirs = {name: remote[name][topic] for name in remote if topic in remote[name]}
@@ -138,10 +143,12 @@ class MirroredTopics:
         censuses = await self._censuses()
         plan = await self._shape(copying, censuses)
         existing = [t for t in plan.mirror if t not in plan.create and t not in self.halted]
+        keys = set(FIDELITY_SETTINGS) | set(self.config.copy_configs)
+        read = await read_settings(self.local, self.remotes, existing, plan.sources, keys)
         applied = {}
         if self.config.sync_configs:
-            applied = await self.configs.sync(existing, plan.sources)
-        plan = refuse(plan, await self._unfaithful(existing, plan, applied))
+            applied = await self.configs.sync(existing, plan.sources, read)
+        plan = refuse(plan, await self._unfaithful(existing, plan, applied, read))
         # a topic copied before and gone locally is not created again: it halts below
         create = {t: n for t, n in plan.create.items() if t not in self.ids[LOCAL]}
         found = create

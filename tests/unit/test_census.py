@@ -89,3 +89,23 @@ def test_the_census_request_asks_every_topic_and_creates_none() -> None:
     built = TopicCensusRequest().build(MetadataCensusRequest_v10)
     assert built.topics is None and built.allow_auto_topic_creation is False
     assert MetadataCensusRequest_v10.RESPONSE_TYPE is TopicCensus
+
+
+def test_a_settings_read_narrows_to_keys_and_gives_the_values_reported() -> None:
+    from syncer.admin import TopicSetting
+    from syncer.topic_configs import SettingsRead
+
+    read = SettingsRead(
+        {
+            "orders": {
+                "retention.ms": TopicSetting("1", True),
+                "cleanup.policy": TopicSetting(None, False),
+            }
+        },
+        {"east": {"orders": {"retention.ms": TopicSetting("2", False, "2")}}},
+    )
+    narrow = read.only({"cleanup.policy"})
+    assert narrow.local == {"orders": {"cleanup.policy": TopicSetting(None, False)}}
+    assert narrow.remote == {"east": {"orders": {}}}
+    assert read.values(read.local) == {"orders": {"retention.ms": "1"}}
+    assert read.values(read.remote["east"]) == {"orders": {"retention.ms": "2"}}
