@@ -133,10 +133,8 @@ class TopicAdmin(ClusterConnection):
         """Every topic's partition count and id, in one Metadata v10 request decoded only
         that far (``TopicCensus``): a topic refresh asks this once per cluster instead of a
         full metadata read for the counts and another for the ids. A broker before Kafka
-        2.8 answers no v10: the counts then come from a full read, and no ids."""
-        return await retried(self._topic_census, what=f"{self.name}: topic census")
-
-    async def _topic_census(self) -> Census:
+        2.8 answers no v10: the counts then come from a full read, and no ids. Not retried
+        here: a refresh that fails is tried again at the next (as the reads it replaces)."""
         brokers = [b.nodeId for b in self._client.cluster.brokers()]
         failures = []
         for node in brokers:
@@ -152,7 +150,7 @@ class TopicAdmin(ClusterConnection):
             failures.append(f"node {node}: no brokers in its answer")
         if not brokers:  # none known yet: the bootstrap servers, through a full read
             await self.refresh_metadata()
-            return await self._topic_census()
+            return await self.topic_census()
         raise TransientClusterError(f"{self.name}: topic census: no answer from {failures}")
 
     # consumer groups -----------------------------------------------------------------
