@@ -150,7 +150,8 @@ class TopicAdmin(ClusterConnection):
             failures.append(f"node {node}: no brokers in its answer")
         if not brokers:  # none known yet: the bootstrap servers, through a full read
             await self.refresh_metadata()
-            return await self.topic_census()
+            if self._client.cluster.brokers():
+                return await self.topic_census()
         raise TransientClusterError(f"{self.name}: topic census: no answer from {failures}")
 
     # consumer groups -----------------------------------------------------------------
