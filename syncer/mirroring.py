@@ -66,6 +66,7 @@ class MirroredTopics:
         self.ids.update({remote_label(name): {} for name in remotes})
         self.without_ids: set[str] = set()  # clusters whose brokers report no topic ids
         self.halted: dict[str, str] = {}  # topic → why (its id changed)
+        self._counted: dict[str, dict[str, int]] = {}  # each cluster's counts at its last read
         # with ``staged``, new topics are created CREATE_PER_REFRESH partitions per refresh
         # and the next refresh comes at once while any are ``deferred``. Never in a group:
         # its members would subscribe to different topics, and aiokafka's coordinator dies on
@@ -103,7 +104,14 @@ class MirroredTopics:
         """Every cluster's topics (counts and ids), one metadata request each: what a
         refresh plans from and checks the ids against."""
         clusters = {LOCAL: self.local} | {remote_label(n): c for n, c in self.remotes.items()}
-        return {where: await cluster.topic_census() for where, cluster in clusters.items()}
+        censuses = {where: await cluster.topic_census() for where, cluster in clusters.items()}
+        for where, census in censuses.items():
+            if census.counts != self._counted.get(where):
+                # topics or partitions the client's view may not hold yet: their leaders
+                # read once here, not by each new partition's copier finding none known
+                await clusters[where].refresh_metadata()
+                self._counted[where] = census.counts
+        return censuses
 
     async def _unfaithful(
         self,
