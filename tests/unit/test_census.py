@@ -109,3 +109,35 @@ def test_a_settings_read_narrows_to_keys_and_gives_the_values_reported() -> None
     assert narrow.remote == {"east": {"orders": {}}}
     assert read.values(read.local) == {"orders": {"retention.ms": "1"}}
     assert read.values(read.remote["east"]) == {"orders": {"retention.ms": "2"}}
+
+
+class _Cluster:
+    """A cluster's census as a test sets it, counting the full metadata reads."""
+
+    def __init__(self, counts: dict[str, int]) -> None:
+        self.counts = counts
+        self.full_reads = 0
+
+    async def topic_census(self) -> Census:
+        return Census(dict(self.counts), {})
+
+    async def refresh_metadata(self) -> None:
+        self.full_reads += 1
+
+
+async def test_the_full_metadata_is_read_only_when_a_census_counts_differently() -> None:
+    from syncer.config import TopicsConfig
+    from syncer.mirroring import MirroredTopics
+
+    local, east = _Cluster({"orders": 3}), _Cluster({"orders": 3, "audit": 1})
+    topics = MirroredTopics(TopicsConfig(sync_configs=False), local, {"east": east})  # type: ignore[arg-type]
+    await topics._censuses()
+    await topics._censuses()
+    assert (local.full_reads, east.full_reads) == (1, 1)  # the first look, then nothing new
+    east.counts["orders"] = 4
+    await topics._censuses()
+    await topics._censuses()
+    assert (local.full_reads, east.full_reads) == (1, 2)
+    east.counts["new"] = 2
+    found = await topics._censuses()
+    assert east.full_reads == 3 and found["remote east"].counts["new"] == 2
