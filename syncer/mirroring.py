@@ -46,6 +46,11 @@ class Refresh:
 
 # a share a broker creates in a few seconds (10,000 took it 40 s)
 CREATE_PER_REFRESH = 2_000
+# the longest pause between looks at topics just created (their metadata, their leaders):
+# a share takes the broker several seconds, and with the retries' usual backoff (up to 5 s)
+# each share was seen led up to 5 s after it was (at 10,000 partitions, 4 to 9 s from the
+# last look that failed to the next share created; 5 shares in a row)
+CREATED_POLL_S = 0.5
 
 
 class MirroredTopics:
@@ -174,10 +179,18 @@ class MirroredTopics:
             log.info("growing local topic %s to %d partitions", topic, count)
             await self.local.add_partitions(topic, count)
         if create or grow:
-            await retried(_Check(self.local, {**create, **grow}), what="waiting for local topics")
+            await retried(
+                _Check(self.local, {**create, **grow}),
+                what="waiting for local topics",
+                max_s=CREATED_POLL_S,
+            )
         if create and self.staged:  # led, not only known: the next share waits for this one
             tps = [TP(t, p) for t, n in create.items() for p in range(n)]
-            await retried(partial(self.local.latest, tps), what="waiting for local leaders")
+            await retried(
+                partial(self.local.latest, tps),
+                what="waiting for local leaders",
+                max_s=CREATED_POLL_S,
+            )
         if create:  # broker defaults we did not set may still break fidelity
             plan = refuse(plan, await self._unfaithful(list(create), plan))
         for topic, reason in plan.refused.items():
