@@ -178,19 +178,8 @@ class MirroredTopics:
         for topic, count in grow.items():
             log.info("growing local topic %s to %d partitions", topic, count)
             await self.local.add_partitions(topic, count)
-        if create or grow:
-            await retried(
-                _Check(self.local, {**create, **grow}),
-                what="waiting for local topics",
-                max_s=CREATED_POLL_S,
-            )
-        if create and self.staged:  # led, not only known: the next share waits for this one
-            tps = [TP(t, p) for t, n in create.items() for p in range(n)]
-            await retried(
-                partial(self.local.latest, tps),
-                what="waiting for local leaders",
-                max_s=CREATED_POLL_S,
-            )
+        if create or grow:  # led, when staged: the next share waits for this one
+            await wait_created(self.local, {**create, **grow}, led=create if self.staged else {})
         if create:  # broker defaults we did not set may still break fidelity
             plan = refuse(plan, await self._unfaithful(list(create), plan))
         for topic, reason in plan.refused.items():
@@ -306,6 +295,20 @@ class MirroredTopics:
                     " and recreated there is told only by comparing records",
                     where,
                 )
+
+
+async def wait_created(local: Cluster, wanted: Mapping[str, int], led: Mapping[str, int]) -> None:
+    """Until the local metadata shows the ``wanted`` topics with their partition counts, and
+    every partition of ``led`` answers from its leader; looked at least every
+    ``CREATED_POLL_S``."""
+    await retried(
+        _Check(local, dict(wanted)), what="waiting for local topics", max_s=CREATED_POLL_S
+    )
+    if led:
+        tps = [TP(t, p) for t, n in led.items() for p in range(n)]
+        await retried(
+            partial(local.latest, tps), what="waiting for local leaders", max_s=CREATED_POLL_S
+        )
 
 
 class _Check:
