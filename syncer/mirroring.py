@@ -118,6 +118,15 @@ class MirroredTopics:
                 self._counted[where] = census.counts
         return censuses
 
+    def _created(self, census: Census) -> None:
+        """The local ``census`` just after topics were created. Staged, their leaders were
+        waited for, so the client's view holds them: the next refresh needs no full metadata
+        read for them (at 4,000 partitions that read, one in each process's first idle
+        minute, was 15% of its idle CPU). In a group no leaders were waited for: the next
+        refresh reads them once for all copiers."""
+        if self.staged:
+            self._counted[LOCAL] = census.counts
+
     async def _unfaithful(
         self,
         topics: list[str],
@@ -190,6 +199,7 @@ class MirroredTopics:
         mirror = {t: n for t, n in plan.mirror.items() if t not in later}
         if create or grow:  # the local ids of the topics just created
             censuses[LOCAL] = await self.local.topic_census()
+            self._created(censuses[LOCAL])
         halted = await self.check_ids(mirror, plan.sources, censuses)
         self.mirror = {t: n for t, n in mirror.items() if t not in self.halted}
         self.sources = dict(plan.sources)

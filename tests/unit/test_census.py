@@ -141,3 +141,18 @@ async def test_the_full_metadata_is_read_only_when_a_census_counts_differently()
     east.counts["new"] = 2
     found = await topics._censuses()
     assert east.full_reads == 3 and found["remote east"].counts["new"] == 2
+
+
+async def test_topics_created_and_led_need_no_full_metadata_read_at_the_next_refresh() -> None:
+    from syncer.config import TopicsConfig
+    from syncer.mirroring import MirroredTopics
+
+    for staged, reads in ((True, 1), (False, 2)):
+        local, east = _Cluster({}), _Cluster({"orders": 3})
+        topics = MirroredTopics(TopicsConfig(sync_configs=False), local, {"east": east})  # type: ignore[arg-type]
+        topics.staged = staged
+        await topics._censuses()  # the refresh's first look: nothing local yet
+        local.counts["orders"] = 3  # created, and (staged) waited for until led
+        topics._created(await local.topic_census())
+        await topics._censuses()  # the next refresh
+        assert local.full_reads == reads, staged
