@@ -14,12 +14,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 
+from syncer.admin import Census
 from syncer.clusters import READ_COMMITTED, TP, Cluster
 from syncer.config import TopicsConfig
 from syncer.errors import TransientClusterError
 from syncer.holes import RemoteEnds
 from syncer.retry import retried
-from syncer.topic_configs import ConfigSyncer
+from syncer.topic_configs import ConfigSyncer, SettingsRead, read_settings
 from syncer.topic_drift import TopicDrift, gone_at_remotes
 from syncer.topic_ids import LOCAL, id_changes, learned, remote_label
 from syncer.topics import (
@@ -45,6 +46,11 @@ class Refresh:
 
 # a share a broker creates in a few seconds (10,000 took it 40 s)
 CREATE_PER_REFRESH = 2_000
+# the longest pause between looks at topics just created (their metadata, their leaders):
+# a share takes the broker several seconds, and with the retries' usual backoff (up to 5 s)
+# each share was seen led up to 5 s after it was (at 10,000 partitions, 4 to 9 s from the
+# last look that failed to the next share created; 5 shares in a row)
+CREATED_POLL_S = 0.5
 
 
 class MirroredTopics:
@@ -65,6 +71,7 @@ class MirroredTopics:
         self.ids.update({remote_label(name): {} for name in remotes})
         self.without_ids: set[str] = set()  # clusters whose brokers report no topic ids
         self.halted: dict[str, str] = {}  # topic → why (its id changed)
+        self._counted: dict[str, dict[str, int]] = {}  # each cluster's counts at its last read
         # with ``staged``, new topics are created CREATE_PER_REFRESH partitions per refresh
         # and the next refresh comes at once while any are ``deferred``. Never in a group:
         # its members would subscribe to different topics, and aiokafka's coordinator dies on
@@ -88,31 +95,61 @@ class MirroredTopics:
         existing = [t for t in plan.mirror if t not in plan.create]
         return refuse(plan, await self._unfaithful(existing, plan))
 
-    async def _shape(self, copying: set[str]) -> TopicPlan:
+    async def _shape(
+        self, copying: set[str], censuses: Mapping[str, Census] | None = None
+    ) -> TopicPlan:
         """The plan from the partition counts alone (settings not judged yet)."""
-        local_counts = await self.local.partition_counts()
-        remote_counts = {n: await c.partition_counts() for n, c in self.remotes.items()}
+        censuses = censuses or await self._censuses()
+        local_counts = censuses[LOCAL].counts
+        remote_counts = {n: censuses[remote_label(n)].counts for n in self.remotes}
         mirrored = set(self.mirror) | copying
         return plan_topics(self.config, local_counts, remote_counts, mirrored)
+
+    async def _censuses(self) -> dict[str, Census]:
+        """Every cluster's topics (counts and ids), one metadata request each: what a
+        refresh plans from and checks the ids against."""
+        clusters = {LOCAL: self.local} | {remote_label(n): c for n, c in self.remotes.items()}
+        censuses = {where: await cluster.topic_census() for where, cluster in clusters.items()}
+        for where, census in censuses.items():
+            if census.counts != self._counted.get(where):
+                # topics or partitions the client's view may not hold yet: their leaders
+                # read once here, not by each new partition's copier finding none known
+                await clusters[where].refresh_metadata()
+                self._counted[where] = census.counts
+        return censuses
+
+    def _created(self, census: Census) -> None:
+        """The local ``census`` just after topics were created. Staged, their leaders were
+        waited for, so the client's view holds them: the next refresh needs no full metadata
+        read for them (at 4,000 partitions that read, one in each process's first idle
+        minute, was 15% of its idle CPU). In a group no leaders were waited for: the next
+        refresh reads them once for all copiers."""
+        if self.staged:
+            self._counted[LOCAL] = census.counts
 
     async def _unfaithful(
         self,
         topics: list[str],
         plan: TopicPlan,
         applied: Mapping[str, Mapping[str, str]] | None = None,
+        read: SettingsRead | None = None,
     ) -> dict[str, str]:
         """The local ``topics`` whose settings would make readers see something else than
         the remotes' readers (topic → the one line saying which setting). ``applied``: the
-        values just set, judged even if a broker does not report them yet."""
-        local = await self.local.topic_settings(topics, FIDELITY_SETTINGS)
+        values just set, judged even if a broker does not report them yet. ``read``: the
+        settings read before the sync (the local ones of topics it altered are read again)."""
+        if read is None:
+            read = await read_settings(
+                self.local, self.remotes, topics, plan.sources, FIDELITY_SETTINGS
+            )
+        read = read.only(FIDELITY_SETTINGS)
+        local = read.values(read.local)
+        altered = [t for t in topics if t in self.configs.altered]
+        local.update(await self.local.topic_settings(altered, FIDELITY_SETTINGS))
+        self.configs.altered.difference_update(altered)
         for topic, values in (applied or {}).items():
             local.setdefault(topic, {}).update(values)
-        remote = {
-            name: await cluster.topic_settings(
-                [t for t in topics if name in plan.sources[t]], FIDELITY_SETTINGS
-            )
-            for name, cluster in self.remotes.items()
-        }
+        remote = {name: read.values(settings) for name, settings in read.remote.items()}
         out = {}
         for topic in topics:
             theirs = {name: remote[name][topic] for name in remote if topic in remote[name]}
@@ -125,12 +162,15 @@ class MirroredTopics:
         """Plan, create or grow local topics, sync the copied settings of existing ones,
         judge every one's settings, check every id. The settings are synced before they are
         judged: a limit the remote raised is raised here, not refused."""
-        plan = await self._shape(copying)
+        censuses = await self._censuses()
+        plan = await self._shape(copying, censuses)
         existing = [t for t in plan.mirror if t not in plan.create and t not in self.halted]
+        keys = set(FIDELITY_SETTINGS) | set(self.config.copy_configs)
+        read = await read_settings(self.local, self.remotes, existing, plan.sources, keys)
         applied = {}
         if self.config.sync_configs:
-            applied = await self.configs.sync(existing, plan.sources)
-        plan = refuse(plan, await self._unfaithful(existing, plan, applied))
+            applied = await self.configs.sync(existing, plan.sources, read)
+        plan = refuse(plan, await self._unfaithful(existing, plan, applied, read))
         # a topic copied before and gone locally is not created again: it halts below
         create = {t: n for t, n in plan.create.items() if t not in self.ids[LOCAL]}
         found = create
@@ -147,11 +187,8 @@ class MirroredTopics:
         for topic, count in grow.items():
             log.info("growing local topic %s to %d partitions", topic, count)
             await self.local.add_partitions(topic, count)
-        if create or grow:
-            await retried(_Check(self.local, {**create, **grow}), what="waiting for local topics")
-        if create and self.staged:  # led, not only known: the next share waits for this one
-            tps = [TP(t, p) for t, n in create.items() for p in range(n)]
-            await retried(partial(self.local.latest, tps), what="waiting for local leaders")
+        if create or grow:  # led, when staged: the next share waits for this one
+            await wait_created(self.local, {**create, **grow}, led=create if self.staged else {})
         if create:  # broker defaults we did not set may still break fidelity
             plan = refuse(plan, await self._unfaithful(list(create), plan))
         for topic, reason in plan.refused.items():
@@ -160,7 +197,10 @@ class MirroredTopics:
         self.refused = dict(plan.refused)
         # before any copier of a new topic fetches: it fetches by the id learned here
         mirror = {t: n for t, n in plan.mirror.items() if t not in later}
-        halted = await self.check_ids(mirror, plan.sources)
+        if create or grow:  # the local ids of the topics just created
+            censuses[LOCAL] = await self.local.topic_census()
+            self._created(censuses[LOCAL])
+        halted = await self.check_ids(mirror, plan.sources, censuses)
         self.mirror = {t: n for t, n in mirror.items() if t not in self.halted}
         self.sources = dict(plan.sources)
         return Refresh(plan, halted)
@@ -188,10 +228,12 @@ class MirroredTopics:
         self,
         mirror: Mapping[str, int] | None = None,
         sources: Mapping[str, tuple[str, ...]] | None = None,
+        censuses: Mapping[str, Census] | None = None,
     ) -> dict[str, str]:
         """Ask every cluster the ids of the topics mirrored (and of those it held before);
         the topics whose id changed are halted (returned: topic → why), and the ids of
-        topics seen first are remembered."""
+        topics seen first are remembered. ``censuses``: the clusters' topics as just read
+        by the refresh (else read now)."""
         mirror = self.mirror if mirror is None else mirror
         sources = self.sources if sources is None else sources
         asked: dict[str, set[str]] = {LOCAL: set(mirror)}
@@ -200,8 +242,8 @@ class MirroredTopics:
         for where, known in self.ids.items():
             asked.setdefault(where, set()).update(known)
             asked[where] -= self.halted.keys()
-        clusters = {LOCAL: self.local} | {remote_label(n): c for n, c in self.remotes.items()}
-        seen = {where: await clusters[where].topic_ids(asked[where]) for where in asked}
+        censuses = censuses or await self._censuses()
+        seen = {where: censuses[where].ids_of(asked[where]) for where in asked}
         self._warn_without_ids(seen)
         self._report_gone(gone_at_remotes(self.ids, seen, asked, LOCAL))
         halted = {}
@@ -263,6 +305,20 @@ class MirroredTopics:
                     " and recreated there is told only by comparing records",
                     where,
                 )
+
+
+async def wait_created(local: Cluster, wanted: Mapping[str, int], led: Mapping[str, int]) -> None:
+    """Until the local metadata shows the ``wanted`` topics with their partition counts, and
+    every partition of ``led`` answers from its leader; looked at least every
+    ``CREATED_POLL_S``."""
+    await retried(
+        _Check(local, dict(wanted)), what="waiting for local topics", max_s=CREATED_POLL_S
+    )
+    if led:
+        tps = [TP(t, p) for t, n in led.items() for p in range(n)]
+        await retried(
+            partial(local.latest, tps), what="waiting for local leaders", max_s=CREATED_POLL_S
+        )
 
 
 class _Check:

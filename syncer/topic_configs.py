@@ -8,7 +8,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 
 from syncer.admin import TopicSetting
 from syncer.clusters import Cluster
@@ -20,6 +21,52 @@ log = logging.getLogger(__name__)
 # a broker applies an altered setting as it replays the metadata log: milliseconds
 REPORTED_TRIES = 50
 REPORTED_POLL_S = 0.1
+
+
+Settings = dict[str, dict[str, TopicSetting]]  # topic → key → its value and source
+
+
+@dataclass(frozen=True)
+class SettingsRead:
+    """Topic settings read from the local cluster and from each remote (by name)."""
+
+    local: Settings
+    remote: dict[str, Settings]
+
+    def only(self, keys: Collection[str]) -> SettingsRead:
+        """The same read with only ``keys``."""
+
+        def of(settings: Settings) -> Settings:
+            return {t: {k: v for k, v in s.items() if k in keys} for t, s in settings.items()}
+
+        return SettingsRead(of(self.local), {n: of(s) for n, s in self.remote.items()})
+
+    def values(self, where: Settings) -> dict[str, dict[str, str]]:
+        """The values reported (None ones left out), as ``topic_settings`` answers."""
+        return {
+            t: {k: v.value for k, v in s.items() if v.value is not None} for t, s in where.items()
+        }
+
+
+async def read_settings(
+    local: Cluster,
+    remotes: Mapping[str, Cluster],
+    topics: Sequence[str],
+    sources: Mapping[str, tuple[str, ...]],
+    keys: Collection[str],
+) -> SettingsRead:
+    """``keys`` of ``topics`` on the local cluster and on each remote that is a source of
+    them: one DescribeConfigs per cluster, which a refresh shares between syncing the
+    copied settings and judging the fidelity ones (at 500 topics each read was a tenth of
+    an idle process's CPU)."""
+    here = await local.topic_setting_sources(topics, keys)
+    there = {
+        name: await cluster.topic_setting_sources(
+            [t for t in topics if name in sources.get(t, ())], keys
+        )
+        for name, cluster in remotes.items()
+    }
+    return SettingsRead(here, there)
 
 
 class ConfigSyncer:
@@ -41,35 +88,35 @@ class ConfigSyncer:
         # each topic's source remote and its settings at the last look (applied or held)
         self._seen: dict[str, tuple[str, Mapping[str, TopicSetting]]] = {}
         self._lock = asyncio.Lock()
+        # local topics altered since a fidelity check last read them again
+        self.altered: set[str] = set()
 
     def __repr__(self) -> str:
         return f"<ConfigSyncer [keys: {len(self.keys)}, synced: {sum(self.drift.synced.values())}]>"
 
     async def sync(
-        self, topics: Sequence[str], sources: Mapping[str, tuple[str, ...]]
+        self,
+        topics: Sequence[str],
+        sources: Mapping[str, tuple[str, ...]],
+        read: SettingsRead | None = None,
     ) -> dict[str, dict[str, str]]:
         """Bring each local topic of ``topics`` to its source remote's copied settings; the
-        values applied (topic → key → value), which a broker may take a moment to report."""
+        values applied (topic → key → value), which a broker may take a moment to report.
+        ``read``: both sides' settings as just read (with at least the copied keys), else
+        read now. The topics altered are added to ``altered``."""
         applied: dict[str, dict[str, str]] = {}
         if not topics or not self.keys:
             return applied
         async with self._lock:  # a refresh, and partitions asking about a batch too large
-            await self._sync(topics, sources, applied)
+            if read is None:
+                read = await read_settings(self.local, self.remotes, topics, sources, self.keys)
+            await self._sync(topics, read.only(self.keys), applied)
         return applied
 
     async def _sync(
-        self,
-        topics: Sequence[str],
-        sources: Mapping[str, tuple[str, ...]],
-        applied: dict[str, dict[str, str]],
+        self, topics: Sequence[str], read: SettingsRead, applied: dict[str, dict[str, str]]
     ) -> None:
-        local = await self.local.topic_setting_sources(topics, self.keys)
-        remote = {
-            name: await cluster.topic_setting_sources(
-                [t for t in topics if name in sources.get(t, ())], self.keys
-            )
-            for name, cluster in self.remotes.items()
-        }
+        local, remote = read.local, read.remote
         for topic in topics:
             theirs = {name: remote[name][topic] for name in remote if topic in remote[name]}
             if theirs and topic in local:
@@ -100,6 +147,7 @@ class ConfigSyncer:
                 held.update({key: f"the local broker refused it: {exc}" for key in change.changes})
                 self._note_held(topic, source, held)
                 return {}
+            self.altered.add(topic)
             await self._reported(topic, change)
             log.info(
                 "topic %s: settings synced from remote %s: %s", topic, source, change.describe()
