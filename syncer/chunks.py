@@ -1,9 +1,9 @@
 """The gap of one partition as chunks fetched in parallel from any remote that holds them,
 and a bounded reorder buffer that hands them back strictly in offset order. What to fetch,
 from where, and what is ready is decided by ``chunk_plan.ChunkPlan``; this module owns the
-fetch tasks: one per chunk the plan launches, each answer or failure fed back to it. A task
-wakes its copier itself as it ends (one future the copier waits on, not ``asyncio.wait``,
-whose callbacks take a loop turn more between an answer and its write)."""
+fetch tasks: one per chunk the plan launches, each answer or failure fed back to it. The
+copier waits on one future that the fetcher sets as it hands an answer back (``answered``),
+not on ``asyncio.wait``: it writes the records in the next loop turn, not three turns on."""
 
 from __future__ import annotations
 
@@ -132,6 +132,7 @@ class ChunkScheduler:
             )
 
     def _wake_copier(self) -> None:
+        """A fetch was answered, failed or ended, or the copier stops: ``next_ready`` looks."""
         if self._wake is not None and not self._wake.done():
             self._wake.set_result(None)
 
