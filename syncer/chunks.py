@@ -1,7 +1,9 @@
 """The gap of one partition as chunks fetched in parallel from any remote that holds them,
 and a bounded reorder buffer that hands them back strictly in offset order. What to fetch,
 from where, and what is ready is decided by ``chunk_plan.ChunkPlan``; this module owns the
-fetch tasks: one per chunk the plan launches, each answer or failure fed back to it."""
+fetch tasks: one per chunk the plan launches, each answer or failure fed back to it. The
+copier waits on one future that the fetcher sets as it hands an answer back (``answered``),
+not on ``asyncio.wait``: it writes the records in the next loop turn, not three turns on."""
 
 from __future__ import annotations
 
@@ -69,7 +71,8 @@ class ChunkScheduler:
         )
         self._tasks: dict[int, asyncio.Task[tuple[FetchedPartition, float]]] = {}  # by number
         self._stopping = False
-        self._stopped: asyncio.Future[None] | None = None  # wakes ``next_ready`` at a stop
+        # what ``next_ready`` waits on: a fetch task ending, or a stop
+        self._wake: asyncio.Future[None] | None = None
         # the last answer was empty: the copier knows it is caught up, so the fetcher may
         # hold the next empty poll (else that one comes back at once and says so)
         self._quiet = False
@@ -96,8 +99,7 @@ class ChunkScheduler:
         """The copier is stopping: ``next_ready`` returns None now, polls held empty come
         back, and no more are held."""
         self._stopping = True
-        if self._stopped is not None and not self._stopped.done():
-            self._stopped.set_result(None)
+        self._wake_copier()
         for fetcher in self.fetchers.values():
             fetcher.release(self.tp)
 
@@ -129,15 +131,33 @@ class ChunkScheduler:
                 chunk.lead,
             )
 
+    def _wake_copier(self) -> None:
+        """A fetch was answered, failed or ended, or the copier stops: ``next_ready`` looks."""
+        if self._wake is not None and not self._wake.done():
+            self._wake.set_result(None)
+
     async def _fetch(
         self, chunk: Chunk, limit: int | None, poll: bool
     ) -> tuple[FetchedPartition, float]:
+        """One chunk's fetch (a task's), waking the copier as it is answered: the fetcher
+        calls ``answered`` right after it hands the answer back, so this task and then the
+        copier run in the next loop turn (a task's done callbacks would take a turn more,
+        ``asyncio.wait``'s two). A fetch that fails or is cancelled wakes it as it ends."""
         started = time.monotonic()
         fetcher = self.fetchers[chunk.remote]
         hold_s = ONE_SOURCE_HOLD_S if len(self.fetchers) == 1 else None
-        fetched = await fetcher.fetch(
-            self.tp, chunk.fetch_offset, limit, poll=poll, hold=self._holds, hold_s=hold_s
-        )
+        try:
+            fetched = await fetcher.fetch(
+                self.tp,
+                chunk.fetch_offset,
+                limit,
+                poll=poll,
+                hold=self._holds,
+                hold_s=hold_s,
+                answered=self._wake_copier,
+            )
+        finally:
+            self._wake_copier()
         self._quiet = not fetched.records
         return fetched, time.monotonic() - started
 
@@ -146,8 +166,6 @@ class ChunkScheduler:
         flight; None if nothing that could continue there is in flight, or if the copier is
         stopping (it need not wait for a long poll to end). Its ``ticket`` holds its bytes in
         the budget: the copier releases it once its writes are answered."""
-        if self._stopped is None:
-            self._stopped = asyncio.get_running_loop().create_future()
         while True:
             self._drop_excluded()
             found = self.plan.take(frontier)
@@ -155,10 +173,11 @@ class ChunkScheduler:
                 return found
             if not self._tasks or self._stopping:
                 return None
-            waiting: set[asyncio.Future[Any]] = {*self._tasks.values(), self._stopped}
-            done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+            if not any(task.done() for task in self._tasks.values()):
+                self._wake = asyncio.get_running_loop().create_future()
+                await self._wake
             for number, task in list(self._tasks.items()):
-                if task in done:
+                if task.done():
                     del self._tasks[number]
                     self._complete(task, self.plan.inflight[number])
             self.launch(frontier, self.plan.target)

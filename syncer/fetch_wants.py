@@ -41,6 +41,8 @@ class Want:
     hold_s: float = field(compare=False)  # for up to this long
     empty: FetchedPartition | None = field(default=None, compare=False)  # the last one held
     expiry: Deadline[tuple[TP, Want]] | None = field(default=None, compare=False)  # queued
+    # called as its answer is handed back, in the same loop turn (see ``ChunkScheduler``)
+    answered: Callable[[], None] = field(default=lambda: None, compare=False)
 
     @property
     def ask(self) -> tuple[int, int]:

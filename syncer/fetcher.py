@@ -136,21 +136,21 @@ class Fetcher(RequestLoop):
         poll: bool = False,
         hold: Callable[[], bool] = hold_always,
         hold_s: float | None = None,
+        answered: Callable[[], None] = lambda: None,
     ) -> FetchedPartition:
         """Records of ``tp`` from ``offset`` (raw), about ``max_bytes`` of them (whole
         batches, at least one). ``poll``: the partition is caught up, so wait for records to
-        arrive, polling again while ``hold()`` says so, up to ``hold_s`` (None: ``HOLD_S``
-        or the chunk timeout); otherwise answer at once."""
+        arrive, polling again while ``hold()`` says so, up to ``hold_s`` (None: ``HOLD_S`` or
+        the chunk timeout); else answer at once. ``answered()``: called as it is answered."""
         if self.dead is not None:
             raise self.dead
         loop = asyncio.get_running_loop()
         future: asyncio.Future[FetchedPartition] = loop.create_future()
         full = self.config.partition_fetch_max_bytes
         limit = min(max_bytes or full, full)
-        hold_s = self._hold_s if hold_s is None else hold_s
-        want = Want(
-            offset, next(self._order), max(1, limit), poll, future, loop.time(), hold, hold_s
-        )
+        hold_s, since = self._hold_s if hold_s is None else hold_s, loop.time()
+        want = Want(offset, next(self._order), max(1, limit), poll, future, since, hold, hold_s)
+        want.answered = answered
         self._queue(tp, want)
         self.pending_bytes += limit
         self.pending[tp] = self.pending.get(tp, 0) + 1
@@ -332,11 +332,13 @@ class Fetcher(RequestLoop):
             if got is None:
                 want.future.set_exception(TransientClusterError(f"{tp} missing from fetch"))
             elif got.outcome is FetchOutcome.TOPIC_GONE:
-                want.future.set_exception(self._gone(tp))
+                gone = unknown_id(self.cluster.name, self.topic_ids, tp)
+                want.future.set_exception(TransientClusterError(gone))
             elif got.outcome is FetchOutcome.REROUTED:  # a read replica named, or failed
                 self._queue(tp, want)
             else:
                 want.future.set_result(got)
+                want.answered()  # the caller's own waiter wakes in the same turn as it
         for want in self.quiet.overdue(now) if quiet else ():
             if not want.future.done() and want.empty is not None:
                 want.future.set_result(want.empty)  # its hold ran out
@@ -395,6 +397,3 @@ class Fetcher(RequestLoop):
         if connection == QUIET_CONNECTION:  # its partitions are in the session, not here
             raise TransientClusterError(f"{self.cluster.name}: a quiet poll needs topic ids")
         return await self.cluster.fetch(node, offsets, nearest=True, **sizes)
-
-    def _gone(self, tp: TP) -> TransientClusterError:
-        return TransientClusterError(unknown_id(self.cluster.name, self.topic_ids, tp))

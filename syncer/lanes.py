@@ -74,6 +74,7 @@ class Lanes:
         poll: bool = False,
         hold: Callable[[], bool] = hold_always,
         hold_s: float | None = None,
+        answered: Callable[[], None] = lambda: None,
     ) -> FetchedPartition:
         number = min(
             range(len(self.lanes)),
@@ -86,7 +87,9 @@ class Lanes:
         if not knows_leader(lane, tp):
             self._warm(tp)
             await self._learn(number, tp)
-        return await lane.fetch(tp, offset, max_bytes, poll=poll, hold=hold, hold_s=hold_s)
+        return await lane.fetch(
+            tp, offset, max_bytes, poll=poll, hold=hold, hold_s=hold_s, answered=answered
+        )
 
     async def _learn(self, number: int, tp: TP) -> None:
         """Lane ``number`` learns ``tp``'s leader before its fetch goes: lanes learn metadata

@@ -46,6 +46,7 @@ class Writer(RequestLoop):
         self._in_flight: dict[int, int] = defaultdict(int)
         self._opening: dict[int, int] = defaultdict(int)  # node → requests sent by a task
         self.requests_sent = 0
+        self._wrote_now = False  # ``submit`` wrote a request in this loop turn
         # batches of a topic whose leaders are being refreshed wait for the new leader
         cluster.leaders.listen(self._wakeup.set)
 
@@ -74,6 +75,8 @@ class Writer(RequestLoop):
             return future
         self._queues.setdefault(tp, deque()).append((batch, future))
         if self._idle():
+            self._wrote_now = True
+            asyncio.get_running_loop().call_soon(self._turn_over)
             try:
                 self._dispatch()  # written in the caller's turn of the loop
             except Exception:
@@ -84,11 +87,16 @@ class Writer(RequestLoop):
 
     def _idle(self) -> bool:
         """Nothing to coalesce a new batch with: the loop runs and has no pass to make, no
-        request is in flight, nothing else waits. Else it waits for the loop's next pass
-        (one loop turn), when every batch submitted meanwhile goes out with it."""
+        other batch waits, and none was written so in this loop turn (requests in flight do
+        not matter: the next goes behind them on the same connection). Else it waits for the
+        loop's next pass (one turn), when every batch submitted meanwhile goes out with it:
+        of the copiers one fetch answer wakes, the first writes at once, the others together."""
         running = self._task is not None and not self._task.done()
-        in_flight = any(self._in_flight.values())
-        return running and not in_flight and not self._wakeup.is_set() and len(self._queues) == 1
+        waits = self._wakeup.is_set() or len(self._queues) != 1
+        return running and not waits and not self._wrote_now
+
+    def _turn_over(self) -> None:
+        self._wrote_now = False
 
     def forget(self, tp: TP) -> None:
         """Drop what ``tp`` still has queued (after an error, its copier starts over)."""

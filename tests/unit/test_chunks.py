@@ -304,7 +304,9 @@ class Answers:
         self.held: list[bool] = []
         self.hold_s: list[float | None] = []
 
-    async def fetch(self, tp, offset, max_bytes=None, *, poll=False, hold, hold_s=None):  # type: ignore[no-untyped-def]
+    async def fetch(
+        self, tp, offset, max_bytes=None, *, poll=False, hold, hold_s=None, answered=None
+    ):  # type: ignore[no-untyped-def]
         self.held.append(hold())
         self.hold_s.append(hold_s)
         return self.answers.pop(0)

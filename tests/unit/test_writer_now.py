@@ -85,3 +85,19 @@ async def test_while_a_connection_opens_later_requests_wait_behind_it_in_order()
         cluster.up.set()
         await asyncio.gather(first, second)
     assert cluster.written == [[b"a1"], [b"a2"]]
+
+
+async def test_a_batch_in_a_later_turn_goes_behind_the_request_in_flight_at_once() -> None:
+    """The hop (issue 23): a request in flight is no reason to wait a turn; only batches
+    of the same turn wait, to go together."""
+    cluster = Direct()
+    async with Writer(cluster, max_in_flight=5) as writer:  # type: ignore[arg-type]
+        await asyncio.sleep(0)
+        first = writer.submit(A, b"a")
+        await asyncio.sleep(0)  # the next turn: ``a`` is still in flight (10 ms)
+        second = writer.submit(B, b"b")
+        assert cluster.written == [[b"a"], [b"b"]]  # no loop turn in between
+        third, fourth = writer.submit(A, b"a2"), writer.submit(C, b"c")
+        assert cluster.written == [[b"a"], [b"b"]]  # the same turn: they wait for the pass
+        await asyncio.gather(first, second, third, fourth)
+    assert cluster.written == [[b"a"], [b"b"], [b"a2", b"c"]]
