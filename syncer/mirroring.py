@@ -8,16 +8,17 @@ of ``topics``, ``topic_ids`` and ``topic_drift``; this is the I/O around them.""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 
 from syncer.admin import Census
 from syncer.clusters import READ_COMMITTED, TP, Cluster
 from syncer.config import TopicsConfig
-from syncer.errors import TransientClusterError
+from syncer.errors import SyncerError, TransientClusterError
 from syncer.holes import RemoteEnds
 from syncer.retry import retried
 from syncer.topic_configs import ConfigSyncer, SettingsRead, read_settings
@@ -72,10 +73,11 @@ class MirroredTopics:
         self.without_ids: set[str] = set()  # clusters whose brokers report no topic ids
         self.halted: dict[str, str] = {}  # topic → why (its id changed)
         self._counted: dict[str, dict[str, int]] = {}  # each cluster's counts at its last read
-        # with ``staged``, new topics are created CREATE_PER_REFRESH partitions per refresh
-        # and the next refresh comes at once while any are ``deferred``. Never in a group:
-        # its members would subscribe to different topics, and aiokafka's coordinator dies on
-        # an assignment of a topic its member has not subscribed to yet (3 members, 10,000)
+        # with ``staged`` (``run``, not a catch-up, which refreshes once), new topics are
+        # created CREATE_PER_REFRESH partitions per refresh and the next refresh comes at once
+        # while any are ``deferred``. In a group too: its members may then subscribe to
+        # different topics for a moment, so the leader gives out only the topics all of them
+        # subscribe to (``assignment.common_topics``)
         self.staged = False
         self.deferred = 0
         self.drift = TopicDrift()  # settings synced, held back, topics gone at a remote
@@ -122,7 +124,7 @@ class MirroredTopics:
         """The local ``census`` just after topics were created. Staged, their leaders were
         waited for, so the client's view holds them: the next refresh needs no full metadata
         read for them (at 4,000 partitions that read, one in each process's first idle
-        minute, was 15% of its idle CPU). In a group no leaders were waited for: the next
+        minute, was 15% of its idle CPU). Not staged (a catch-up), no leaders were: the next
         refresh reads them once for all copiers."""
         if self.staged:
             self._counted[LOCAL] = census.counts
@@ -223,6 +225,19 @@ class MirroredTopics:
             settings = await self.local.topic_settings([topic], ["max.message.bytes"])
             limit = settings.get(topic, {}).get("max.message.bytes")
         return None if limit is None else int(limit)
+
+    async def watch_ids(self, halt: Callable[[str, str], None]) -> None:
+        """Check the ids every ``refresh_interval_s`` (a catch-up refreshes only once);
+        ``halt`` is told each topic whose id changed, and why."""
+        while True:
+            await asyncio.sleep(self.config.refresh_interval_s)
+            try:
+                halted = await self.check_ids()
+            except SyncerError as exc:
+                log.warning("checking topic ids failed, will try again: %s", exc)
+                continue
+            for topic, reason in halted.items():
+                halt(topic, reason)
 
     async def check_ids(
         self,

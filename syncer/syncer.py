@@ -20,6 +20,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from syncer.alignment import StateClock
+from syncer.assignment import subscription_due
 from syncer.budget import ByteBudget
 from syncer.clusters import TP, ClusterSet
 from syncer.config import Config
@@ -195,7 +196,7 @@ class Syncer:
             if tp.topic not in self.halted_topics:
                 self._spawn(tp, copier.run(until=targets[tp]))
         # no topic refresh runs during a catch-up: the ids are still checked
-        watcher = asyncio.create_task(self._watch_topic_ids(), name="topic-ids")
+        watcher = asyncio.create_task(self.topics.watch_ids(self._halt_topic), name="topic-ids")
         try:
             await asyncio.gather(*self._tasks.values(), return_exceptions=True)
         finally:
@@ -212,7 +213,7 @@ class Syncer:
         ``coordination.group`` set, only the partitions the group assigns to this process."""
         await self.start()
         self._grouped = self.member is not None
-        self.topics.staged = self.member is None  # see MirroredTopics.staged: not in a group
+        self.topics.staged = True  # topics created in shares: see MirroredTopics.staged
         # the group's coordinator asked for while the first refresh creates the local topics
         side = [asyncio.create_task(self.member.announce(self.local))] if self.member else []
         if self.config.groups.include:
@@ -252,8 +253,11 @@ class Syncer:
     # coordination -----------------------------------------------------------------------
 
     async def _share_through_group(self) -> None:
-        """Tell the group leader's assignor the gaps, and keep the subscription current."""
+        """Tell the group leader's assignor the gaps, and keep the subscription current
+        (``subscription_due``: joined with the first share of topics, then all of them)."""
         assert self.member is not None
+        if not subscription_due(self.member.joined, self.topics.deferred):
+            return
         tps = [TP(t, p) for t, n in self.topics.mirror.items() for p in range(n)]
         try:
             self.member.update_gaps(await self.topics.gaps(tps))
@@ -317,18 +321,6 @@ class Syncer:
             for tp in new:
                 self.copiers[tp] = self._copier(tp, ends.get(tp, {}))
         return found.plan
-
-    async def _watch_topic_ids(self) -> None:
-        """Check topic ids every ``topics.refresh_interval_s`` (catch-up refreshes once)."""
-        while True:
-            await asyncio.sleep(self.config.topics.refresh_interval_s)
-            try:
-                halted = await self.topics.check_ids()
-            except SyncerError as exc:
-                log.warning("checking topic ids failed, will try again: %s", exc)
-                continue
-            for topic, reason in halted.items():
-                self._halt_topic(topic, reason)
 
     def _halt_topic(self, topic: str, reason: str) -> None:
         """Halt every partition of ``topic`` (it stays in ``halted_topics``, so copiers made
