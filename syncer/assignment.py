@@ -19,12 +19,13 @@ def weights_from_gaps(gaps: Mapping[TP, int]) -> dict[TP, float]:
 
 
 def common_topics(subscriptions: Iterable[Iterable[str]]) -> set[str]:
-    """The topics every member subscribes to: the only ones the leader gives out. Members
-    create the local topics share by share and subscribe to what exists so far, so for a
-    moment one member may know topics another does not yet; aiokafka's member fails for good
-    on an assignment naming a topic it has not subscribed to (an assertion in its
-    coordinator: seen at 3 members and 10,000 partitions). A topic some member still lacks
-    waits for the rebalance that member's next subscription starts."""
+    """The topics every member subscribes to: the only ones the leader gives out. Each
+    member refreshes its topics on its own clock, so a topic new at a remote is subscribed
+    to by one member before the others, and that member's new subscription starts a
+    rebalance at once; aiokafka's member fails for good on an assignment naming a topic it
+    has not subscribed to (an assertion in its coordinator; seen with 3 members subscribing
+    at different moments). A topic some
+    member still lacks waits for the rebalance that member's next subscription starts."""
     common: set[str] | None = None
     for topics in subscriptions:
         common = set(topics) if common is None else common & set(topics)
@@ -112,16 +113,6 @@ def _closest_to_half(ranked: list[tuple[float, TP]], spread: float) -> int | Non
     if above > 0:  # the first of the heaviest below half
         candidates.append(bisect.bisect_left(ranked, (ranked[above - 1][0],), 0, above))
     return min(candidates, key=lambda i: (abs(spread - 2 * ranked[i][0]), ranked[i][1]))
-
-
-def subscription_due(joined: bool, deferred: int) -> bool:
-    """Whether a member changes its group subscription after this topic refresh. It joins
-    with the first share of local topics created (its first copies need not wait for the
-    broker to create all of them, ~55 s at 10,000 partitions), then keeps that subscription
-    while topics wait to be created (``deferred``), since every change is a rebalance of the
-    whole group in which each member stops and restarts all its copiers; once all exist it
-    subscribes to all (unchanged, a no-op), and follows topics found later."""
-    return not joined or not deferred
 
 
 def encode_owned(partitions: Collection[TP]) -> bytes:

@@ -225,10 +225,6 @@ class GroupMember:
         except Exception as exc:  # only a head start: the join asks again and waits
             log.debug("group %s: asking for its coordinator early: %r", self.group.group, exc)
 
-    @property
-    def joined(self) -> bool:
-        return bool(self._topics)
-
     async def subscribe(self, topics: Iterable[str]) -> None:
         """Join (first call) or change the subscription to the local mirrored topics."""
         wanted = tuple(sorted(topics))

@@ -73,11 +73,13 @@ class MirroredTopics:
         self.without_ids: set[str] = set()  # clusters whose brokers report no topic ids
         self.halted: dict[str, str] = {}  # topic → why (its id changed)
         self._counted: dict[str, dict[str, int]] = {}  # each cluster's counts at its last read
-        # with ``staged`` (``run``, not a catch-up, which refreshes once), new topics are
-        # created CREATE_PER_REFRESH partitions per refresh and the next refresh comes at once
-        # while any are ``deferred``. In a group too: its members may then subscribe to
-        # different topics for a moment, so the leader gives out only the topics all of them
-        # subscribe to (``assignment.common_topics``)
+        # with ``staged``, new topics are created CREATE_PER_REFRESH partitions per refresh
+        # and the next refresh comes at once while any are ``deferred``. Not in a group: tried
+        # on 2026-12-01 (3 members, 10,000 partitions: members joined with the first share,
+        # the leader giving out only topics all subscribe to), the first record came at 30 s
+        # rather than 63 s but in-sync went from 71 s to over 86 s: each share waited 20-25 s
+        # for its leaders while three members polled them, and every subscription change was
+        # an eager rebalance of the whole group
         self.staged = False
         self.deferred = 0
         self.drift = TopicDrift()  # settings synced, held back, topics gone at a remote
@@ -124,7 +126,7 @@ class MirroredTopics:
         """The local ``census`` just after topics were created. Staged, their leaders were
         waited for, so the client's view holds them: the next refresh needs no full metadata
         read for them (at 4,000 partitions that read, one in each process's first idle
-        minute, was 15% of its idle CPU). Not staged (a catch-up), no leaders were: the next
+        minute, was 15% of its idle CPU). In a group no leaders were waited for: the next
         refresh reads them once for all copiers."""
         if self.staged:
             self._counted[LOCAL] = census.counts

@@ -20,7 +20,6 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from syncer.alignment import StateClock
-from syncer.assignment import subscription_due
 from syncer.budget import ByteBudget
 from syncer.clusters import TP, ClusterSet
 from syncer.config import Config
@@ -213,7 +212,7 @@ class Syncer:
         ``coordination.group`` set, only the partitions the group assigns to this process."""
         await self.start()
         self._grouped = self.member is not None
-        self.topics.staged = True  # topics created in shares: see MirroredTopics.staged
+        self.topics.staged = self.member is None  # see MirroredTopics.staged: not in a group
         # the group's coordinator asked for while the first refresh creates the local topics
         side = [asyncio.create_task(self.member.announce(self.local))] if self.member else []
         if self.config.groups.include:
@@ -253,11 +252,8 @@ class Syncer:
     # coordination -----------------------------------------------------------------------
 
     async def _share_through_group(self) -> None:
-        """Tell the group leader's assignor the gaps, and keep the subscription current
-        (``subscription_due``: joined with the first share of topics, then all of them)."""
+        """Tell the group leader's assignor the gaps, and keep the subscription current."""
         assert self.member is not None
-        if not subscription_due(self.member.joined, self.topics.deferred):
-            return
         tps = [TP(t, p) for t, n in self.topics.mirror.items() for p in range(n)]
         try:
             self.member.update_gaps(await self.topics.gaps(tps))

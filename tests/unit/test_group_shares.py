@@ -1,7 +1,6 @@
-"""Members of a group that create the local topics share by share: the leader gives out only
-the topics every member subscribes to (aiokafka's member fails for good on an assignment of a
-topic it has not subscribed to), and a member changes its subscription only when it joins and
-once every topic exists (each change is a rebalance of the whole group)."""
+"""Members of a group that subscribe to different topics for a moment (each refreshes its
+topics on its own clock): the leader gives out only the topics every member subscribes to,
+since aiokafka's member fails for good on an assignment of a topic it has not subscribed to."""
 
 from __future__ import annotations
 
@@ -9,7 +8,7 @@ from typing import Any
 
 from aiokafka.coordinator.protocol import ConsumerProtocol
 
-from syncer.assignment import common_topics, subscription_due
+from syncer.assignment import common_topics
 from syncer.clusters import TP
 from syncer.coordination import GapStickyAssignor
 
@@ -73,12 +72,3 @@ def test_an_owned_partition_of_a_topic_not_all_subscribe_to_is_not_kept() -> Non
     shares = plan({"m1": ["a", "b"], "m2": ["a"]}, owned)
     assert TP("b", 0) not in shares["m1"]
     assert shares["m1"] | shares["m2"] == {TP("a", p) for p in range(4)}
-
-
-def test_a_member_joins_with_its_first_share_then_waits_for_all_topics() -> None:
-    assert subscription_due(
-        joined=False, deferred=400
-    )  # topics not created yet; the first share: join at once
-    assert not subscription_due(joined=True, deferred=300)  # more shares to come: no rebalance
-    assert subscription_due(joined=True, deferred=0)  # all exist: subscribe to all
-    assert subscription_due(joined=False, deferred=0)  # a small selection: one share
