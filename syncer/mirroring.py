@@ -76,10 +76,10 @@ class MirroredTopics:
         # with ``staged``, new topics are created CREATE_PER_REFRESH partitions per refresh
         # and the next refresh comes at once while any are ``deferred``. Not in a group: tried
         # on 2026-12-01 (3 members, 10,000 partitions: members joined with the first share,
-        # the leader giving out only topics all subscribe to), the first record came at 30 s
-        # rather than 63 s but in-sync went from 71 s to over 86 s: each share waited 20-25 s
-        # for its leaders while three members polled them, and every subscription change was
-        # an eager rebalance of the whole group
+        # the leader giving out only topics all subscribe to), the first record came at 38.6 s
+        # rather than 63.2 s but in-sync at 97.7 s rather than 71.0 s: each share of 2,000
+        # waited 20-25 s for its leaders (all 10,000 at once: ~50 s), and 3-4 eager
+        # rebalances per member (1 before) each stopped and restarted every copier
         self.staged = False
         self.deferred = 0
         self.drift = TopicDrift()  # settings synced, held back, topics gone at a remote
