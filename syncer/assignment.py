@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import bisect
 import json
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 
 from syncer.clusters import TP
 
@@ -16,6 +16,35 @@ def weights_from_gaps(gaps: Mapping[TP, int]) -> dict[TP, float]:
     a partition with an average backlog weighs 2 and a caught-up one weighs 1."""
     mean = sum(gaps.values()) / len(gaps) if gaps else 0.0
     return {tp: 1.0 + (gap / mean if mean > 0 else 0.0) for tp, gap in gaps.items()}
+
+
+def common_topics(subscriptions: Iterable[Iterable[str]]) -> set[str]:
+    """The topics every member subscribes to: the only ones the leader gives out. Each
+    member refreshes its topics on its own clock, so a topic new at a remote is subscribed
+    to by one member before the others, and that member's new subscription starts a
+    rebalance at once; aiokafka's member fails for good on an assignment naming a topic it
+    has not subscribed to (an assertion in its coordinator; seen with 3 members subscribing
+    at different moments). A topic some
+    member still lacks waits for the rebalance that member's next subscription starts."""
+    common: set[str] | None = None
+    for topics in subscriptions:
+        common = set(topics) if common is None else common & set(topics)
+    return common or set()
+
+
+def subscribed_gaps(
+    topics: Iterable[str],
+    partitions_of: Callable[[str], Iterable[int] | None],
+    measured: Mapping[TP, int],
+) -> dict[TP, int]:
+    """Every partition of the topics some member subscribes to, with the gap the leader last
+    measured; one it never measured (new, or measuring failed) counts as caught up. A topic
+    the leader's metadata does not know yet has no partitions to give."""
+    return {
+        TP(topic, p): measured.get(TP(topic, p), 0)
+        for topic in topics
+        for p in (partitions_of(topic) or ())
+    }
 
 
 def assign(owned: Mapping[str, Collection[TP]], weights: Mapping[TP, float]) -> dict[str, set[TP]]:

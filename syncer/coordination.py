@@ -25,7 +25,14 @@ from aiokafka.coordinator.protocol import (
 from aiokafka.errors import KafkaError
 from aiokafka.protocol.coordination import FindCoordinatorRequest
 
-from syncer.assignment import assign, decode_owned, encode_owned, weights_from_gaps
+from syncer.assignment import (
+    assign,
+    common_topics,
+    decode_owned,
+    encode_owned,
+    subscribed_gaps,
+    weights_from_gaps,
+)
 from syncer.clusters import TP, Cluster, client_options
 from syncer.config import Config, CoordinationConfig
 from syncer.tasks import cancel_and_wait
@@ -58,7 +65,7 @@ class GapStickyAssignor(AbstractPartitionAssignor):  # type: ignore[misc]
     def assign(
         self, cluster: Any, members: Mapping[str, ConsumerProtocolMemberMetadata]
     ) -> dict[str, ConsumerProtocolMemberAssignment]:
-        topics = {t for meta in members.values() for t in meta.subscription}
+        topics = common_topics(meta.subscription for meta in members.values())
         gaps = subscribed_gaps(topics, cluster.partitions_for_topic, self.gaps)
         owned = {member: decode_owned(meta.user_data) for member, meta in members.items()}
         plan = assign(owned, weights_from_gaps(gaps))
@@ -71,21 +78,6 @@ class GapStickyAssignor(AbstractPartitionAssignor):  # type: ignore[misc]
 
     def on_assignment(self, assignment: ConsumerProtocolMemberAssignment) -> None:
         self.owned = set(assignment.partitions())
-
-
-def subscribed_gaps(
-    topics: Iterable[str],
-    partitions_of: Callable[[str], Iterable[int] | None],
-    measured: Mapping[TP, int],
-) -> dict[TP, int]:
-    """Every partition of the topics some member subscribes to, with the gap the leader last
-    measured; one it never measured (new, or measuring failed) counts as caught up. A topic
-    the leader's metadata does not know yet has no partitions to give."""
-    return {
-        TP(topic, p): measured.get(TP(topic, p), 0)
-        for topic in topics
-        for p in (partitions_of(topic) or ())
-    }
 
 
 def member_assignment(partitions: set[TP]) -> ConsumerProtocolMemberAssignment:

@@ -8,16 +8,17 @@ of ``topics``, ``topic_ids`` and ``topic_drift``; this is the I/O around them.""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 
 from syncer.admin import Census
 from syncer.clusters import READ_COMMITTED, TP, Cluster
 from syncer.config import TopicsConfig
-from syncer.errors import TransientClusterError
+from syncer.errors import SyncerError, TransientClusterError
 from syncer.holes import RemoteEnds
 from syncer.retry import retried
 from syncer.topic_configs import ConfigSyncer, SettingsRead, read_settings
@@ -73,9 +74,12 @@ class MirroredTopics:
         self.halted: dict[str, str] = {}  # topic → why (its id changed)
         self._counted: dict[str, dict[str, int]] = {}  # each cluster's counts at its last read
         # with ``staged``, new topics are created CREATE_PER_REFRESH partitions per refresh
-        # and the next refresh comes at once while any are ``deferred``. Never in a group:
-        # its members would subscribe to different topics, and aiokafka's coordinator dies on
-        # an assignment of a topic its member has not subscribed to yet (3 members, 10,000)
+        # and the next refresh comes at once while any are ``deferred``. Not in a group: tried
+        # on 2026-12-01 (3 members, 10,000 partitions: members joined with the first share,
+        # the leader giving out only topics all subscribe to), the first record came at 38.6 s
+        # rather than 63.2 s but in-sync at 97.7 s rather than 71.0 s: each share of 2,000
+        # waited 20-25 s for its leaders (all 10,000 at once: ~50 s), and 3-4 eager
+        # rebalances per member (1 before) each stopped and restarted every copier
         self.staged = False
         self.deferred = 0
         self.drift = TopicDrift()  # settings synced, held back, topics gone at a remote
@@ -223,6 +227,19 @@ class MirroredTopics:
             settings = await self.local.topic_settings([topic], ["max.message.bytes"])
             limit = settings.get(topic, {}).get("max.message.bytes")
         return None if limit is None else int(limit)
+
+    async def watch_ids(self, halt: Callable[[str, str], None]) -> None:
+        """Check the ids every ``refresh_interval_s`` (a catch-up refreshes only once);
+        ``halt`` is told each topic whose id changed, and why."""
+        while True:
+            await asyncio.sleep(self.config.refresh_interval_s)
+            try:
+                halted = await self.check_ids()
+            except SyncerError as exc:
+                log.warning("checking topic ids failed, will try again: %s", exc)
+                continue
+            for topic, reason in halted.items():
+                halt(topic, reason)
 
     async def check_ids(
         self,

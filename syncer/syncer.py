@@ -195,7 +195,7 @@ class Syncer:
             if tp.topic not in self.halted_topics:
                 self._spawn(tp, copier.run(until=targets[tp]))
         # no topic refresh runs during a catch-up: the ids are still checked
-        watcher = asyncio.create_task(self._watch_topic_ids(), name="topic-ids")
+        watcher = asyncio.create_task(self.topics.watch_ids(self._halt_topic), name="topic-ids")
         try:
             await asyncio.gather(*self._tasks.values(), return_exceptions=True)
         finally:
@@ -317,18 +317,6 @@ class Syncer:
             for tp in new:
                 self.copiers[tp] = self._copier(tp, ends.get(tp, {}))
         return found.plan
-
-    async def _watch_topic_ids(self) -> None:
-        """Check topic ids every ``topics.refresh_interval_s`` (catch-up refreshes once)."""
-        while True:
-            await asyncio.sleep(self.config.topics.refresh_interval_s)
-            try:
-                halted = await self.topics.check_ids()
-            except SyncerError as exc:
-                log.warning("checking topic ids failed, will try again: %s", exc)
-                continue
-            for topic, reason in halted.items():
-                self._halt_topic(topic, reason)
 
     def _halt_topic(self, topic: str, reason: str) -> None:
         """Halt every partition of ``topic`` (it stays in ``halted_topics``, so copiers made

@@ -71,6 +71,7 @@ class Member:
     peak_rss_mib: float
     settling_cpu: float  # fraction of a core over SETTLE_S, from 3 s after all in sync
     idle_cpu: float  # fraction of a core over IDLE_S once settled
+    rebalances: int  # assignments it received, from its /metrics, once all were in sync
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,11 @@ def main() -> None:
     )
     parser.add_argument("--out", type=Path, default=Path("results"))
     parser.add_argument("--verbose", action="store_true", help="syncer -v, logs kept")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="stop once all are in sync: no settling or idle window (while iterating)",
+    )
     parser.add_argument(
         "--profile",
         type=Path,
@@ -188,10 +194,20 @@ def run_case(
         launch(work, local, east, port, members, n, args.verbose) for n, port in enumerate(ports)
     ]
     started = time.monotonic()
+    if args.verbose:  # the logs' clock: their times minus this are seconds after launch
+        launched = datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
+        print(f"  launched {members} at {launched} (logs in {work})", flush=True)
     try:
         first, complete, synced = asyncio.run(
             follow(procs, local, topics, args.partitions, started)
         )
+        rebalanced = [rebalances(port) for port in ports]
+        if args.quick:
+            measured = [
+                Member(f"m{n}", owned(port), rss_mib(p.pid), 0.0, 0.0, count)
+                for n, (p, port, count) in enumerate(zip(procs, ports, rebalanced, strict=True))
+            ]
+            return Case(measured, len(topics) * args.partitions, first, complete, synced)
         time.sleep(3)  # the copiers see the last write answered and turn idle
         settling = [cpu_seconds(p.pid) for p in procs]
         time.sleep(SETTLE_S)
@@ -204,9 +220,9 @@ def run_case(
                 spied.wait(30)
         idle = [(cpu_seconds(p.pid) - b) / IDLE_S for p, b in zip(procs, before, strict=True)]
         measured = [
-            Member(f"m{n}", owned(port), rss_mib(p.pid), settle, cpu)
-            for n, (p, port, settle, cpu) in enumerate(
-                zip(procs, ports, settled, idle, strict=True)
+            Member(f"m{n}", owned(port), rss_mib(p.pid), settle, cpu, count)
+            for n, (p, port, settle, cpu, count) in enumerate(
+                zip(procs, ports, settled, idle, rebalanced, strict=True)
             )
         ]
     finally:
@@ -321,6 +337,15 @@ def owned(port: int) -> int:
         return len(json.load(answer)["partitions"])
 
 
+def rebalances(port: int) -> int:
+    """How many assignments the process at ``port`` received from its group (its /metrics)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as answer:
+        for line in answer.read().decode().splitlines():
+            if line.startswith("syncer_rebalances_total "):
+                return int(float(line.split()[1]))
+    return 0
+
+
 def rss_mib(pid: int) -> float:
     """The peak resident set of running process ``pid`` so far."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -347,6 +372,7 @@ def report(console: Console, args: argparse.Namespace, cases: dict[str, Case]) -
         f"peak RSS MiB (≤{RSS_MIB:.0f})",
         f"settling CPU ({SETTLE_S:.0f} s)",
         f"idle CPU (≤{IDLE_CPU:.0%})",
+        "rebalances",
     )
     for column in columns:
         table.add_column(column, justify="right")
@@ -368,6 +394,7 @@ def report(console: Console, args: argparse.Namespace, cases: dict[str, Case]) -
                 f"{m.peak_rss_mib:.0f} {_mark(m.peak_rss_mib, RSS_MIB)}",
                 f"{m.settling_cpu:.1%}",
                 f"{m.idle_cpu:.1%} {_mark(m.idle_cpu, IDLE_CPU)}",
+                str(m.rebalances),
             )
     console.print(table)
     document = {
