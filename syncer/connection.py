@@ -43,7 +43,6 @@ from syncer.protocol import NO_ID, UNKNOWN_TOPIC_ID, TopicIdsRequest, topics_of
 from syncer.protocol.common import FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH
 from syncer.protocol.versions import refuse_if_too_old
 from syncer.replicas import ReadReplicas
-from syncer.sockets import adopt, socket_buffers, socket_of
 
 TP: TypeAlias = TopicPartition
 
@@ -149,7 +148,6 @@ class ClusterConnection:
         }
         self._buffers = {k: v for k, v in self._buffers.items() if v > 0}
         self._tuned: weakref.WeakSet[Any] = weakref.WeakSet()
-        self._framed: weakref.WeakSet[Any] = weakref.WeakSet()  # answers read by ``framed``
         # refreshes the leaders when an answer says they moved (``leaders_moved``)
         self.leaders = MetadataRefresh(self.refresh_metadata, self.name)
         self.failed_at: dict[int, float] = {}  # node → when a request to it last failed
@@ -352,7 +350,6 @@ class ClusterConnection:
         try:
             if self._buffers:
                 await self._tune(node, group)
-            adopt(getattr(self._client, "_conns", {}).get((node, group)), self._framed)
             return await self._client.send(node, request, group=group)
         except (kafka_errors.KafkaError, TimeoutError, OSError) as exc:
             raise self.failed(node, exc) from exc
@@ -377,7 +374,8 @@ class ClusterConnection:
         for conn in list(self._client._conns.values()):
             if conn in self._tuned:
                 continue
-            sock = socket_of(conn)
+            writer = getattr(conn, "_writer", None)
+            sock = writer.transport.get_extra_info("socket") if writer is not None else None
             if sock is not None:
                 for option, size in self._buffers.items():
                     sock.setsockopt(socket.SOL_SOCKET, option, size)
@@ -388,4 +386,15 @@ class ClusterConnection:
 
     def socket_buffers(self) -> list[tuple[int, int]]:
         """(SO_RCVBUF, SO_SNDBUF) of every open connection, as the kernel reports them."""
-        return socket_buffers(list(self._client._conns.values()))
+        out = []
+        for conn in list(self._client._conns.values()):
+            writer = getattr(conn, "_writer", None)
+            sock = writer.transport.get_extra_info("socket") if writer is not None else None
+            if sock is not None:
+                out.append(
+                    (
+                        sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF),
+                        sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF),
+                    )
+                )
+        return out
