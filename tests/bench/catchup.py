@@ -247,7 +247,8 @@ def run_case(
         f" L_raw {limit_raw.mb_per_s:.1f} MB/s (serve {limit_raw.serve_mb_per_s:.1f},"
         f" append {limit_raw.append_mb_per_s:.1f}; tool CPU at most"
         f" {max(limit_raw.serve.max_cpu_share, limit_raw.append.max_cpu_share):.0%} of a core),"
-        f" syncer / L_raw {ours.mb_per_s / limit_raw.mb_per_s:.2f};"
+        f" syncer / L_raw {ours.mb_per_s / limit_raw.mb_per_s:.2f}"
+        f" (syncer core use {core_use(ours) or 0:.2f});"
         f" syncer RSS {ours.peak_rss_mib:.0f} MiB" + (f"; L {limit:.1f} MB/s" if limit else "")
     )
     return row
@@ -331,7 +332,17 @@ def _row(m: Measured) -> dict[str, object]:
         "mb_per_s": m.mb_per_s,
         "records_per_s": m.records_per_s,
         "cpu_s_per_gib": m.cpu_s_per_gib,
+        "core_use": core_use(m),
     }
+
+
+def core_use(m: Measured) -> float | None:
+    """The copier's CPU seconds per wall second from its first record copied to its last
+    (1.0: one core busy all the time). syncer runs on one thread, so near 1.0 its own
+    thread is the bottleneck and only less CPU per byte makes the copy faster; well below,
+    it waits on something else. None where its CPU was not sampled in that window."""
+    cpu = m.window_cpu_s.get("syncer")  # run_syncer samples its process under this name
+    return cpu / m.seconds if cpu is not None and m.seconds > 0 else None
 
 
 def measure_limit(
@@ -419,6 +430,7 @@ def report(console: Console, args: argparse.Namespace, results: list[dict[str, o
         "vs MM2",
         "old vs MM2",
         "syncer CPU s/GiB",
+        "syncer core use",
         "MM2 CPU s/GiB",
         "syncer RSS MiB",
         "MM2 RSS MiB",
@@ -448,6 +460,7 @@ def report(console: Console, args: argparse.Namespace, results: list[dict[str, o
             f"{ratios['throughput_vs_mm2']:.2f}x",
             f"{ratios['old_records_vs_mm2']:.2f}x",
             f"{ours['cpu_s_per_gib']:.1f}",
+            "-" if ours["core_use"] is None else f"{ours['core_use']:.2f}",
             f"{peer['cpu_s_per_gib']:.1f}",
             f"{ours['peak_rss_mib']:.0f}",
             f"{peer['peak_rss_mib']:.0f}",
