@@ -24,8 +24,8 @@ def common_topics(subscriptions: Iterable[Iterable[str]]) -> set[str]:
     to by one member before the others, and that member's new subscription starts a
     rebalance at once; aiokafka's member fails for good on an assignment naming a topic it
     has not subscribed to (an assertion in its coordinator; seen with 3 members subscribing
-    at different moments). A topic some
-    member still lacks waits for the rebalance that member's next subscription starts."""
+    at different moments). A topic some member still lacks waits for the rebalance that
+    member's next subscription starts."""
     common: set[str] | None = None
     for topics in subscriptions:
         common = set(topics) if common is None else common & set(topics)
