@@ -29,7 +29,7 @@ unit: $(STAMP)
 # three group members on one-node clusters, 60 rounds; and broker faults (kill -9 or a clean
 # restart of a node, preferred elections) on a 3-node local and a 3-node remote, with kill -9
 # and pauses of group members, 30 rounds (half of SYNCER_CHAOS_ROUNDS unless
-# SYNCER_CHAOS_BROKER_ROUNDS says). `make test` runs 6 and 3. SYNCER_CHAOS_SEED replays a run.
+# SYNCER_CHAOS_BROKER_ROUNDS says). `make test` runs 6 and 2. SYNCER_CHAOS_SEED replays a run.
 chaos: $(STAMP)
 	SYNCER_CHAOS_ROUNDS=$${SYNCER_CHAOS_ROUNDS:-60} $(BIN)/pytest -q -s -p no:cacheprovider tests/integration/test_chaos.py tests/integration/test_chaos_brokers.py
 

@@ -171,16 +171,16 @@ async def test_a_remote_broker_restart_is_retried_counted_and_exact(
     await assert_identical(local, remote.bootstrap, topic)
 
 
-async def test_the_local_cluster_down_for_half_a_minute_then_the_copy_completes_exactly(
+async def test_the_local_cluster_down_for_twenty_seconds_then_the_copy_completes_exactly(
     blink: Testbed, east: str, topic: str, tmp_path: object, daemons: list[Daemon], testbed: Testbed
 ) -> None:
     local = blink.clusters["blink_local"]
     daemon = await copying(tmp_path, daemons, testbed, local.bootstrap, east, topic)
     await asyncio.to_thread(local.stop)
     try:
-        # three times the longest back-off (10 s), six request timeouts (5 s): retries at
-        # the capped back-off, the daemon alive and healthy throughout
-        await asyncio.sleep(30)
+        # twice the longest back-off (10 s), four request timeouts (5 s): retries at the
+        # capped back-off, the daemon alive and healthy throughout
+        await asyncio.sleep(20)
         assert daemon.proc.poll() is None  # still running, retrying with back-off
         assert (await asyncio.to_thread(get, f"{daemon.url}/healthz"))[0] == 200
     finally:
