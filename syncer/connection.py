@@ -16,7 +16,6 @@ import weakref
 from collections.abc import Collection
 from typing import Any, Self, TypeAlias, cast
 
-from aiokafka import AIOKafkaClient
 from aiokafka import errors as kafka_errors
 from aiokafka.client import ConnectionGroup
 from aiokafka.conn import create_conn
@@ -33,6 +32,7 @@ from syncer.errors import (
     TransientClusterError,
     UnreachableError,
 )
+from syncer.kafka_client import KafkaClient
 from syncer.leaders import (
     LEADER_MOVED_CODES,
     STALE_METADATA_CODES,
@@ -134,7 +134,7 @@ class ClusterConnection:
         self.name = config.name or role
         self.role = role
         self.lane = lane
-        self._client = AIOKafkaClient(
+        self._client = KafkaClient(
             bootstrap_servers=config.bootstrap_servers,
             client_id=f"{config.client_id}-{self.name}" + (f"-lane{lane}" if lane else ""),
             request_timeout_ms=config.request_timeout_ms,
@@ -242,7 +242,7 @@ class ClusterConnection:
         failures = []
         for node in brokers:
             try:
-                response = await self._client.send(node, MetadataRequest(None, False))
+                response = await self._client.metadata(node)
             except (kafka_errors.KafkaError, OSError, TimeoutError) as exc:
                 self.failed_at[node] = time.monotonic()
                 failures.append(f"node {node}: {type(exc).__name__}")

@@ -16,14 +16,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import shutil
+import signal
 import subprocess
 import time
 from collections import Counter
 from collections.abc import Callable
 
+from aiokafka.protocol.metadata import MetadataRequest
+
 from syncer.clusters import Cluster
 from syncer.config import ClusterConfig
+from syncer.connection import ClusterConnection
 from syncer.syncer import Syncer
 from syncer.testbed import Testbed
 from syncer.testbed.probe import Placement
@@ -231,3 +236,42 @@ async def test_remote_broker_faults_mid_copy_end_identical_and_leader_moves_stal
             asyncio.to_thread(kcat_lines, local, topic, 0),
         )
         assert len(here) == remote_ends[0] and here == there
+
+
+async def test_a_remote_node_that_takes_connections_but_answers_nothing_holds_up_no_other(
+    remote3: Testbed,
+) -> None:
+    """A paused node (SIGSTOP: its kernel still completes TCP handshakes, as a restarting
+    broker's bound socket does) while new connections are opened to it and to a healthy
+    node: the healthy one answers at once, not after the silent one's request timeout
+    (aiokafka opened every connection of a client under one lock)."""
+    cluster = cluster_of(remote3)
+    nodes = remote3.multi(cluster.name)
+    config = ClusterConfig(cluster.bootstrap, name="remote3", request_timeout_ms=10_000)
+    silent, healthy = 3, 1
+    pid = nodes.node(silent).pid
+    assert pid is not None
+    async with ClusterConnection(config, role="test") as connection:
+        await connection.refresh_metadata()
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            # connection numbers 7 and 8 are new to both nodes: each must be opened
+            stuck = asyncio.create_task(
+                connection.send(silent, MetadataRequest([], False), connection=7)
+            )
+            await asyncio.sleep(1)  # its TCP connection is open, its ApiVersions unanswered
+            assert not stuck.done()
+            began = time.monotonic()
+            answer = await asyncio.wait_for(
+                connection.send(healthy, MetadataRequest([], False), connection=8), 8
+            )
+            took = time.monotonic() - began
+            log.warning("a new connection to a healthy node beside a silent one: %.2f s", took)
+            assert {b[0] for b in answer.brokers} == {1, 2, 3}
+            assert took < 2.0, f"the healthy node answered after {took:.1f} s"
+            assert not stuck.done()  # the silent node still holds its own connection
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        back = await asyncio.wait_for(stuck, 30)  # woken, it answers on that connection
+        assert {b[0] for b in back.brokers} == {1, 2, 3}
+    await asyncio.to_thread(nodes.wait_node, silent)  # whole again for the next test

@@ -42,6 +42,10 @@ class StuckClient:
     def force_metadata_update(self) -> asyncio.Future[bool]:
         return asyncio.get_running_loop().create_future()  # never resolved
 
+    async def metadata(self, node: int) -> MetadataResponse_v0:
+        """``syncer.kafka_client.KafkaClient.metadata``: every topic's, of ``node``."""
+        return await self.send(node, None)
+
     async def send(self, node: int, request: Any, **_: Any) -> MetadataResponse_v0:
         self.asked.append(node)
         if node in self.down:
