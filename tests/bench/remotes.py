@@ -158,6 +158,7 @@ def report(
     # late (it waits for its chunk) while data has long been flowing
     columns = (
         "copier",
+        "launch→first s",
         "launch→done s",
         "MB/s",
         "× one remote",
@@ -174,6 +175,7 @@ def report(
             ratios[f"{n} remotes / 1 remote"] = rate(m) / rate(one)
         table.add_row(
             m.copier,
+            f"{m.launch_to_last_s - m.seconds:.1f}",
             f"{m.launch_to_last_s:.1f}",
             f"{rate(m):.2f}",
             "" if one is None else f"{rate(m) / rate(one):.2f}",
@@ -199,6 +201,7 @@ def report(
                         "copier": m.copier,
                         "remotes": n,
                         "seconds": m.launch_to_last_s,
+                        "launch_to_first_s": m.launch_to_last_s - m.seconds,
                         "mb_per_s": rate(m),
                     }
                     for n, m in runs
