@@ -85,9 +85,12 @@ class Lanes:
             except SyncerError:
                 return
         nodes = fetch_nodes(counts, self.wanted, partial(node_of, self.lanes[number]))
-        with contextlib.suppress(SyncerError, OSError):
-            for node in sorted(nodes):  # aiokafka opens one client's connections in turn
-                await cluster.connect(node, connection=DATA_CONNECTION)
+        # side by side (each connection opens under its own lock); one not opened here is
+        # opened by the lane's first fetch to that broker, or fails it
+        await asyncio.gather(
+            *(cluster.connect(node, connection=DATA_CONNECTION) for node in sorted(nodes)),
+            return_exceptions=True,
+        )
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(work)
