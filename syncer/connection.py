@@ -1,6 +1,7 @@
 """One connection to a cluster: bootstrap, metadata, topic ids, leaders, and sending a request
-to a broker on one of its connections. aiokafka's errors are translated into ours here, at the
-boundary; the TLS context of a cluster is built once and shared by all its clients."""
+to a broker on one of its connections, or opening one ahead of it. aiokafka's errors are
+translated into ours here, at the boundary; the clients' security settings (a TLS context
+built once per cluster) come from ``syncer.client_security``."""
 
 from __future__ import annotations
 
