@@ -2,8 +2,9 @@
 cluster layer. ``Cluster`` is put together from what each part owns:
 
 - ``syncer.connection``: start and stop, bootstrap, metadata, topic ids, leaders, sending a
-  request (socket tuning), the mapping of Kafka errors to ours, and client options (TLS
-  contexts built once per cluster);
+  request or opening a connection ahead of one (socket tuning), and the mapping of Kafka
+  errors to ours; ``syncer.client_security``: client options (TLS contexts built once per
+  cluster);
 - ``syncer.wire``: the raw requests of the data path (list offsets, fetch, produce,
   InitProducerId) and their answers;
 - ``syncer.admin``: topics, broker settings, consumer groups and deleting records.

@@ -1,12 +1,12 @@
 """One connection to a cluster: bootstrap, metadata, topic ids, leaders, and sending a request
-to a broker on one of its connections. aiokafka's errors are translated into ours here, at the
-boundary; the TLS context of a cluster is built once and shared by all its clients."""
+to a broker on one of its connections, or opening one ahead of it. aiokafka's errors are
+translated into ours here, at the boundary; the clients' security settings (a TLS context
+built once per cluster) come from ``syncer.client_security``."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import random
 import socket
 import ssl
@@ -19,10 +19,10 @@ from typing import Any, Self, TypeAlias, cast
 from aiokafka import errors as kafka_errors
 from aiokafka.client import ConnectionGroup
 from aiokafka.conn import create_conn
-from aiokafka.helpers import create_ssl_context
 from aiokafka.protocol.metadata import MetadataRequest
 from aiokafka.structs import TopicPartition
 
+from syncer.client_security import client_options as client_options  # re-exported
 from syncer.config import ClusterConfig
 from syncer.errors import (
     AuthenticationError,
@@ -91,38 +91,6 @@ def error_for(code: int, context: str) -> ClusterError:
 
 
 BOOTSTRAP_ATTEMPTS = 3  # at start-up, 1 s and 2 s apart
-
-
-def client_options(config: ClusterConfig) -> dict[str, Any]:
-    """The security settings of any aiokafka client of this cluster."""
-    options: dict[str, Any] = {"security_protocol": config.security_protocol}
-    if "SSL" in config.security_protocol:
-        options["ssl_context"] = tls_context(config)
-    if config.security_protocol.startswith("SASL"):
-        options["sasl_mechanism"] = config.sasl_mechanism
-        if config.sasl_mechanism == "OAUTHBEARER":
-            options["sasl_oauth_token_provider"] = config.sasl_oauth_token_provider
-        else:
-            options["sasl_plain_username"] = config.sasl_username
-            options["sasl_plain_password"] = config.sasl_password
-    return options
-
-
-@functools.cache
-def tls_context(config: ClusterConfig) -> ssl.SSLContext:
-    """The cluster's TLS context, built on first use and shared by every client of the
-    cluster (each lane, the admin client, the group member, the identity producer and
-    consumer) rather than loading the CA bundle and key once per client. The files are read
-    then: a renewed certificate takes a restart, as it always did for a running client.
-    Keyed by the frozen ClusterConfig, which hashes on its settings, not its token provider."""
-    context: ssl.SSLContext = create_ssl_context(
-        cafile=config.ssl_cafile or None,
-        certfile=config.ssl_certfile or None,
-        keyfile=config.ssl_keyfile or None,
-        password=config.ssl_key_password or None,
-    )
-    context.check_hostname = config.ssl_check_hostname
-    return context
 
 
 class ClusterConnection:
@@ -353,6 +321,17 @@ class ClusterConnection:
             return await self._client.send(node, request, group=group)
         except (kafka_errors.KafkaError, TimeoutError, OSError) as exc:
             raise self.failed(node, exc) from exc
+
+    async def connect(self, node: int, *, connection: int = 0) -> bool:
+        """Open connection number ``connection`` to ``node`` now, ahead of its first request:
+        over a long link opening one costs round trips (TCP, then ApiVersions) that a request
+        sent on it first would otherwise wait for. False if it could not be opened (aiokafka
+        logs why and refreshes metadata); the request sent later opens it again or fails."""
+        group = cast(ConnectionGroup, connection)
+        opened = bool(await self._client.ready(node, group=group))
+        if opened and self._buffers:
+            await self._tune(node, group)  # before any request of ours crosses it
+        return opened
 
     def failed(self, node: int, exc: Exception) -> TransientClusterError:
         """A request to ``node`` failed with ``exc``: ours to raise, and metadata refreshed."""

@@ -148,7 +148,8 @@ class Syncer:
         ids = self.topics.ids[remote_label(remote)]
         caps = (self.rates[remote], self.rate)
         lanes = self.clusters.lanes(remote)
-        return Lanes([Fetcher(c, sizes, observe, ids, caps) for c in lanes])
+        fetchers = [Fetcher(c, sizes, observe, ids, caps) for c in lanes]
+        return Lanes(fetchers, wanted=self.config.topics.selects)
 
     def open_connections(self) -> dict[str, int]:
         """Open TCP connections per remote, over all its lanes."""

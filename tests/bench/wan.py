@@ -12,7 +12,9 @@ settings, with no Kafka behind it (what this machine's proxy can carry at all).
         [--cases 1x2,4x2,16x2,64x8] [--mm2 1,2] [--trace] [--copier NAME=INT] [--out results]
 
 ``--trace`` also copies each syncer case in this process with every lane's fetches timed:
-per lane its bytes and busy time, and the copy's start (first answer) and end (last answer).
+per lane its bytes and busy time, the copy's start (first answer) and end (last answer), and
+where its start-up goes (``startup``: first fetch, first answer, every partition's and every
+lane's first answer).
 
 Writes results/bench-wan.json and results/bench-wan.png (throughput against connections).
 """
@@ -39,7 +41,7 @@ from syncer.testbed.bed import free_port
 from syncer.testbed.tools import perf_produce
 from tests.bench.catchup import machine
 from tests.bench.peers import Measured, axes, run_mm2, run_syncer, save, start_proxy
-from tests.bench.wan_trace import Trace, proxy_ceiling, traced_copy
+from tests.bench.wan_trace import Answer, Trace, proxy_ceiling, traced_copy
 from tests.kafka_helpers import create_topic
 
 PARTITIONS = 2  # MirrorMaker 2's cases
@@ -147,6 +149,10 @@ def main() -> None:
                 )
                 traces.append(trace)
                 trace.print(console, args.rate)
+                console.print(
+                    "start-up, s from launch: "
+                    + ", ".join(f"{k} {v:.2f}" for k, v in startup(trace.answers).items())
+                )
         for tasks in mm2_tasks:
             console.print(f"MirrorMaker 2, tasks.max={tasks} ...")
             measured = run_mm2(
@@ -168,6 +174,27 @@ def main() -> None:
             proxy.wait(10)
         bed.down()
         shutil.rmtree(work, ignore_errors=True)
+
+
+def startup(answers: list[Answer]) -> dict[str, float]:
+    """Where a traced copy's start goes, in seconds from launch: the first fetch asked, its
+    answer, and the first answer of the last partition and of the last lane to get one. A
+    partition or lane not ready when the copy begins (leaders being learned, connections
+    opened, its first fetch queued behind others) shows as a gap after the first answer."""
+    got = [a for a in answers if a.nbytes]
+
+    def last_first(key: str) -> float:
+        firsts: dict[int, float] = {}
+        for a in got:
+            firsts[getattr(a, key)] = min(firsts.get(getattr(a, key), a.answered), a.answered)
+        return max(firsts.values())
+
+    return {
+        "first_fetch": min(a.queued for a in answers),
+        "first_answer": min(a.answered for a in got),
+        "every_partition_answered": last_first("partition"),
+        "every_lane_answered": last_first("lane"),
+    }
 
 
 def share(m: Measured, connections: int, rate: int) -> tuple[float, float]:
@@ -256,6 +283,7 @@ def report(
             for _kind, n, m in rows
         ],
         "traces": [t.summary(args.rate) for t in traces],
+        "startup": {t.label: startup(t.answers) for t in traces},
         "answers": {t.label: [dataclasses.astuple(a) for a in t.answers] for t in traces},
         "ratios": ratios,
     }

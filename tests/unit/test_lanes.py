@@ -10,7 +10,8 @@ import pytest
 
 from syncer.clusters import TP
 from syncer.errors import SyncerError
-from syncer.lanes import Lanes
+from syncer.fetcher import DATA_CONNECTION
+from syncer.lanes import Lanes, fetch_nodes
 
 HOT, OTHER = TP("t", 0), TP("t", 1)
 
@@ -32,6 +33,12 @@ class FakeLane:
         self.pending_bytes += max_bytes or 0
         return self.name
 
+    def start(self) -> None:
+        pass
+
+    async def stop(self) -> None:
+        pass
+
 
 def lanes(*fakes: FakeLane, unknown: tuple[FakeLane, ...] = ()) -> Lanes:
     class Named:
@@ -40,6 +47,7 @@ def lanes(*fakes: FakeLane, unknown: tuple[FakeLane, ...] = ()) -> Lanes:
         def __init__(self, knows: bool) -> None:
             self.knows = knows
             self.refreshes = 0
+            self.connected: list[tuple[int, int]] = []  # (node, connection) opened ahead
 
         def fetch_node(self, tp: TP) -> int:
             if not self.knows:
@@ -51,6 +59,16 @@ def lanes(*fakes: FakeLane, unknown: tuple[FakeLane, ...] = ()) -> Lanes:
             await asyncio.sleep(0.01)  # a metadata round trip
             self.knows = True
             return 1
+
+        async def partition_counts(self) -> dict[str, int]:
+            self.refreshes += 1
+            await asyncio.sleep(0.01)
+            self.knows = True
+            return {"t": 2}
+
+        async def connect(self, node: int, *, connection: int = 0) -> bool:
+            self.connected.append((node, connection))
+            return True
 
     for fake in fakes:
         fake.cluster = Named(fake not in unknown)
@@ -112,3 +130,41 @@ async def test_the_first_fetch_of_a_partition_gets_every_lane_ready_for_the_next
     assert all(fake.cluster.knows for fake in (a, b, c))
     assert [fake.cluster.refreshes for fake in (a, b, c)] == [1, 1, 1]  # once per lane
     assert a.asked == [(HOT, 0)] and not b.asked and not c.asked
+
+
+async def test_every_lane_learns_the_leaders_and_connects_to_them_as_it_starts() -> None:
+    # left to its first fetch, a lane spends three round trips before that fetch goes
+    a, b, c = FakeLane("a"), FakeLane("b"), FakeLane("c")
+    remote = lanes(a, b, c, unknown=(a, b, c))
+    remote.start()
+    got = await asyncio.gather(*(remote.fetch(TP("t", p), 0, 1000) for p in (0, 1)))
+    assert sorted(got) == ["a", "b"]  # each went once its lane was ready
+    assert all(fake.cluster.knows for fake in (a, b, c))
+    assert [fake.cluster.refreshes for fake in (a, b, c)] == [1, 1, 1]  # the fetches waited
+    assert [fake.cluster.connected for fake in (a, b, c)] == [[(1, DATA_CONNECTION)]] * 3
+    await remote.stop()
+
+
+async def test_one_lane_is_left_to_learn_with_the_topics() -> None:
+    a = FakeLane("a")
+    remote = lanes(a, unknown=(a,))
+    remote.start()
+    await asyncio.sleep(0.05)
+    assert a.cluster.refreshes == 0 and not a.cluster.connected
+    await remote.stop()
+
+
+async def test_fetches_waiting_on_a_learning_lane_count_in_its_load() -> None:
+    # uncounted, the first fetches of several partitions all went to the one idle lane that
+    # was learning, and crossed its one connection in turn
+    ready, b, c = FakeLane("ready"), FakeLane("b"), FakeLane("c")
+    remote = lanes(ready, b, c, unknown=(b, c))
+    got = await asyncio.gather(*(remote.fetch(TP("t", p), 0, 1000) for p in range(3)))
+    assert got == ["ready", "b", "c"]
+
+
+def test_a_lane_connects_to_the_brokers_leading_a_wanted_partition_only() -> None:
+    leaders = {TP("t", 0): 1, TP("t", 1): 2, TP("t", 2): 1, TP("u", 0): 3, TP("x", 0): 4}
+    counts = {"t": 4, "u": 1, "x": 1}  # t[3] has no leader known
+    assert fetch_nodes(counts, lambda topic: topic != "x", leaders.get) == {1, 2, 3}
+    assert fetch_nodes(counts, lambda topic: False, leaders.get) == set()
