@@ -290,3 +290,7 @@ def rss_mib(pid: int) -> float:
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 1024
     return 0.0
+
+
+if __name__ == "__main__":
+    main()
