@@ -93,13 +93,13 @@ def main() -> None:
         console.print(
             f"  set up in {time.monotonic() - setup:.0f} s; its {total} partitions"
             f" led {remote['led_s']:.1f} s and answering {remote['answering_s']:.1f} s"
-            " after the first CreateTopics"
+            " after the first CreateTopics; its longest silence to the probe"
+            f" {remote['silence_s']:.1f} s"
         )
         if not args.no_single:
             console.print("syncer run, one process ...")
             local = bed.clusters["local"].bootstrap
             cases["1 process"] = run_case(work, local, east, topics, args, 1)
-            console.print(f"  {cases['1 process']}")
         if args.members > 1:
             bed.clusters["local"].stop()  # its idle load is not the group's
             bed.up([ClusterSpec("group", properties=BROKER)])
@@ -107,7 +107,6 @@ def main() -> None:
             console.print(f"syncer run, {label}, on a fresh local cluster ...")
             local = bed.clusters["group"].bootstrap
             cases[label] = run_case(work, local, east, topics, args, args.members)
-            console.print(f"  {cases[label]}")
         report(console, args, cases, remote)
     finally:
         bed.down()
@@ -141,6 +140,7 @@ async def fill(bootstrap: str, topics: list[str], partitions: int) -> dict[str, 
     created = {
         "led_s": timeline.latest(lambda t: t.led) or 0.0,
         "answering_s": timeline.latest(lambda t: t.answering) or 0.0,
+        "silence_s": timeline.longest_silence(),
     }
     producer = AIOKafkaProducer(
         bootstrap_servers=bootstrap,

@@ -11,6 +11,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 from aiokafka.protocol.offset import OffsetRequest
 from aiokafka.structs import TopicPartition
@@ -41,6 +42,13 @@ class Timeline:
     partitions: int  # per topic
     want: int  # records per partition at the end
     topics: dict[str, TopicTimes] = field(default_factory=dict)
+    answered: list[float] = field(default_factory=list)  # when each look was answered
+
+    def longest_silence(self, until: float | None = None) -> float:
+        """The longest time between two answered looks (up to ``until``): the broker
+        answered none of the probe's requests for that long. Looks go out every LOOK_S."""
+        times = [t for t in self.answered if until is None or t <= until]
+        return max((b - a for a, b in pairwise(times)), default=0.0)
 
     def look(self, now: float, leaders: dict[str, int], answered: dict[str, list[int]]) -> None:
         """One look at ``now``: ``leaders`` (topic → partitions with a leader; a topic the
@@ -83,6 +91,7 @@ class Timeline:
             "in_sync_s": self.latest(lambda t: t.done),
             "topic_led_to_in_sync_p50_s": _quantile(lags, 0.5),
             "topic_led_to_in_sync_max_s": lags[-1] if lags else None,
+            "longest_silence_s": self.longest_silence(),
         }
 
 
@@ -115,6 +124,8 @@ async def probe(
                 leaders, answered = await _look(cluster, timeline)
             except SyncerError:
                 leaders, answered = {}, {}
+            else:
+                timeline.answered.append(time.monotonic() - started)
             timeline.look(time.monotonic() - started, leaders, answered)
             if done(timeline):
                 return timeline

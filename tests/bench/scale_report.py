@@ -168,7 +168,7 @@ def bound_table(cases: dict[str, Case], remote: dict[str, float]) -> Table:
     the remote's creating the same number in set-up (from its first CreateTopics)."""
     table = Table(
         title=f"the broker's creation, same run (remote's in set-up: led {remote['led_s']:.1f} s,"
-        f" answering {remote['answering_s']:.1f} s)"
+        f" answering {remote['answering_s']:.1f} s, silent ≤{remote['silence_s']:.1f} s)"
     )
     columns = (
         "case",
@@ -179,6 +179,7 @@ def bound_table(cases: dict[str, Case], remote: dict[str, float]) -> Table:
         "in sync s",
         "in sync − all led s",
         "topic led → in sync p50 / max s",
+        "broker silent s (longest)",
     )
     for column in columns:
         table.add_column(column, justify="right")
@@ -194,6 +195,7 @@ def bound_table(cases: dict[str, Case], remote: dict[str, float]) -> Table:
             _s(case.in_sync_s - case.led_s),
             f"{_s(summary['topic_led_to_in_sync_p50_s'])} / "
             f"{_s(summary['topic_led_to_in_sync_max_s'])}",
+            _s(summary["longest_silence_s"]),
         )
     return table
 

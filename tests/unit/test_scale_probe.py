@@ -55,3 +55,10 @@ def test_assignments_read_from_a_members_log(tmp_path: Path) -> None:
     got = assignments(log, launched)
     assert [n for _s, n in got] == [3000, 1000]
     assert abs(got[0][0] - 30.421) < 1e-6 and abs(got[1][0] - 33.799) < 1e-6
+
+
+def test_the_longest_silence_is_the_widest_gap_between_answered_looks() -> None:
+    timeline = new_timeline(["a"], partitions=1, want=1)
+    timeline.answered = [1.0, 1.5, 6.5, 7.0, 20.0]
+    assert timeline.longest_silence() == 13.0
+    assert timeline.longest_silence(until=7.0) == 5.0
