@@ -144,8 +144,8 @@ class WireRequests(ProduceRequests):
     async def _answered_ends(self, tps: list[TP]) -> dict[TP, int]:
         """The ends of those of ``tps`` that answered. Those that did not are read alone by
         ``Coalesced``, which then raises their own error: at 10,000 partitions a group
-        member given partitions still being created had every copier's end read alone
-        (10,000 requests) for a few not led yet, and copied nothing for 7 s."""
+        member given partitions still being created had all its 3,333 copiers' ends read
+        alone, one request each, for a few hundred not led yet."""
         partial_ok = len(tps) > 1
         return await self._list_offsets(tps, LATEST, READ_UNCOMMITTED, answered_only=partial_ok)
 
