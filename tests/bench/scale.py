@@ -26,73 +26,32 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections import defaultdict
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.protocol.offset import OffsetRequest
-from aiokafka.structs import TopicPartition
 from rich.console import Console
-from rich.table import Table
 
-from syncer.clusters import Cluster
-from syncer.config import ClusterConfig
-from syncer.errors import SyncerError
-from syncer.fetcher import QUIET_S
 from syncer.testbed import ClusterSpec, Testbed
 from syncer.testbed.bed import free_port
-from tests.bench.catchup import machine
 from tests.bench.peers import cpu_seconds
+from tests.bench.scale_probe import Timeline, new_timeline, probe
+from tests.bench.scale_report import (
+    IDLE_S,
+    RECORDS_PER_PARTITION,
+    SETTLE_S,
+    Case,
+    Member,
+    report,
+)
+from tests.bench.scale_trace import describe, owned_topics, trace
 
-RECORDS_PER_PARTITION = 20
-LATEST = -1  # ListOffsets: the end of the log
-IDLE_S = 60.0  # two topic refreshes (every 30 s by default): a fair share of their cost
-# after the last write, partitions still polled as busy until they turn quiet (QUIET_S):
-# measured on its own, before the idle window, so each figure says what it is
-SETTLE_S = QUIET_S + 2.0
 TOPICS_PER_CREATE = 100  # topics per CreateTopics request
-# the targets of issue 23, item 3
-FIRST_S, IN_SYNC_S, RSS_MIB, IDLE_CPU, MAX_SHARE = 30.0, 60.0, 300.0, 0.03, 0.40
 # 10,000 partitions on one broker: the default 512 MiB heap holds them; more I/O threads so
 # creating topics and the many small writes of the backlog do not queue behind one another
 BROKER = {"num.io.threads": "8", "num.network.threads": "4"}
-
-
-@dataclass(frozen=True)
-class Member:
-    """One syncer process of a case, measured."""
-
-    name: str
-    partitions: int  # in its /status once all were in sync
-    peak_rss_mib: float
-    settling_cpu: float  # fraction of a core over SETTLE_S, from 3 s after all in sync
-    idle_cpu: float  # fraction of a core over IDLE_S once settled
-    rebalances: int  # assignments it received, from its /metrics, once all were in sync
-
-
-@dataclass(frozen=True)
-class Case:
-    members: list[Member]
-    partitions: int  # all of them
-    first_s: float  # launch → the first record copied
-    first_complete_s: float  # launch → records seen with every known partition answering
-    in_sync_s: float  # launch → every partition in sync
-
-    @property
-    def max_share(self) -> float:
-        return max(m.partitions for m in self.members) / self.partitions
-
-    @property
-    def peak_rss_mib(self) -> float:
-        return max(m.peak_rss_mib for m in self.members)
-
-    @property
-    def idle_cpu(self) -> float:
-        return max(m.idle_cpu for m in self.members)
 
 
 def main() -> None:
@@ -130,13 +89,17 @@ def main() -> None:
         total = args.topics * args.partitions
         console.print(f"creating {total} partitions on east with a small backlog each ...")
         setup = time.monotonic()
-        asyncio.run(fill(east, topics, args.partitions))
-        console.print(f"  set up in {time.monotonic() - setup:.0f} s")
+        remote = asyncio.run(fill(east, topics, args.partitions))
+        console.print(
+            f"  set up in {time.monotonic() - setup:.0f} s; its {total} partitions"
+            f" led {remote['led_s']:.1f} s and answering {remote['answering_s']:.1f} s"
+            " after the first CreateTopics; its longest silence to the probe"
+            f" {remote['silence_s']:.1f} s"
+        )
         if not args.no_single:
             console.print("syncer run, one process ...")
             local = bed.clusters["local"].bootstrap
             cases["1 process"] = run_case(work, local, east, topics, args, 1)
-            console.print(f"  {cases['1 process']}")
         if args.members > 1:
             bed.clusters["local"].stop()  # its idle load is not the group's
             bed.up([ClusterSpec("group", properties=BROKER)])
@@ -144,8 +107,7 @@ def main() -> None:
             console.print(f"syncer run, {label}, on a fresh local cluster ...")
             local = bed.clusters["group"].bootstrap
             cases[label] = run_case(work, local, east, topics, args, args.members)
-            console.print(f"  {cases[label]}")
-        report(console, args, cases)
+        report(console, args, cases, remote)
     finally:
         bed.down()
         if args.verbose:
@@ -154,17 +116,32 @@ def main() -> None:
             shutil.rmtree(work, ignore_errors=True)
 
 
-async def fill(bootstrap: str, topics: list[str], partitions: int) -> None:
-    """The topics, created in batches, and RECORDS_PER_PARTITION records in each partition."""
+async def fill(bootstrap: str, topics: list[str], partitions: int) -> dict[str, float]:
+    """The topics, created in batches, and RECORDS_PER_PARTITION records in each partition.
+    Returns how long the broker took to create them, from the first CreateTopics (the same
+    broker build and settings as the local one, in the same run): every partition led in
+    the metadata ("led_s"), every partition answering ListOffsets ("answering_s")."""
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=300_000)
     await admin.start()
+    started = time.monotonic()
+    timeline = new_timeline(topics, partitions, 0)
     try:
+        watch = asyncio.create_task(
+            probe(
+                bootstrap, timeline, started, lambda t: t.latest(lambda x: x.answering) is not None
+            )
+        )
         for i in range(0, len(topics), TOPICS_PER_CREATE):
             batch = topics[i : i + TOPICS_PER_CREATE]
             await admin.create_topics([NewTopic(t, partitions, 1) for t in batch], 300_000)
+        await watch
     finally:
         await admin.close()
-    await asyncio.sleep(2)
+    created = {
+        "led_s": timeline.latest(lambda t: t.led) or 0.0,
+        "answering_s": timeline.latest(lambda t: t.answering) or 0.0,
+        "silence_s": timeline.longest_silence(),
+    }
     producer = AIOKafkaProducer(
         bootstrap_servers=bootstrap,
         linger_ms=50,
@@ -182,6 +159,7 @@ async def fill(bootstrap: str, topics: list[str], partitions: int) -> None:
         await asyncio.gather(*sends)
     finally:
         await producer.stop()
+    return created
 
 
 def run_case(
@@ -194,20 +172,26 @@ def run_case(
         launch(work, local, east, port, members, n, args.verbose) for n, port in enumerate(ports)
     ]
     started = time.monotonic()
-    if args.verbose:  # the logs' clock: their times minus this are seconds after launch
-        launched = datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
-        print(f"  launched {members} at {launched} (logs in {work})", flush=True)
+    launched = datetime.datetime.now(datetime.UTC)  # the logs' clock, at ``started``
+    if args.verbose:
+        at = launched.isoformat(timespec="milliseconds")
+        print(f"  launched {members} at {at} (logs in {work})", flush=True)
     try:
-        first, complete, synced = asyncio.run(
-            follow(procs, local, topics, args.partitions, started)
-        )
+        timeline = asyncio.run(follow(procs, local, topics, args.partitions, started))
+        if args.verbose and members > 1:  # from assignment to the first record, per member
+            logs = [work / f"syncer-{members}-{n}.log" for n in range(members)]
+            traces = [
+                trace(f"m{n}", log, launched, owned_topics(port), timeline)
+                for n, (log, port) in enumerate(zip(logs, ports, strict=True))
+            ]
+            print("\n".join(describe(traces)), flush=True)
         rebalanced = [rebalances(port) for port in ports]
         if args.quick:
             measured = [
                 Member(f"m{n}", owned(port), rss_mib(p.pid), 0.0, 0.0, count)
                 for n, (p, port, count) in enumerate(zip(procs, ports, rebalanced, strict=True))
             ]
-            return Case(measured, len(topics) * args.partitions, first, complete, synced)
+            return Case(measured, len(topics) * args.partitions, timeline)
         time.sleep(3)  # the copiers see the last write answered and turn idle
         settling = [cpu_seconds(p.pid) for p in procs]
         time.sleep(SETTLE_S)
@@ -230,7 +214,7 @@ def run_case(
             proc.send_signal(signal.SIGTERM)
         for proc in procs:
             proc.wait(120)
-    return Case(measured, len(topics) * args.partitions, first, complete, synced)
+    return Case(measured, len(topics) * args.partitions, timeline)
 
 
 def spy(pid: int, folder: Path | None, name: str) -> subprocess.Popen[bytes] | None:
@@ -271,64 +255,18 @@ async def follow(
     topics: list[str],
     partitions: int,
     started: float,
-) -> tuple[float, float, float]:
-    """(seconds to the first copied record, seconds to the first look at which every known
-    partition answered with records among them, seconds until all are copied), from
-    ``started``. Twice a second; the metadata only while a topic or a leader is missing (at
-    10,000 partitions the watching would take a good part of a core from the copiers)."""
-    want = len(topics) * partitions * RECORDS_PER_PARTITION
-    tps = [TopicPartition(t, p) for t in topics for p in range(partitions)]
-    wanted = set(topics)
-    first = first_complete = 0.0
-    complete = False
-    async with Cluster(ClusterConfig(local, name="bench"), role="bench") as cluster:
-        while time.monotonic() - started < 600:
-            if any(proc.poll() is not None for proc in procs):
-                raise RuntimeError("syncer exited")
-            try:
-                if not complete or not cluster._client.cluster.topics() >= wanted:
-                    await cluster.refresh_metadata()
-                copied, complete = await landed(cluster, tps)
-            except SyncerError:
-                copied, complete = 0, False
-            now = time.monotonic() - started
-            if copied and not first:
-                first = now
-            if copied and complete and not first_complete:
-                first_complete = now
-            if copied >= want:
-                return first, first_complete, now
-            await asyncio.sleep(0.5)
-    raise RuntimeError("not in sync after 600 s")
+) -> Timeline:
+    """The local cluster's timeline (scale_probe), from ``started``, until every record is
+    copied."""
 
+    def alive() -> None:
+        if any(proc.poll() is not None for proc in procs):
+            raise RuntimeError("syncer exited")
 
-async def landed(cluster: Cluster, tps: list[TopicPartition]) -> tuple[int, bool]:
-    """(records on the local cluster in ``tps`` now, whether every partition of the topics
-    known there answered: the figure this bench took for the first record before). A
-    partition of a topic still being created (not known, no leader yet, its leader not
-    ready) counts 0 rather than failing the count: until 2026-12-01 one such partition made
-    the whole count 0, so the first record was seen only at a moment when every topic
-    created so far was led."""
-    metadata = cluster._client.cluster
-    by_leader: dict[int, dict[str, list[tuple[int, int]]]] = defaultdict(lambda: defaultdict(list))
-    complete = True
-    known = metadata.topics()
-    for tp in tps:
-        node = metadata.leader_for_partition(tp)
-        if node is None or node < 0:
-            complete = complete and tp.topic not in known  # a topic not created yet: fine
-            continue
-        by_leader[node][tp.topic].append((tp.partition, LATEST))
-    total = 0
-    for node, asked in by_leader.items():
-        answer = await cluster.send(node, OffsetRequest(-1, 0, list(asked.items())))
-        for _topic, answered in answer.topics:
-            for _partition, code, *rest in answered:
-                if code:
-                    complete = False
-                else:
-                    total += int(rest[-1])
-    return total, complete
+    timeline = new_timeline(topics, partitions, RECORDS_PER_PARTITION)
+    return await probe(
+        local, timeline, started, lambda t: t.latest(lambda x: x.done) is not None, alive
+    )
 
 
 def owned(port: int) -> int:
@@ -352,82 +290,6 @@ def rss_mib(pid: int) -> float:
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 1024
     return 0.0
-
-
-def _mark(value: float, target: float) -> str:
-    return f"{'✓' if value <= target else '✗'}"
-
-
-def report(console: Console, args: argparse.Namespace, cases: dict[str, Case]) -> None:
-    when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    total = args.topics * args.partitions
-    table = Table(title=f"{args.topics} topics × {args.partitions} partitions, loopback · {when}")
-    columns = (
-        "case",
-        "member",
-        "partitions",
-        "share",
-        f"first record s (≤{FIRST_S:.0f})",
-        f"all in sync s (≤{IN_SYNC_S:.0f})",
-        f"peak RSS MiB (≤{RSS_MIB:.0f})",
-        f"settling CPU ({SETTLE_S:.0f} s)",
-        f"idle CPU (≤{IDLE_CPU:.0%})",
-        "rebalances",
-    )
-    for column in columns:
-        table.add_column(column, justify="right")
-    for label, case in cases.items():
-        for n, m in enumerate(case.members):
-            timing = ("", "")
-            if n == 0:
-                timing = (
-                    f"{case.first_s:.1f} {_mark(case.first_s, FIRST_S)}",
-                    f"{case.in_sync_s:.1f} {_mark(case.in_sync_s, IN_SYNC_S)}",
-                )
-            share = m.partitions / total
-            table.add_row(
-                label if n == 0 else "",
-                m.name,
-                str(m.partitions),
-                f"{share:.0%} {_mark(share, MAX_SHARE) if len(case.members) > 1 else ''}",
-                *timing,
-                f"{m.peak_rss_mib:.0f} {_mark(m.peak_rss_mib, RSS_MIB)}",
-                f"{m.settling_cpu:.1%}",
-                f"{m.idle_cpu:.1%} {_mark(m.idle_cpu, IDLE_CPU)}",
-                str(m.rebalances),
-            )
-    console.print(table)
-    document = {
-        "benchmark": "scale",
-        "date": when,
-        "machine": machine(),
-        "partitions": total,
-        "topics": args.topics,
-        "records_per_partition": RECORDS_PER_PARTITION,
-        "settling_window_s": SETTLE_S,
-        "idle_window_s": IDLE_S,
-        "targets": {
-            "first_record_s": FIRST_S,
-            "in_sync_s": IN_SYNC_S,
-            "peak_rss_mib": RSS_MIB,
-            "idle_cpu_fraction_of_a_core": IDLE_CPU,
-            "max_member_share": MAX_SHARE,
-        },
-        "cases": {
-            label: {
-                "first_record_s": case.first_s,
-                "first_record_all_answering_s": case.first_complete_s,
-                "in_sync_s": case.in_sync_s,
-                "peak_rss_mib": case.peak_rss_mib,
-                "idle_cpu_fraction_of_a_core": case.idle_cpu,
-                "max_member_share": case.max_share,
-                "members": [asdict(m) for m in case.members],
-            }
-            for label, case in cases.items()
-        },
-    }
-    (args.out / "bench-scale.json").write_text(json.dumps(document, indent=2) + "\n")
-    console.print(f"wrote {args.out / 'bench-scale.json'}")
 
 
 if __name__ == "__main__":

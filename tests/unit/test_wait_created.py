@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from syncer.admin import Census
 from syncer.clusters import TP
 from syncer.errors import TransientClusterError
 from syncer.mirroring import CREATED_POLL_S, wait_created
@@ -23,12 +24,15 @@ class Local:
         self.counts = counts
         self.counts_after = counts_after
         self.led_after = led_after
-        self.looks = {"counts": 0, "latest": 0}
+        self.looks = {"counts": 0, "latest": 0, "full": 0}
         self.asked: list[TP] = []
 
-    async def partition_counts(self) -> dict[str, int]:
+    async def topic_census(self) -> Census:
         self.looks["counts"] += 1
-        return self.counts if self.looks["counts"] > self.counts_after else {}
+        return Census(self.counts if self.looks["counts"] > self.counts_after else {}, {})
+
+    async def refresh_metadata(self) -> None:
+        self.looks["full"] += 1
 
     async def latest(self, tps: Iterable[TP]) -> dict[TP, int]:
         self.looks["latest"] += 1
@@ -55,7 +59,7 @@ def pauses(monkeypatch: pytest.MonkeyPatch) -> list[float]:
 def test_leaders_are_looked_at_no_more_than_the_poll_apart(pauses: list[float]) -> None:
     local = Local({"a": 3, "b": 2}, counts_after=2, led_after=8)
     asyncio.run(wait_created(local, {"a": 3, "b": 2}, led={"a": 3, "b": 2}))  # type: ignore[arg-type]
-    assert local.looks == {"counts": 3, "latest": 9}
+    assert local.looks == {"counts": 3, "latest": 9, "full": 1}
     assert len(pauses) == 2 + 8
     # eight failed looks in a row: the usual backoff would be near its 5 s cap by now
     assert max(pauses) <= CREATED_POLL_S
@@ -66,4 +70,4 @@ def test_leaders_are_looked_at_no_more_than_the_poll_apart(pauses: list[float]) 
 def test_not_staged_waits_for_the_counts_only(pauses: list[float]) -> None:
     local = Local({"a": 3}, counts_after=1, led_after=100)
     asyncio.run(wait_created(local, {"a": 3}, led={}))  # type: ignore[arg-type]
-    assert local.looks == {"counts": 2, "latest": 0}
+    assert local.looks == {"counts": 2, "latest": 0, "full": 1}  # one full read, at the end
