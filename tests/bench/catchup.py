@@ -118,6 +118,13 @@ def main() -> None:
     parser.add_argument(
         "--profile", action="store_true", help="py-spy samples each syncer catch-up (not old)"
     )
+    parser.add_argument(
+        "--ab",
+        type=Path,
+        help="a checkout (e.g. of main) to run syncer from as A, against this tree as B, in"
+        " turns after L_raw; the other copiers are not run",
+    )
+    parser.add_argument("--rounds", type=int, default=2, help="A/B pairs with --ab")
     args = parser.parse_args()
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)  # probes of starting brokers
     args.out.mkdir(parents=True, exist_ok=True)
@@ -135,7 +142,8 @@ def main() -> None:
         for case in cases:
             results.append(run_case(console, bed, work, case, args))
             write(args, results)
-        report(console, args, results)
+        if args.ab is None:
+            report(console, args, results)
     finally:
         bed.down()
         shutil.rmtree(work, ignore_errors=True)
@@ -176,6 +184,8 @@ def run_case(
     if args.perf_limit:
         console.print(f"[{case.name}] L: perf producer to local while perf consumer reads east")
         limit = measure_limit(bed.jars, local, east, topic, case, records, size)
+    if args.ab is not None:
+        return run_ab(console, bed, work, case, args, limit_raw, brokers)
     console.print(f"[{case.name}] syncer catch-up ...")
     profile = args.out / f"profile-catchup-{case.name}.txt" if args.profile else None
     ours = run_syncer(
@@ -238,6 +248,8 @@ def run_case(
         },
     }
     console.print(f"[{case.name}] {budget_line(row['cpu_budget'])}")  # type: ignore[arg-type]
+    for line in waits_lines(ours.waits, limit_raw.as_dict()):
+        console.print(f"[{case.name}] {line}")
     if profile is not None and profile.exists():
         row["syncer_profile"] = profile_summary(profile, ours.seconds)
         console.print(f"[{case.name}] syncer profile: {row['syncer_profile']}")
@@ -252,6 +264,52 @@ def run_case(
         f" syncer RSS {ours.peak_rss_mib:.0f} MiB" + (f"; L {limit:.1f} MB/s" if limit else "")
     )
     return row
+
+
+def run_ab(
+    console: Console,
+    bed: Testbed,
+    work: Path,
+    case: Case,
+    args: argparse.Namespace,
+    limit_raw: raw.RawLimit,
+    brokers: raw.BrokerClock,
+) -> dict[str, object]:
+    """syncer from ``args.ab`` (A) and from this tree (B) in turns, each into an empty local
+    topic: a change's effect in one sitting, beside this case's L_raw."""
+    local, east = bed.clusters["local"].bootstrap, bed.clusters["east"].bootstrap
+    topic = f"bench.{case.name}"
+    records = case.records(args.gib)
+    size = records * case.record_size
+    runs: list[dict[str, object]] = []
+    for round_ in range(args.rounds):
+        for side, tree in (("A", args.ab), ("B", None)):
+            asyncio.run(delete_topics(local, [topic], wait=True))
+            m = run_syncer(
+                work,
+                local,
+                east,
+                topic,
+                records,
+                size,
+                partitions=case.partitions,
+                brokers=brokers,
+                tree=tree.resolve() if tree is not None else None,
+                label=f"syncer-{side}",
+            )
+            assert asyncio.run(local_total(local, topic, case.partitions)) == records
+            ratio = m.mb_per_s / limit_raw.mb_per_s
+            busy = sum(m.window_cpu_s.values()) / m.seconds
+            console.print(
+                f"[{case.name}] round {round_ + 1} {side}: {m.mb_per_s:.1f} MB/s, syncer / L_raw"
+                f" {ratio:.2f}, syncer core use {core_use(m) or 0:.2f}, cores busy {busy:.2f}"
+            )
+            for line in waits_lines(m.waits, limit_raw.as_dict() if not runs else {}):
+                console.print(f"[{case.name}]   {line}")
+            runs.append({"side": side, "round": round_ + 1, **_row(m), "ratio": ratio})
+    asyncio.run(delete_topics(local, [topic]))
+    asyncio.run(delete_topics(east, [topic]))
+    return {"case": case.name, "raw_limit": limit_raw.as_dict(), "ab": runs}
 
 
 def broker_clock(bed: Testbed, names: list[str]) -> raw.BrokerClock:
@@ -301,6 +359,46 @@ def budget_line(b: dict[str, Any]) -> str:
         f" ({b['cores_at_target_as_copied']:.2f} as copied) of {b['cores']}"
         + ("" if b["target_fits"] else ": out of reach on this machine")
     )
+
+
+def waits_lines(waits: dict[str, Any], lim: dict[str, Any]) -> list[str]:
+    """syncer's own counts of what its copy waited on (``syncer.waits``), beside the raw
+    append phase's requests: the writer's requests in flight and its idle share, what one
+    request carries, how long a ready batch waited for its request; the copiers' waits for
+    fetch answers against their time writing (mostly room among their own writes)."""
+    lines = []
+    raw = lim.get("append_per_request") or {}
+    if raw:
+        lines.append(
+            f"raw append: {raw['requests']:.0f} requests, {raw['batches']:.1f} batches and"
+            f" {raw['bytes'] / 1e3:.0f} kB each, {raw['request_s'] * 1e3:.1f} ms written to"
+            f" answered, {raw['in_flight']:.2f} in flight on average"
+        )
+    for name, w in waits.get("writers", {}).items():
+        flight, batches, nbytes = w["in_flight"], w["request_batches"], w["request_bytes"]
+        rtt, queued = w["request_s"], w["batch_queued_s"]
+        idle = flight["share_at"].get("0", 0.0)
+        lines.append(
+            f"syncer {name}: {batches['count']} requests, {batches['mean']:.1f} batches and"
+            f" {nbytes['mean'] / 1e3:.0f} kB each, {rtt['mean'] * 1e3:.1f} ms written to"
+            f" answered (p90 {rtt['p90'] * 1e3:.1f}), {flight['mean']:.2f} in flight on average"
+            f" over {flight['span_s']:.2f} s, idle {idle:.0%}, share at each: {flight['share_at']};"
+            f" a ready batch waited p50 {queued['p50'] * 1e3:.2f} / p90 {queued['p90'] * 1e3:.2f}"
+            f" / p99 {queued['p99'] * 1e3:.2f} ms"
+        )
+    c = waits.get("chunks")
+    if c:
+        fw, wr, st, fs = c["fetch_wait_s"], c["writing_s"], c["starved_s"], c["fetch_s"]
+        lines.append(
+            f"syncer copiers: waited for a fetch answer {fw.get('total', 0):.2f} s in"
+            f" {fw['count']} asks (p50 {fw.get('p50', 0) * 1e3:.1f} ms), {c['ready_at_once']}"
+            f" asks found a chunk ready; between chunks (checks, writes, room among their own"
+            f" writes) {wr.get('total', 0):.2f} s (p50 {wr.get('p50', 0) * 1e3:.1f} ms); for"
+            f" budget {st.get('total', 0):.2f} s in {st['count']}; fetches {fs['count']},"
+            f" p50 {fs.get('p50', 0) * 1e3:.1f} ms,"
+            f" {c['fetch_bytes'].get('mean', 0) / 1e3:.0f} kB each"
+        )
+    return lines
 
 
 def profile_summary(path: Path, seconds: float, top: int = 12) -> dict[str, object]:
@@ -393,7 +491,9 @@ def consumed_mib_per_s(output: str) -> float:
     return float(values[header.index(column)])
 
 
-async def delete_topics(bootstrap: str, topics: list[str]) -> None:
+async def delete_topics(bootstrap: str, topics: list[str], *, wait: bool = False) -> None:
+    """``wait``: until the cluster no longer lists them (a copier started sooner could find
+    a topic being deleted)."""
     from aiokafka.admin import AIOKafkaAdminClient
 
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
@@ -403,6 +503,11 @@ async def delete_topics(bootstrap: str, topics: list[str]) -> None:
         doomed = [t for t in topics if t in existing]
         if doomed:
             await admin.delete_topics(doomed)
+        for _ in range(120 if wait and doomed else 0):
+            await asyncio.sleep(0.25)
+            if not set(doomed) & set(await admin.list_topics()):
+                await asyncio.sleep(1.0)  # the broker's log directories go after the name
+                break
     finally:
         await admin.close()
 
@@ -410,7 +515,8 @@ async def delete_topics(bootstrap: str, topics: list[str]) -> None:
 def write(args: argparse.Namespace, results: list[dict[str, object]]) -> None:
     when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     document = {"benchmark": "catch-up", "date": when, "machine": machine(), "cases": results}
-    (args.out / "bench-catchup.json").write_text(json.dumps(document, indent=2) + "\n")
+    name = "bench-catchup-ab.json" if args.ab is not None else "bench-catchup.json"
+    (args.out / name).write_text(json.dumps(document, indent=2) + "\n")
 
 
 def report(console: Console, args: argparse.Namespace, results: list[dict[str, object]]) -> None:

@@ -5,6 +5,7 @@ launch to the last record copied, CPU seconds and peak RSS from the kernel's own
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -23,6 +24,7 @@ from syncer.config import ClusterConfig
 from syncer.errors import SyncerError
 from syncer.testbed.bed import log4j_properties
 from syncer.testbed.jars import KafkaJars
+from syncer.waits import ENV
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,8 @@ class Measured:
     # CPU seconds from the first record copied to the last: the copier's ("syncer") and
     # each broker's, where the run was asked to sample them
     window_cpu_s: dict[str, float] = field(default_factory=dict)
+    # syncer's own counts of what it waited on (``syncer.waits``), where the run asked
+    waits: dict[str, Any] = field(default_factory=dict)
 
     @property
     def records_per_s(self) -> float:
@@ -86,10 +90,13 @@ def run_syncer(
     remote_settings: dict[str, int] | None = None,
     profile: Path | None = None,
     brokers: Callable[[], dict[str, float]] | None = None,
+    tree: Path | None = None,
 ) -> Measured:
-    """``profile``: py-spy samples syncer (without pausing it) into that file, collapsed
-    stacks (``tests.bench.raw.profile_summary`` reads them). ``brokers``: each broker's CPU
-    seconds so far, sampled with syncer's own at the first record and after the last."""
+    """``tree``: run the syncer package of that checkout (an A/B against another commit),
+    not this one's. ``profile``: py-spy samples syncer (without pausing it) into that file,
+    collapsed stacks (``tests.bench.raw.profile_summary`` reads them). ``brokers``: each
+    broker's CPU seconds so far, sampled with syncer's own at the first record and after the
+    last."""
     remotes = {"east": remote} if isinstance(remote, str) else remote
     config = workdir / f"{label.replace(' ', '-')}.yaml"
     config.write_text(
@@ -105,9 +112,14 @@ def run_syncer(
             }
         )
     )
+    waits = workdir / f"{label.replace(' ', '-')}-waits.json"
+    waits.unlink(missing_ok=True)
     started = time.monotonic()
     proc = subprocess.Popen(
         [sys.executable, "-m", "syncer", "catch-up", "-c", str(config), "--no-progress"],
+        env={**os.environ, ENV: str(waits)}
+        | ({"PYTHONPATH": str(tree)} if tree is not None else {}),
+        cwd=tree,  # ``-m`` looks in the working directory first
         stdout=subprocess.DEVNULL,
         stderr=open(workdir / "syncer.log", "w"),  # noqa: SIM115
     )
@@ -133,7 +145,8 @@ def run_syncer(
         spy.wait(timeout=60)  # writes its file once syncer is gone
     proc.returncode = 0
     window = {k: samples[-1][k] - samples[0][k] for k in samples[0]} if len(samples) == 2 else {}
-    return Measured(label, last - first, last - started, cpu, rss, records, size, window)
+    counted = json.loads(waits.read_text()) if waits.exists() else {}
+    return Measured(label, last - first, last - started, cpu, rss, records, size, window, counted)
 
 
 async def _open(bootstrap: str) -> Cluster:

@@ -214,9 +214,11 @@ def serve(
     start.wait()
     cpu = _cpu()
     received, turn, queue = 0, 0, []
+    requests = 0
 
     def ask(lane: int) -> None:
-        nonlocal turn
+        nonlocal turn, requests
+        requests += 1
         wants = sorted((p, c[0]) for p, c in lanes[lane].items())
         turn += 1
         wants = wants[turn % len(wants) :] + wants[: turn % len(wants)]  # fair order
@@ -238,7 +240,7 @@ def serve(
         if cursors:
             ask(lane)
     finished = time.monotonic()
-    start.results.put((finished, _cpu() - cpu, received))
+    start.results.put((finished, _cpu() - cpu, received, {"requests": requests}))
     conn.close()
 
 
@@ -336,18 +338,24 @@ def append(
     start.wait()
     cpu = _cpu()
     sent, in_flight = 0, []
+    # requests, batches, and the seconds of each request from written to answer read
+    counts = {"requests": 0, "batches": 0, "request_s": 0.0}
     while True:
         while queues and len(in_flight) < COPIER.max_in_flight:
             batches = [(p, q.pop()) for p, q in sorted(queues.items())]
             queues = {p: q for p, q in queues.items() if q}
             conn.send(PRODUCE, PRODUCE_V, produce_parts(local_topic, batches))
-            in_flight.append({p: _landing_offset(b) for p, b in batches})
+            in_flight.append(({p: _landing_offset(b) for p, b in batches}, time.monotonic()))
             sent += sum(len(b) for _p, b in batches)
+            counts["requests"] += 1
+            counts["batches"] += len(batches)
         if not in_flight:
             break
-        check_produced(conn.receive(), in_flight.pop(0))
+        expected, written = in_flight.pop(0)
+        check_produced(conn.receive(), expected)
+        counts["request_s"] += time.monotonic() - written
     finished = time.monotonic()
-    start.results.put((finished, _cpu() - cpu, sent))
+    start.results.put((finished, _cpu() - cpu, sent, counts))
     conn.close()
 
 
@@ -373,6 +381,21 @@ class Phase:
     wire_bytes: int  # as the brokers moved them (compressed where the batches are)
     # CPU seconds each broker JVM spent over the timed part, by cluster name ("east", ...)
     broker_cpu_s: dict[str, float] = field(default_factory=dict)
+    # summed over the processes: requests, and for appends batches and request seconds
+    counts: dict[str, float] = field(default_factory=dict)
+
+    def per_request(self) -> dict[str, float]:
+        """Bytes, batches and seconds (written to answered) per request, and requests in
+        flight on average (each connection keeps max_in_flight until its last requests)."""
+        n = self.counts.get("requests", 0)
+        if not n:
+            return {}
+        out = {"requests": n, "bytes": self.wire_bytes / n}
+        if "batches" in self.counts:
+            out["batches"] = self.counts["batches"] / n
+            out["request_s"] = self.counts["request_s"] / n
+            out["in_flight"] = self.counts["request_s"] / self.seconds
+        return out
 
     @property
     def max_cpu_share(self) -> float:
@@ -427,6 +450,9 @@ class RawLimit:
             # each broker's CPU seconds per GB of payload in the phase's counted run
             "serve_broker_cpu_s_per_gb": self.per_gb(self.serve),
             "append_broker_cpu_s_per_gb": self.per_gb(self.append),
+            # per request of the counted runs: bytes, batches, seconds, and in flight
+            "serve_per_request": self.serve.per_request(),
+            "append_per_request": self.append.per_request(),
         }
 
     def per_gb(self, phase: Phase) -> dict[str, float]:
@@ -450,7 +476,7 @@ class Start:
 
     ready: multiprocessing.queues.Queue[int]
     go: multiprocessing.synchronize.Event
-    results: multiprocessing.queues.Queue[tuple[float, float, int]]
+    results: multiprocessing.queues.Queue[tuple[float, float, int, dict[str, float]]]
 
     def wait(self) -> None:
         self.ready.put(1)
@@ -492,11 +518,16 @@ def _run_phase(
         w.join()
         if w.exitcode:
             raise RuntimeError(f"raw limit worker failed with {w.exitcode}")
+    counts: dict[str, float] = {}
+    for *_ignored, more in done:
+        for key, value in more.items():
+            counts[key] = counts.get(key, 0) + value
     return Phase(
-        max(f for f, _c, _b in done) - started,
-        tuple(c for _f, c, _b in done),
-        sum(b for _f, _c, b in done),
+        max(f for f, _c, _b, _n in done) - started,
+        tuple(c for _f, c, _b, _n in done),
+        sum(b for _f, _c, b, _n in done),
         {name: after[name] - before[name] for name in before},
+        counts,
     )
 
 
