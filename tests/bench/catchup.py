@@ -49,8 +49,10 @@ from tests.bench import raw
 from tests.bench.peers import (
     Measured,
     axes,
+    cpu_by_thread,
     cpu_seconds,
     local_total,
+    machine_busy,
     run_mm2,
     run_syncer,
     save,
@@ -125,6 +127,14 @@ def main() -> None:
         " turns after L_raw; the other copiers are not run",
     )
     parser.add_argument("--rounds", type=int, default=2, help="A/B pairs with --ab")
+    parser.add_argument(
+        "--append-caps",
+        default="",
+        help="with --ab: raw append runs more, each request at most K batches (K,K,...)",
+    )
+    parser.add_argument(
+        "--gc-log", action="store_true", help="the local broker logs its GCs to OUT/local-gc.log"
+    )
     args = parser.parse_args()
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)  # probes of starting brokers
     args.out.mkdir(parents=True, exist_ok=True)
@@ -139,6 +149,8 @@ def main() -> None:
         bed.up(
             [ClusterSpec("local"), ClusterSpec("east"), ClusterSpec("old", properties=forgetful)]
         )
+        if args.gc_log:
+            gc_log(bed.clusters["local"].pid, args.out / "local-gc.log")
         for case in cases:
             results.append(run_case(console, bed, work, case, args))
             write(args, results)
@@ -168,7 +180,9 @@ def run_case(
         producer_props={**codec, "batch.size": "262144", "linger.ms": "20"},
     )
     assert asyncio.run(local_total(east, topic, case.partitions)) == records
-    console.print(f"[{case.name}] L_raw: raw fetches from east, then raw appends to local ...")
+    console.print(
+        f"[{case.name}] {_clock()} L_raw: raw fetches from east, then raw appends to local ..."
+    )
     brokers = broker_clock(bed, ["east", "local"])
     limit_raw = raw.measure(
         east,
@@ -282,6 +296,14 @@ def run_ab(
     records = case.records(args.gib)
     size = records * case.record_size
     runs: list[dict[str, object]] = []
+    lim = limit_raw.as_dict()
+    console.print(
+        f"[{case.name}] L_raw {limit_raw.mb_per_s:.1f} MB/s: serve runs"
+        f" {[round(x) for x in lim['serve_runs_mb_per_s']]}, append runs"  # type: ignore[attr-defined]
+        f" {[round(x) for x in lim['append_runs_mb_per_s']]}; CPU s/GB appending"  # type: ignore[attr-defined]
+        f" { ({k: round(v, 2) for k, v in lim['append_broker_cpu_s_per_gb'].items()}) }"  # type: ignore[attr-defined]
+    )
+    capped_appends(console, case, args, east, local, size, brokers)
     for round_ in range(args.rounds):
         for side, tree in (("A", args.ab), ("B", None)):
             asyncio.run(delete_topics(local, [topic], wait=True))
@@ -299,27 +321,75 @@ def run_ab(
             )
             assert asyncio.run(local_total(local, topic, case.partitions)) == records
             ratio = m.mb_per_s / limit_raw.mb_per_s
-            busy = sum(m.window_cpu_s.values()) / m.seconds
+            busy = sum(whole(m.window_cpu_s).values()) / m.seconds
+            machine = m.window_cpu_s.get("machine/busy", 0.0) / m.seconds
+            per_gb = {k: round(v / (size / 1e9), 2) for k, v in m.window_cpu_s.items()}
             console.print(
-                f"[{case.name}] round {round_ + 1} {side}: {m.mb_per_s:.1f} MB/s, syncer / L_raw"
+                f"[{case.name}] {_clock()} round {round_ + 1} {side}: {m.mb_per_s:.1f} MB/s,"
+                f" syncer / L_raw"
                 f" {ratio:.2f}, syncer core use {core_use(m) or 0:.2f}, cores busy {busy:.2f}"
+                f" (machine {machine:.2f}); CPU s/GB {per_gb}"
             )
             for line in waits_lines(m.waits, limit_raw.as_dict() if not runs else {}):
                 console.print(f"[{case.name}]   {line}")
+            console.print(f"[{case.name}]   {budget_line(cpu_budget(limit_raw, m))}")
             runs.append({"side": side, "round": round_ + 1, **_row(m), "ratio": ratio})
+    capped_appends(console, case, args, east, local, size, brokers)  # the broker changed?
     asyncio.run(delete_topics(local, [topic]))
     asyncio.run(delete_topics(east, [topic]))
     return {"case": case.name, "raw_limit": limit_raw.as_dict(), "ab": runs}
 
 
+def capped_appends(
+    console: Console,
+    case: Case,
+    args: argparse.Namespace,
+    east: str,
+    local: str,
+    size: int,
+    brokers: raw.BrokerClock,
+) -> None:
+    """Raw append runs whose requests carry at most K batches (``--append-caps``): what the
+    composition of syncer's requests costs the local broker, in the same sitting."""
+    for cap in [int(k) for k in args.append_caps.split(",") if k]:
+        phase = raw.measure_append(east, local, f"bench.{case.name}", case.partitions, cap, brokers)
+        gb = size / 1e9
+        console.print(
+            f"[{case.name}] {_clock()} raw append, at most {cap} batches a request:"
+            f" {gb * 1e3 / phase.seconds:.1f} MB/s, {phase.per_request()}, CPU s/GB"
+            f" { ({k: round(v / gb, 2) for k, v in phase.broker_cpu_s.items()}) }"
+        )
+
+
 def broker_clock(bed: Testbed, names: list[str]) -> raw.BrokerClock:
-    """Each named one-node cluster's broker JVM: its CPU seconds so far (/proc/PID/stat)."""
+    """Each named one-node cluster's broker JVM: its CPU seconds so far (/proc/PID/stat),
+    and as parts ("local/gc", "local/requests", ...: ``peers.cpu_by_thread``), and the whole
+    machine's busy seconds ("machine/busy"). Keys with a "/" are parts, not summed."""
     pids = {name: bed.clusters[name].pid for name in names}
 
     def now() -> dict[str, float]:
-        return {name: cpu_seconds(pid) for name, pid in pids.items() if pid is not None}
+        out = {"machine/busy": machine_busy()}
+        for name, pid in pids.items():
+            if pid is not None:
+                out[name] = cpu_seconds(pid)
+                out |= {f"{name}/{g}": s for g, s in cpu_by_thread(pid).items()}
+        return out
 
     return now
+
+
+def gc_log(pid: int | None, path: Path) -> None:
+    """Have JVM ``pid`` log each garbage collection, with its cause, pause and wall time, to
+    ``path`` from now on (``jcmd VM.log``: no restart, so the bench's clusters stay as
+    they are): whether a copy's requests cost the broker more collections than L_raw's."""
+    path.unlink(missing_ok=True)
+    command = ["jcmd", str(pid), "VM.log", f"output={path.resolve()}", "what=gc=info"]
+    subprocess.run([*command, "decorators=time"], check=True, capture_output=True)
+
+
+def whole(cpu: dict[str, float]) -> dict[str, float]:
+    """The processes of a ``broker_clock`` reading, without its parts."""
+    return {name: s for name, s in cpu.items() if "/" not in name}
 
 
 def cpu_budget(limit: raw.RawLimit, ours: Measured, target: float = 0.85) -> dict[str, object]:
@@ -331,7 +401,7 @@ def cpu_budget(limit: raw.RawLimit, ours: Measured, target: float = 0.85) -> dic
     gb = ours.bytes / 1e9
     serve = limit.per_gb(limit.serve).get("east", 0.0)
     append = limit.per_gb(limit.append).get("local", 0.0)
-    copy = {name: cpu / gb for name, cpu in ours.window_cpu_s.items()}
+    copy = {name: cpu / gb for name, cpu in whole(ours.window_cpu_s).items()}
     syncer = copy.get("syncer", ours.cpu_seconds / gb)
     gb_per_s = target * limit.mb_per_s / 1000
     floor = gb_per_s * (serve + append + syncer)  # brokers as cheap as in L_raw's phases
@@ -341,7 +411,8 @@ def cpu_budget(limit: raw.RawLimit, ours: Measured, target: float = 0.85) -> dic
         "east_serve_cpu_s_per_gb": serve,
         "local_append_cpu_s_per_gb": append,
         "copy_cpu_s_per_gb": copy,  # syncer's and each broker's while syncer copied
-        "cores_busy_while_copying": sum(ours.window_cpu_s.values()) / ours.seconds,
+        "cores_busy_while_copying": sum(whole(ours.window_cpu_s).values()) / ours.seconds,
+        "machine_busy_while_copying": ours.window_cpu_s.get("machine/busy", 0.0) / ours.seconds,
         "cores_at_target_floor": floor,
         "cores_at_target_as_copied": as_copied,
         "cores": cores,
@@ -423,6 +494,11 @@ def profile_summary(path: Path, seconds: float, top: int = 12) -> dict[str, obje
         return [(name, round(100 * n / samples, 1)) for name, n in ranked]
 
     return {"samples": samples, "self_pct": shares(own), "total_pct": shares(total)}
+
+
+def _clock() -> str:
+    """The wall time, to find a phase in the broker's GC log."""
+    return datetime.datetime.now(datetime.UTC).strftime("%H:%M:%S")
 
 
 def _row(m: Measured) -> dict[str, object]:

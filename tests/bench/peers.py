@@ -61,6 +61,42 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+# a JVM's threads by what they do, from their names as the kernel keeps them (15 characters:
+# Kafka's request handlers and network threads both read "data-plane-kafk")
+THREAD_GROUPS: tuple[tuple[str, str], ...] = (
+    ("GC Thread", "gc"),
+    ("G1 ", "gc"),
+    ("C1 Compiler", "jit"),
+    ("C2 Compiler", "jit"),
+)
+THREAD_GROUPS += (("data-plane-kafk", "requests"),)
+
+
+def cpu_by_thread(pid: int) -> dict[str, float]:
+    """CPU seconds so far of process ``pid``'s threads, by ``THREAD_GROUPS`` (else "other"):
+    whether a broker's CPU went to appending or to its garbage collector and JIT."""
+    groups: dict[str, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            text = (task / "stat").read_text()
+        except OSError:
+            continue  # the thread ended
+        name = text[text.index("(") + 1 : text.rindex(")")]
+        fields = text.rsplit(")", 1)[1].split()
+        group = next((g for prefix, g in THREAD_GROUPS if name.startswith(prefix)), "other")
+        groups[group] = groups.get(group, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+    return groups
+
+
+def machine_busy() -> float:
+    """CPU seconds every core of the machine spent busy so far (/proc/stat): what else ran
+    while a copy ran (other engineers' tests share the cores)."""
+    values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = values[3] + values[4]  # idle, iowait
+    return (sum(values[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
 def _reap(pid: int) -> tuple[float, float]:
     """Wait for child ``pid``; its (CPU seconds, peak RSS in MiB)."""
     _pid, _status, usage = os.wait4(pid, 0)

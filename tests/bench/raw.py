@@ -326,11 +326,13 @@ def append(
     local_topic: str,
     ends: dict[int, int],
     writer: tuple[int, int],
+    cap: int | None,
     start: Start,
 ) -> None:
     """Load partitions ``ends`` into memory, then (after the barrier) write them to
     ``local_topic`` with max_in_flight requests on one connection; puts (finish time, CPU
-    seconds of the timed part, bytes sent)."""
+    seconds of the timed part, bytes sent). ``cap``: at most that many batches a request
+    (partitions in turn), to see what smaller requests cost the broker."""
     queues = {
         p: list(reversed(batches)) for p, batches in load(remote, topic, ends, writer).items()
     }
@@ -342,7 +344,10 @@ def append(
     counts = {"requests": 0, "batches": 0, "request_s": 0.0}
     while True:
         while queues and len(in_flight) < COPIER.max_in_flight:
-            batches = [(p, q.pop()) for p, q in sorted(queues.items())]
+            order = sorted(queues)
+            turn = int(counts["requests"]) % len(order)
+            order = (order[turn:] + order[:turn])[:cap]
+            batches = [(p, queues[p].pop()) for p in sorted(order)]
             queues = {p: q for p, q in queues.items() if q}
             conn.send(PRODUCE, PRODUCE_V, produce_parts(local_topic, batches))
             in_flight.append(({p: _landing_offset(b) for p, b in batches}, time.monotonic()))
@@ -586,10 +591,24 @@ def measure(
         target = raw_topic(topic, run)
         writer = asyncio.run(_fresh_topic(local, target, partitions))
         appended.append(
-            _run_phase(append, [(local, remote, topic, target, s, writer) for s in shares], brokers)
+            _run_phase(
+                append, [(local, remote, topic, target, s, writer, None) for s in shares], brokers
+            )
         )
         asyncio.run(_delete(local, target))
     return RawLimit(served, tuple(appended), payload_bytes, procs)
+
+
+def measure_append(
+    remote: str, local: str, topic: str, partitions: int, cap: int, brokers: BrokerClock
+) -> Phase:
+    """One append run, one process, at most ``cap`` batches a request."""
+    ends = asyncio.run(_ends(remote, topic, partitions))
+    target = raw_topic(topic, 100 + cap)
+    writer = asyncio.run(_fresh_topic(local, target, partitions))
+    phase = _run_phase(append, [(local, remote, topic, target, ends, writer, cap)], brokers)
+    asyncio.run(_delete(local, target))
+    return phase
 
 
 def main() -> None:

@@ -9,9 +9,12 @@ from pathlib import Path
 
 import pytest
 
+import syncer.chunks
 import syncer.writer
+from syncer.clusters import FetchedPartition
 from syncer.waits import Levels, Recorder, Tally
 from syncer.writer import Writer
+from tests.unit.test_chunk_wakeup import TAIL, records, waiting_copier
 from tests.unit.test_writer_now import A, B, Direct
 
 
@@ -68,3 +71,20 @@ async def test_the_writer_counts_nothing_unless_asked(monkeypatch: pytest.Monkey
     async with Writer(Direct(), max_in_flight=1) as writer:  # type: ignore[arg-type]
         assert writer.waits is None
         await writer.submit(A, b"a")
+
+
+async def test_a_copier_s_wait_for_its_fetch_is_counted(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    recorder = Recorder(tmp_path / "waits.json")
+    monkeypatch.setattr(syncer.chunks, "RECORDER", recorder)
+    remote, _scheduler, copier = await waiting_copier()
+    await asyncio.sleep(0.02)  # the copier waits this long for the answer
+    assert remote.answer is not None
+    remote.answer.set_result(FetchedPartition(0, TAIL + 3, TAIL + 3, 0, (), records(TAIL, 3)))
+    remote.answered()
+    assert await copier is not None
+    waits = recorder.chunks
+    assert waits.fetch_wait_s.values[0] >= 0.02 and waits.ready_at_once == 0
+    assert waits.fetch_bytes.values == [len(records(TAIL, 3))]
+    assert waits.writing_s.values == []  # no chunk taken before this one
