@@ -53,6 +53,7 @@ from tests.bench.peers import (
     cpu_seconds,
     local_total,
     machine_busy,
+    pressure,
     run_mm2,
     run_syncer,
     save,
@@ -330,11 +331,19 @@ def run_ab(
                 f" {ratio:.2f}, syncer core use {core_use(m) or 0:.2f}, cores busy {busy:.2f}"
                 f" (machine {machine:.2f}); CPU s/GB {per_gb}"
             )
+            stalls = {
+                k: round(v / m.seconds, 2)
+                for k, v in m.window_cpu_s.items()
+                if k.startswith("pressure/") or k.endswith("/runq")
+            }
+            console.print(f"[{case.name}]   waiting, per second of the copy: {stalls}")
             for line in waits_lines(m.waits, limit_raw.as_dict() if not runs else {}):
                 console.print(f"[{case.name}]   {line}")
             console.print(f"[{case.name}]   {budget_line(cpu_budget(limit_raw, m))}")
             runs.append({"side": side, "round": round_ + 1, **_row(m), "ratio": ratio})
     capped_appends(console, case, args, east, local, size, brokers)  # the broker changed?
+    if args.gc_log:
+        heap_histogram(bed.clusters["local"].pid, args.out / f"local-heap-{case.name}.txt")
     asyncio.run(delete_topics(local, [topic]))
     asyncio.run(delete_topics(east, [topic]))
     return {"case": case.name, "raw_limit": limit_raw.as_dict(), "ab": runs}
@@ -369,6 +378,7 @@ def broker_clock(bed: Testbed, names: list[str]) -> raw.BrokerClock:
 
     def now() -> dict[str, float]:
         out = {"machine/busy": machine_busy()}
+        out |= {f"pressure/{k}": v for k, v in pressure().items()}
         for name, pid in pids.items():
             if pid is not None:
                 out[name] = cpu_seconds(pid)
@@ -385,6 +395,15 @@ def gc_log(pid: int | None, path: Path) -> None:
     path.unlink(missing_ok=True)
     command = ["jcmd", str(pid), "VM.log", f"output={path.resolve()}", "what=gc=info"]
     subprocess.run([*command, "decorators=time"], check=True, capture_output=True)
+
+
+def heap_histogram(pid: int | None, path: Path, top: int = 25) -> None:
+    """What JVM ``pid``'s heap holds (live objects, after a full collection: so only once
+    every timed part is over), its ``top`` classes by bytes."""
+    out = subprocess.run(
+        ["jcmd", str(pid), "GC.class_histogram"], check=True, capture_output=True, text=True
+    )
+    path.write_text("\n".join(out.stdout.splitlines()[: top + 3]) + "\n")
 
 
 def whole(cpu: dict[str, float]) -> dict[str, float]:

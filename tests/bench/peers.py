@@ -86,7 +86,38 @@ def cpu_by_thread(pid: int) -> dict[str, float]:
         fields = text.rsplit(")", 1)[1].split()
         group = next((g for prefix, g in THREAD_GROUPS if name.startswith(prefix)), "other")
         groups[group] = groups.get(group, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+        groups["runq"] = groups.get("runq", 0.0) + _runqueue_s(task)
     return groups
+
+
+def _runqueue_s(task: Path) -> float:
+    """Seconds thread ``task`` spent runnable but waiting for a core (schedstat's second
+    field): a process that waits there wants CPU it does not get."""
+    try:
+        return int((task / "schedstat").read_text().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def runqueue_s(pid: int) -> float:
+    """``_runqueue_s`` over every thread of process ``pid``."""
+    return sum(_runqueue_s(task) for task in Path(f"/proc/{pid}/task").iterdir())
+
+
+def pressure() -> dict[str, float]:
+    """The machine's stall seconds so far (PSI, /proc/pressure): "cpu" while some task
+    waited for a core, "io" while some waited for I/O, "io_full" while all did."""
+    out: dict[str, float] = {}
+    for kind in ("cpu", "io"):
+        try:
+            lines = Path(f"/proc/pressure/{kind}").read_text().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            scope, *fields = line.split()
+            total = int(dict(f.split("=") for f in fields)["total"]) / 1e6
+            out[kind if scope == "some" else f"{kind}_full"] = total
+    return out
 
 
 def machine_busy() -> float:
@@ -172,7 +203,11 @@ def run_syncer(
     samples: list[dict[str, float]] = []
 
     def sample() -> dict[str, float]:
-        return {**(brokers() if brokers else {}), "syncer": cpu_seconds(proc.pid)}
+        return {
+            **(brokers() if brokers else {}),
+            "syncer": cpu_seconds(proc.pid),
+            "syncer/runq": runqueue_s(proc.pid),
+        }
 
     log = workdir / "syncer.log"
     first, last = watch(proc, local, topic, partitions, records, log, sample, samples)
