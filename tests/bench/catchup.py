@@ -134,6 +134,9 @@ def main() -> None:
         help="with --ab: raw append runs more, each request at most K batches (K,K,...)",
     )
     parser.add_argument(
+        "--together", action="store_true", help="with --ab: raw serve and append at once too"
+    )
+    parser.add_argument(
         "--gc-log", action="store_true", help="the local broker logs its GCs to OUT/local-gc.log"
     )
     args = parser.parse_args()
@@ -305,6 +308,14 @@ def run_ab(
         f" { ({k: round(v, 2) for k, v in lim['append_broker_cpu_s_per_gb'].items()}) }"  # type: ignore[attr-defined]
     )
     capped_appends(console, case, args, east, local, size, brokers)
+    if args.together:
+        both = raw.measure_together(east, local, topic, case.partitions, brokers)
+        gb = size / 1e9
+        console.print(
+            f"[{case.name}] {_clock()} raw serve and append at once: done in {both.seconds:.2f} s"
+            f" ({gb * 1e3 / both.seconds:.1f} MB/s), CPU s/GB"
+            f" { ({k: round(v / gb, 2) for k, v in both.broker_cpu_s.items()}) }"
+        )
     for round_ in range(args.rounds):
         for side, tree in (("A", args.ab), ("B", None)):
             asyncio.run(delete_topics(local, [topic], wait=True))

@@ -503,9 +503,12 @@ def _collect(q: multiprocessing.queues.Queue[T], workers: list[BaseProcess]) -> 
 def _run_phase(
     target: object, shares: list[tuple[object, ...]], brokers: BrokerClock | None = None
 ) -> Phase:
+    """``target`` run on each share's arguments in a process of its own, all started at
+    once; None: each share names its own target first."""
     ctx = multiprocessing.get_context("spawn")
     start = Start(ctx.Queue(), ctx.Event(), ctx.Queue())
-    workers = [ctx.Process(target=target, args=(*s, start), daemon=True) for s in shares]  # type: ignore[arg-type]
+    jobs = [(target, s) if target is not None else (s[0], s[1:]) for s in shares]
+    workers = [ctx.Process(target=t, args=(*s, start), daemon=True) for t, s in jobs]  # type: ignore[arg-type]
     for w in workers:
         w.start()
     try:
@@ -607,6 +610,25 @@ def measure_append(
     target = raw_topic(topic, 100 + cap)
     writer = asyncio.run(_fresh_topic(local, target, partitions))
     phase = _run_phase(append, [(local, remote, topic, target, ends, writer, cap)], brokers)
+    asyncio.run(_delete(local, target))
+    return phase
+
+
+def measure_together(
+    remote: str, local: str, topic: str, partitions: int, brokers: BrokerClock
+) -> Phase:
+    """(a) and (b) at once, one process each, as a copy makes the two brokers work at once
+    on the same cores: the seconds until both are done (the serving ends first, then the
+    appending has the cores to itself). Not L_raw: what the two brokers' work costs the
+    machine together, without the copier's own."""
+    ends = asyncio.run(_ends(remote, topic, partitions))
+    target = raw_topic(topic, 200)
+    writer = asyncio.run(_fresh_topic(local, target, partitions))
+    jobs: list[tuple[object, ...]] = [
+        (serve, remote, topic, ends),
+        (append, local, remote, topic, target, ends, writer, None),
+    ]
+    phase = _run_phase(None, jobs, brokers)
     asyncio.run(_delete(local, target))
     return phase
 
