@@ -134,6 +134,14 @@ def main() -> None:
         help="with --ab: raw append runs more, each request at most K batches (K,K,...)",
     )
     parser.add_argument(
+        "--broker-props",
+        default="",
+        help="KEY=VALUE,... for every broker (e.g. log.cleaner.dedupe.buffer.size=16777216)",
+    )
+    parser.add_argument(
+        "--b-copier", default="", help="with --ab: copier settings of B only (KEY=INT,...)"
+    )
+    parser.add_argument(
         "--together", action="store_true", help="with --ab: raw serve and append at once too"
     )
     parser.add_argument(
@@ -149,9 +157,14 @@ def main() -> None:
     results: list[dict[str, object]] = []
     try:
         console.print(f"starting clusters under {work} ...")
-        forgetful = {"producer.id.expiration.ms": str(FORGETFUL_MS)}
+        extra = dict(kv.split("=", 1) for kv in args.broker_props.split(",") if kv)
+        forgetful = {"producer.id.expiration.ms": str(FORGETFUL_MS), **extra}
         bed.up(
-            [ClusterSpec("local"), ClusterSpec("east"), ClusterSpec("old", properties=forgetful)]
+            [
+                ClusterSpec("local", properties=extra),
+                ClusterSpec("east", properties=extra),
+                ClusterSpec("old", properties=forgetful),
+            ]
         )
         if args.gc_log:
             gc_log(bed.clusters["local"].pid, args.out / "local-gc.log")
@@ -301,6 +314,7 @@ def run_ab(
     size = records * case.record_size
     runs: list[dict[str, object]] = []
     lim = limit_raw.as_dict()
+    b_copier = {k: int(v) for k, v in (kv.split("=") for kv in args.b_copier.split(",") if kv)}
     console.print(
         f"[{case.name}] L_raw {limit_raw.mb_per_s:.1f} MB/s: serve runs"
         f" {[round(x) for x in lim['serve_runs_mb_per_s']]}, append runs"  # type: ignore[attr-defined]
@@ -329,6 +343,7 @@ def run_ab(
                 partitions=case.partitions,
                 brokers=brokers,
                 tree=tree.resolve() if tree is not None else None,
+                copier=b_copier if side == "B" else None,
                 label=f"syncer-{side}",
             )
             assert asyncio.run(local_total(local, topic, case.partitions)) == records
