@@ -25,6 +25,7 @@ from syncer.lanes import Lanes
 from syncer.partition import PartitionSources
 from syncer.sources import Verdict, judge
 from syncer.tasks import cancel_and_wait
+from syncer.waits import RECORDER, ChunkWaits
 from syncer.wire import FetchOutcome
 
 __all__ = ["Chunk", "ChunkScheduler", "Fetched", "chunk_size"]
@@ -76,6 +77,9 @@ class ChunkScheduler:
         # the last answer was empty: the copier knows it is caught up, so the fetcher may
         # hold the next empty poll (else that one comes back at once and says so)
         self._quiet = False
+        # for ``waits`` (the benchmark's counts): what ``next_ready`` last handed back, when
+        self._handed: tuple[bool, float] | None = None  # (a chunk, or a want of budget)
+        self._wakes = 0
 
     def __repr__(self) -> str:
         plan = self.plan
@@ -159,9 +163,36 @@ class ChunkScheduler:
         finally:
             self._wake_copier()
         self._quiet = not fetched.records
-        return fetched, time.monotonic() - started
+        seconds = time.monotonic() - started
+        if RECORDER is not None:
+            RECORDER.chunks.fetch_s.add(seconds)
+            RECORDER.chunks.fetch_bytes.add(len(fetched.records))
+        return fetched, seconds
 
     async def next_ready(self, frontier: int) -> Fetched | None:
+        """``_next_ready``, timed for ``waits`` when that counts."""
+        if RECORDER is None:
+            return await self._next_ready(frontier)
+        return await self._counted_next_ready(frontier, RECORDER.chunks)
+
+    async def _counted_next_ready(self, frontier: int, waits: ChunkWaits) -> Fetched | None:
+        """The time since the copier took its last chunk (its checks and writes) or was
+        told to wait for budget, and this ask's wait for a fetch answer."""
+        asked = time.monotonic()
+        if self._handed is not None:
+            chunk, at = self._handed
+            (waits.writing_s if chunk else waits.starved_s).add(asked - at)
+        wakes = self._wakes
+        got = await self._next_ready(frontier)
+        now = time.monotonic()
+        if self._wakes == wakes:
+            waits.ready_at_once += 1
+        else:
+            waits.fetch_wait_s.add(now - asked)
+        self._handed = (True, now) if got is not None else (False, now) if self.starved else None
+        return got
+
+    async def _next_ready(self, frontier: int) -> Fetched | None:
         """The fetched chunk that continues at ``frontier``, waiting for it if it is in
         flight; None if nothing that could continue there is in flight, or if the copier is
         stopping (it need not wait for a long poll to end). Its ``ticket`` holds its bytes in
@@ -175,6 +206,7 @@ class ChunkScheduler:
                 return None
             if not any(task.done() for task in self._tasks.values()):
                 self._wake = asyncio.get_running_loop().create_future()
+                self._wakes += 1
                 await self._wake
             for number, task in list(self._tasks.items()):
                 if task.done():

@@ -15,10 +15,14 @@ from typing import Any
 from syncer.clusters import TP, Cluster, ProduceResult
 from syncer.errors import SyncerError, TransientClusterError
 from syncer.loops import RequestLoop
+from syncer.waits import RECORDER
 
 log = logging.getLogger(__name__)
 
 PRODUCE_TIMEOUT_MS = 30_000
+
+# a batch waiting for its request: its bytes, its result, and when it was submitted
+Waiting = tuple[bytes | bytearray, asyncio.Future[ProduceResult], float]
 
 
 class Writer(RequestLoop):
@@ -42,10 +46,12 @@ class Writer(RequestLoop):
         self.observe = observe  # each produce request's seconds, send to answer
         self.may_write = may_write
         self.max_in_flight = max_in_flight
-        self._queues: dict[TP, deque[tuple[bytes | bytearray, asyncio.Future[ProduceResult]]]] = {}
+        self._queues: dict[TP, deque[Waiting]] = {}
         self._in_flight: dict[int, int] = defaultdict(int)
         self._opening: dict[int, int] = defaultdict(int)  # node → requests sent by a task
         self.requests_sent = 0
+        # counted for the catch-up benchmark only (``waits``: off unless asked for)
+        self.waits = RECORDER.writer(self.name) if RECORDER is not None else None
         self._wrote_now = False  # ``submit`` wrote a request in this loop turn
         # batches of a topic whose leaders are being refreshed wait for the new leader
         cluster.leaders.listen(self._wakeup.set)
@@ -57,13 +63,13 @@ class Writer(RequestLoop):
 
     def _cancel_waiting(self) -> None:
         for queue in self._queues.values():
-            for _batch, future in queue:
+            for _batch, future, _at in queue:
                 future.cancel()
         self._queues.clear()
 
     def _fail_waiting(self, error: Exception) -> None:
         for queue in self._queues.values():
-            for _batch, future in queue:
+            for _batch, future, _at in queue:
                 if not future.done():
                     future.set_exception(error)
         self._queues.clear()
@@ -73,7 +79,7 @@ class Writer(RequestLoop):
         if self.dead is not None:
             future.set_exception(self.dead)
             return future
-        self._queues.setdefault(tp, deque()).append((batch, future))
+        self._queues.setdefault(tp, deque()).append((batch, future, time.monotonic()))
         if self._idle():
             self._wrote_now = True
             asyncio.get_running_loop().call_soon(self._turn_over)
@@ -100,7 +106,7 @@ class Writer(RequestLoop):
 
     def forget(self, tp: TP) -> None:
         """Drop what ``tp`` still has queued (after an error, its copier starts over)."""
-        for _batch, future in self._queues.pop(tp, ()):
+        for _batch, future, _at in self._queues.pop(tp, ()):
             future.cancel()
 
     async def _run(self) -> None:
@@ -116,8 +122,7 @@ class Writer(RequestLoop):
         if not self.may_write():
             self._refuse_all()
             return
-        by_node: dict[int, dict[TP, tuple[bytes | bytearray, asyncio.Future[ProduceResult]]]]
-        by_node = defaultdict(dict)
+        by_node: dict[int, dict[TP, Waiting]] = defaultdict(dict)
         for tp, queue in list(self._queues.items()):
             while queue and queue[0][1].done():
                 queue.popleft()
@@ -129,7 +134,7 @@ class Writer(RequestLoop):
             try:
                 node = self.cluster.leader(tp)
             except SyncerError as exc:
-                for _batch, future in self._queues.pop(tp):
+                for _batch, future, _at in self._queues.pop(tp):
                     if not future.done():
                         future.set_exception(exc)
                 continue
@@ -143,14 +148,15 @@ class Writer(RequestLoop):
         if any(self._queues.values()) and by_node:
             self._wakeup.set()  # more batches wait behind the ones just sent
 
-    def _start(
-        self, node: int, entries: dict[TP, tuple[bytes | bytearray, asyncio.Future[ProduceResult]]]
-    ) -> None:
+    def _start(self, node: int, entries: dict[TP, Waiting]) -> None:
         """Write the request now if the connection to ``node`` is open, and no request
         to it still waits for its connection (requests reach a broker in the order they
         were made: each partition's batches in offset order); else a task sends it."""
-        batches = {tp: batch for tp, (batch, _f) in entries.items()}
+        batches = {tp: batch for tp, (batch, _f, _at) in entries.items()}
         sent = time.monotonic()
+        if self.waits is not None:
+            nbytes = sum(len(batch) for batch in batches.values())
+            self.waits.sent(node, sent, [sent - at for _b, _f, at in entries.values()], nbytes)
         answer: Coroutine[Any, Any, dict[TP, ProduceResult]] | None = None
         opening = node in self._opening
         try:
@@ -171,7 +177,7 @@ class Writer(RequestLoop):
     def _refuse_all(self) -> None:
         error = TransientClusterError("not writing: this process may have lost its group")
         for queue in self._queues.values():
-            for _batch, future in queue:
+            for _batch, future, _at in queue:
                 if not future.done():
                     future.set_exception(error)
         self._queues.clear()
@@ -179,7 +185,7 @@ class Writer(RequestLoop):
     async def _produce(
         self,
         node: int,
-        entries: dict[TP, tuple[bytes | bytearray, asyncio.Future[ProduceResult]]],
+        entries: dict[TP, Waiting],
         answer: Coroutine[Any, Any, dict[TP, ProduceResult]],
         sent: float,
         *,
@@ -189,20 +195,23 @@ class Writer(RequestLoop):
             result = await answer
             self.observe(time.monotonic() - sent)
             self.requests_sent += 1
-            for tp, (_batch, future) in entries.items():
+            for tp, (_batch, future, _at) in entries.items():
                 if not future.done():
                     future.set_result(result.get(tp, ProduceResult(-1, -1, "missing")))
         except Exception as exc:
-            for _batch, future in entries.values():
+            for _batch, future, _at in entries.values():
                 if not future.done():
                     future.set_exception(exc)
         finally:
             # stopped mid-request: the copier must not wait for an answer that never comes
             # (nor hold its bytes in the budget); whether it landed, the local end tells
-            for _batch, future in entries.values():
+            for _batch, future, _at in entries.values():
                 future.cancel()
             answer.close()  # never awaited if the task was cancelled before it began
             self._in_flight[node] -= 1
+            if self.waits is not None:
+                now = time.monotonic()
+                self.waits.answered(node, now, now - sent)
             if opening:
                 self._opening[node] -= 1
                 if not self._opening[node]:

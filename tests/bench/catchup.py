@@ -49,8 +49,11 @@ from tests.bench import raw
 from tests.bench.peers import (
     Measured,
     axes,
+    cpu_by_thread,
     cpu_seconds,
     local_total,
+    machine_busy,
+    pressure,
     run_mm2,
     run_syncer,
     save,
@@ -118,6 +121,32 @@ def main() -> None:
     parser.add_argument(
         "--profile", action="store_true", help="py-spy samples each syncer catch-up (not old)"
     )
+    parser.add_argument(
+        "--ab",
+        type=Path,
+        help="a checkout (e.g. of main) to run syncer from as A, against this tree as B, in"
+        " turns after L_raw; the other copiers are not run",
+    )
+    parser.add_argument("--rounds", type=int, default=2, help="A/B pairs with --ab")
+    parser.add_argument(
+        "--append-caps",
+        default="",
+        help="with --ab: raw append runs more, each request at most K batches (K,K,...)",
+    )
+    parser.add_argument(
+        "--broker-props",
+        default="",
+        help="KEY=VALUE,... for every broker (e.g. log.cleaner.dedupe.buffer.size=16777216)",
+    )
+    parser.add_argument(
+        "--b-copier", default="", help="with --ab: copier settings of B only (KEY=INT,...)"
+    )
+    parser.add_argument(
+        "--together", action="store_true", help="with --ab: raw serve and append at once too"
+    )
+    parser.add_argument(
+        "--gc-log", action="store_true", help="the local broker logs its GCs to OUT/local-gc.log"
+    )
     args = parser.parse_args()
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)  # probes of starting brokers
     args.out.mkdir(parents=True, exist_ok=True)
@@ -128,14 +157,22 @@ def main() -> None:
     results: list[dict[str, object]] = []
     try:
         console.print(f"starting clusters under {work} ...")
-        forgetful = {"producer.id.expiration.ms": str(FORGETFUL_MS)}
+        extra = dict(kv.split("=", 1) for kv in args.broker_props.split(",") if kv)
+        forgetful = {"producer.id.expiration.ms": str(FORGETFUL_MS), **extra}
         bed.up(
-            [ClusterSpec("local"), ClusterSpec("east"), ClusterSpec("old", properties=forgetful)]
+            [
+                ClusterSpec("local", properties=extra),
+                ClusterSpec("east", properties=extra),
+                ClusterSpec("old", properties=forgetful),
+            ]
         )
+        if args.gc_log:
+            gc_log(bed.clusters["local"].pid, args.out / "local-gc.log")
         for case in cases:
             results.append(run_case(console, bed, work, case, args))
             write(args, results)
-        report(console, args, results)
+        if args.ab is None:
+            report(console, args, results)
     finally:
         bed.down()
         shutil.rmtree(work, ignore_errors=True)
@@ -160,7 +197,9 @@ def run_case(
         producer_props={**codec, "batch.size": "262144", "linger.ms": "20"},
     )
     assert asyncio.run(local_total(east, topic, case.partitions)) == records
-    console.print(f"[{case.name}] L_raw: raw fetches from east, then raw appends to local ...")
+    console.print(
+        f"[{case.name}] {_clock()} L_raw: raw fetches from east, then raw appends to local ..."
+    )
     brokers = broker_clock(bed, ["east", "local"])
     limit_raw = raw.measure(
         east,
@@ -176,6 +215,8 @@ def run_case(
     if args.perf_limit:
         console.print(f"[{case.name}] L: perf producer to local while perf consumer reads east")
         limit = measure_limit(bed.jars, local, east, topic, case, records, size)
+    if args.ab is not None:
+        return run_ab(console, bed, work, case, args, limit_raw, brokers)
     console.print(f"[{case.name}] syncer catch-up ...")
     profile = args.out / f"profile-catchup-{case.name}.txt" if args.profile else None
     ours = run_syncer(
@@ -238,6 +279,8 @@ def run_case(
         },
     }
     console.print(f"[{case.name}] {budget_line(row['cpu_budget'])}")  # type: ignore[arg-type]
+    for line in waits_lines(ours.waits, limit_raw.as_dict()):
+        console.print(f"[{case.name}] {line}")
     if profile is not None and profile.exists():
         row["syncer_profile"] = profile_summary(profile, ours.seconds)
         console.print(f"[{case.name}] syncer profile: {row['syncer_profile']}")
@@ -254,14 +297,144 @@ def run_case(
     return row
 
 
+def run_ab(
+    console: Console,
+    bed: Testbed,
+    work: Path,
+    case: Case,
+    args: argparse.Namespace,
+    limit_raw: raw.RawLimit,
+    brokers: raw.BrokerClock,
+) -> dict[str, object]:
+    """syncer from ``args.ab`` (A) and from this tree (B) in turns, each into an empty local
+    topic: a change's effect in one sitting, beside this case's L_raw."""
+    local, east = bed.clusters["local"].bootstrap, bed.clusters["east"].bootstrap
+    topic = f"bench.{case.name}"
+    records = case.records(args.gib)
+    size = records * case.record_size
+    runs: list[dict[str, object]] = []
+    lim = limit_raw.as_dict()
+    b_copier = {k: int(v) for k, v in (kv.split("=") for kv in args.b_copier.split(",") if kv)}
+    console.print(
+        f"[{case.name}] L_raw {limit_raw.mb_per_s:.1f} MB/s: serve runs"
+        f" {[round(x) for x in lim['serve_runs_mb_per_s']]}, append runs"  # type: ignore[attr-defined]
+        f" {[round(x) for x in lim['append_runs_mb_per_s']]}; CPU s/GB appending"  # type: ignore[attr-defined]
+        f" { ({k: round(v, 2) for k, v in lim['append_broker_cpu_s_per_gb'].items()}) }"  # type: ignore[attr-defined]
+    )
+    capped_appends(console, case, args, east, local, size, brokers)
+    if args.together:
+        both = raw.measure_together(east, local, topic, case.partitions, brokers)
+        gb = size / 1e9
+        console.print(
+            f"[{case.name}] {_clock()} raw serve and append at once: done in {both.seconds:.2f} s"
+            f" ({gb * 1e3 / both.seconds:.1f} MB/s), CPU s/GB"
+            f" { ({k: round(v / gb, 2) for k, v in both.broker_cpu_s.items()}) }"
+        )
+    for round_ in range(args.rounds):
+        for side, tree in (("A", args.ab), ("B", None)):
+            asyncio.run(delete_topics(local, [topic], wait=True))
+            m = run_syncer(
+                work,
+                local,
+                east,
+                topic,
+                records,
+                size,
+                partitions=case.partitions,
+                brokers=brokers,
+                tree=tree.resolve() if tree is not None else None,
+                copier=b_copier if side == "B" else None,
+                label=f"syncer-{side}",
+            )
+            assert asyncio.run(local_total(local, topic, case.partitions)) == records
+            ratio = m.mb_per_s / limit_raw.mb_per_s
+            busy = sum(whole(m.window_cpu_s).values()) / m.seconds
+            machine = m.window_cpu_s.get("machine/busy", 0.0) / m.seconds
+            per_gb = {k: round(v / (size / 1e9), 2) for k, v in m.window_cpu_s.items()}
+            console.print(
+                f"[{case.name}] {_clock()} round {round_ + 1} {side}: {m.mb_per_s:.1f} MB/s,"
+                f" syncer / L_raw"
+                f" {ratio:.2f}, syncer core use {core_use(m) or 0:.2f}, cores busy {busy:.2f}"
+                f" (machine {machine:.2f}); CPU s/GB {per_gb}"
+            )
+            stalls = {
+                k: round(v / m.seconds, 2)
+                for k, v in m.window_cpu_s.items()
+                if k.startswith("pressure/") or k.endswith("/runq")
+            }
+            console.print(f"[{case.name}]   waiting, per second of the copy: {stalls}")
+            for line in waits_lines(m.waits, limit_raw.as_dict() if not runs else {}):
+                console.print(f"[{case.name}]   {line}")
+            console.print(f"[{case.name}]   {budget_line(cpu_budget(limit_raw, m))}")
+            runs.append({"side": side, "round": round_ + 1, **_row(m), "ratio": ratio})
+    capped_appends(console, case, args, east, local, size, brokers)  # the broker changed?
+    if args.gc_log:
+        heap_histogram(bed.clusters["local"].pid, args.out / f"local-heap-{case.name}.txt")
+    asyncio.run(delete_topics(local, [topic]))
+    asyncio.run(delete_topics(east, [topic]))
+    return {"case": case.name, "raw_limit": limit_raw.as_dict(), "ab": runs}
+
+
+def capped_appends(
+    console: Console,
+    case: Case,
+    args: argparse.Namespace,
+    east: str,
+    local: str,
+    size: int,
+    brokers: raw.BrokerClock,
+) -> None:
+    """Raw append runs whose requests carry at most K batches (``--append-caps``): what the
+    composition of syncer's requests costs the local broker, in the same sitting."""
+    for cap in [int(k) for k in args.append_caps.split(",") if k]:
+        phase = raw.measure_append(east, local, f"bench.{case.name}", case.partitions, cap, brokers)
+        gb = size / 1e9
+        console.print(
+            f"[{case.name}] {_clock()} raw append, at most {cap} batches a request:"
+            f" {gb * 1e3 / phase.seconds:.1f} MB/s, {phase.per_request()}, CPU s/GB"
+            f" { ({k: round(v / gb, 2) for k, v in phase.broker_cpu_s.items()}) }"
+        )
+
+
 def broker_clock(bed: Testbed, names: list[str]) -> raw.BrokerClock:
-    """Each named one-node cluster's broker JVM: its CPU seconds so far (/proc/PID/stat)."""
+    """Each named one-node cluster's broker JVM: its CPU seconds so far (/proc/PID/stat),
+    and as parts ("local/gc", "local/requests", ...: ``peers.cpu_by_thread``), and the whole
+    machine's busy seconds ("machine/busy"). Keys with a "/" are parts, not summed."""
     pids = {name: bed.clusters[name].pid for name in names}
 
     def now() -> dict[str, float]:
-        return {name: cpu_seconds(pid) for name, pid in pids.items() if pid is not None}
+        out = {"machine/busy": machine_busy()}
+        out |= {f"pressure/{k}": v for k, v in pressure().items()}
+        for name, pid in pids.items():
+            if pid is not None:
+                out[name] = cpu_seconds(pid)
+                out |= {f"{name}/{g}": s for g, s in cpu_by_thread(pid).items()}
+        return out
 
     return now
+
+
+def gc_log(pid: int | None, path: Path) -> None:
+    """Have JVM ``pid`` log each garbage collection, with its cause, pause and wall time, to
+    ``path`` from now on (``jcmd VM.log``: no restart, so the bench's clusters stay as
+    they are): whether a copy's requests cost the broker more collections than L_raw's."""
+    path.unlink(missing_ok=True)
+    command = ["jcmd", str(pid), "VM.log", f"output={path.resolve()}", "what=gc=info"]
+    subprocess.run([*command, "decorators=time"], check=True, capture_output=True)
+
+
+def heap_histogram(pid: int | None, path: Path, top: int = 25) -> None:
+    """What JVM ``pid``'s heap holds (live objects, after a full collection: so only once
+    every timed part is over), its ``top`` classes by bytes."""
+    out = subprocess.run(
+        ["jcmd", str(pid), "GC.class_histogram"], check=True, capture_output=True, text=True
+    )
+    path.write_text("\n".join(out.stdout.splitlines()[: top + 3]) + "\n")
+
+
+def whole(cpu: dict[str, float]) -> dict[str, float]:
+    """The processes of a ``broker_clock`` reading, without its parts."""
+    return {name: s for name, s in cpu.items() if "/" not in name}
 
 
 def cpu_budget(limit: raw.RawLimit, ours: Measured, target: float = 0.85) -> dict[str, object]:
@@ -273,7 +446,7 @@ def cpu_budget(limit: raw.RawLimit, ours: Measured, target: float = 0.85) -> dic
     gb = ours.bytes / 1e9
     serve = limit.per_gb(limit.serve).get("east", 0.0)
     append = limit.per_gb(limit.append).get("local", 0.0)
-    copy = {name: cpu / gb for name, cpu in ours.window_cpu_s.items()}
+    copy = {name: cpu / gb for name, cpu in whole(ours.window_cpu_s).items()}
     syncer = copy.get("syncer", ours.cpu_seconds / gb)
     gb_per_s = target * limit.mb_per_s / 1000
     floor = gb_per_s * (serve + append + syncer)  # brokers as cheap as in L_raw's phases
@@ -283,7 +456,8 @@ def cpu_budget(limit: raw.RawLimit, ours: Measured, target: float = 0.85) -> dic
         "east_serve_cpu_s_per_gb": serve,
         "local_append_cpu_s_per_gb": append,
         "copy_cpu_s_per_gb": copy,  # syncer's and each broker's while syncer copied
-        "cores_busy_while_copying": sum(ours.window_cpu_s.values()) / ours.seconds,
+        "cores_busy_while_copying": sum(whole(ours.window_cpu_s).values()) / ours.seconds,
+        "machine_busy_while_copying": ours.window_cpu_s.get("machine/busy", 0.0) / ours.seconds,
         "cores_at_target_floor": floor,
         "cores_at_target_as_copied": as_copied,
         "cores": cores,
@@ -301,6 +475,46 @@ def budget_line(b: dict[str, Any]) -> str:
         f" ({b['cores_at_target_as_copied']:.2f} as copied) of {b['cores']}"
         + ("" if b["target_fits"] else ": out of reach on this machine")
     )
+
+
+def waits_lines(waits: dict[str, Any], lim: dict[str, Any]) -> list[str]:
+    """syncer's own counts of what its copy waited on (``syncer.waits``), beside the raw
+    append phase's requests: the writer's requests in flight and its idle share, what one
+    request carries, how long a ready batch waited for its request; the copiers' waits for
+    fetch answers against their time writing (mostly room among their own writes)."""
+    lines = []
+    raw = lim.get("append_per_request") or {}
+    if raw:
+        lines.append(
+            f"raw append: {raw['requests']:.0f} requests, {raw['batches']:.1f} batches and"
+            f" {raw['bytes'] / 1e3:.0f} kB each, {raw['request_s'] * 1e3:.1f} ms written to"
+            f" answered, {raw['in_flight']:.2f} in flight on average"
+        )
+    for name, w in waits.get("writers", {}).items():
+        flight, batches, nbytes = w["in_flight"], w["request_batches"], w["request_bytes"]
+        rtt, queued = w["request_s"], w["batch_queued_s"]
+        idle = flight["share_at"].get("0", 0.0)
+        lines.append(
+            f"syncer {name}: {batches['count']} requests, {batches['mean']:.1f} batches and"
+            f" {nbytes['mean'] / 1e3:.0f} kB each, {rtt['mean'] * 1e3:.1f} ms written to"
+            f" answered (p90 {rtt['p90'] * 1e3:.1f}), {flight['mean']:.2f} in flight on average"
+            f" over {flight['span_s']:.2f} s, idle {idle:.0%}, share at each: {flight['share_at']};"
+            f" a ready batch waited p50 {queued['p50'] * 1e3:.2f} / p90 {queued['p90'] * 1e3:.2f}"
+            f" / p99 {queued['p99'] * 1e3:.2f} ms"
+        )
+    c = waits.get("chunks")
+    if c:
+        fw, wr, st, fs = c["fetch_wait_s"], c["writing_s"], c["starved_s"], c["fetch_s"]
+        lines.append(
+            f"syncer copiers: waited for a fetch answer {fw.get('total', 0):.2f} s in"
+            f" {fw['count']} asks (p50 {fw.get('p50', 0) * 1e3:.1f} ms), {c['ready_at_once']}"
+            f" asks found a chunk ready; between chunks (checks, writes, room among their own"
+            f" writes) {wr.get('total', 0):.2f} s (p50 {wr.get('p50', 0) * 1e3:.1f} ms); for"
+            f" budget {st.get('total', 0):.2f} s in {st['count']}; fetches {fs['count']},"
+            f" p50 {fs.get('p50', 0) * 1e3:.1f} ms,"
+            f" {c['fetch_bytes'].get('mean', 0) / 1e3:.0f} kB each"
+        )
+    return lines
 
 
 def profile_summary(path: Path, seconds: float, top: int = 12) -> dict[str, object]:
@@ -325,6 +539,11 @@ def profile_summary(path: Path, seconds: float, top: int = 12) -> dict[str, obje
         return [(name, round(100 * n / samples, 1)) for name, n in ranked]
 
     return {"samples": samples, "self_pct": shares(own), "total_pct": shares(total)}
+
+
+def _clock() -> str:
+    """The wall time, to find a phase in the broker's GC log."""
+    return datetime.datetime.now(datetime.UTC).strftime("%H:%M:%S")
 
 
 def _row(m: Measured) -> dict[str, object]:
@@ -393,7 +612,9 @@ def consumed_mib_per_s(output: str) -> float:
     return float(values[header.index(column)])
 
 
-async def delete_topics(bootstrap: str, topics: list[str]) -> None:
+async def delete_topics(bootstrap: str, topics: list[str], *, wait: bool = False) -> None:
+    """``wait``: until the cluster no longer lists them (a copier started sooner could find
+    a topic being deleted)."""
     from aiokafka.admin import AIOKafkaAdminClient
 
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
@@ -403,6 +624,11 @@ async def delete_topics(bootstrap: str, topics: list[str]) -> None:
         doomed = [t for t in topics if t in existing]
         if doomed:
             await admin.delete_topics(doomed)
+        for _ in range(120 if wait and doomed else 0):
+            await asyncio.sleep(0.25)
+            if not set(doomed) & set(await admin.list_topics()):
+                await asyncio.sleep(1.0)  # the broker's log directories go after the name
+                break
     finally:
         await admin.close()
 
@@ -410,7 +636,8 @@ async def delete_topics(bootstrap: str, topics: list[str]) -> None:
 def write(args: argparse.Namespace, results: list[dict[str, object]]) -> None:
     when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     document = {"benchmark": "catch-up", "date": when, "machine": machine(), "cases": results}
-    (args.out / "bench-catchup.json").write_text(json.dumps(document, indent=2) + "\n")
+    name = "bench-catchup-ab.json" if args.ab is not None else "bench-catchup.json"
+    (args.out / name).write_text(json.dumps(document, indent=2) + "\n")
 
 
 def report(console: Console, args: argparse.Namespace, results: list[dict[str, object]]) -> None:

@@ -5,6 +5,7 @@ launch to the last record copied, CPU seconds and peak RSS from the kernel's own
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -23,6 +24,7 @@ from syncer.config import ClusterConfig
 from syncer.errors import SyncerError
 from syncer.testbed.bed import log4j_properties
 from syncer.testbed.jars import KafkaJars
+from syncer.waits import ENV
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,8 @@ class Measured:
     # CPU seconds from the first record copied to the last: the copier's ("syncer") and
     # each broker's, where the run was asked to sample them
     window_cpu_s: dict[str, float] = field(default_factory=dict)
+    # syncer's own counts of what it waited on (``syncer.waits``), where the run asked
+    waits: dict[str, Any] = field(default_factory=dict)
 
     @property
     def records_per_s(self) -> float:
@@ -55,6 +59,73 @@ def cpu_seconds(pid: int) -> float:
     """CPU seconds used so far by running process ``pid``."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+# a JVM's threads by what they do, from their names as the kernel keeps them (15 characters:
+# Kafka's request handlers and network threads both read "data-plane-kafk")
+THREAD_GROUPS: tuple[tuple[str, str], ...] = (
+    ("GC Thread", "gc"),
+    ("G1 ", "gc"),
+    ("C1 Compiler", "jit"),
+    ("C2 Compiler", "jit"),
+)
+THREAD_GROUPS += (("data-plane-kafk", "requests"),)
+
+
+def cpu_by_thread(pid: int) -> dict[str, float]:
+    """CPU seconds so far of process ``pid``'s threads, by ``THREAD_GROUPS`` (else "other"):
+    whether a broker's CPU went to appending or to its garbage collector and JIT."""
+    groups: dict[str, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            text = (task / "stat").read_text()
+        except OSError:
+            continue  # the thread ended
+        name = text[text.index("(") + 1 : text.rindex(")")]
+        fields = text.rsplit(")", 1)[1].split()
+        group = next((g for prefix, g in THREAD_GROUPS if name.startswith(prefix)), "other")
+        groups[group] = groups.get(group, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+        groups["runq"] = groups.get("runq", 0.0) + _runqueue_s(task)
+    return groups
+
+
+def _runqueue_s(task: Path) -> float:
+    """Seconds thread ``task`` spent runnable but waiting for a core (schedstat's second
+    field): a process that waits there wants CPU it does not get."""
+    try:
+        return int((task / "schedstat").read_text().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def runqueue_s(pid: int) -> float:
+    """``_runqueue_s`` over every thread of process ``pid``."""
+    return sum(_runqueue_s(task) for task in Path(f"/proc/{pid}/task").iterdir())
+
+
+def pressure() -> dict[str, float]:
+    """The machine's stall seconds so far (PSI, /proc/pressure): "cpu" while some task
+    waited for a core, "io" while some waited for I/O, "io_full" while all did."""
+    out: dict[str, float] = {}
+    for kind in ("cpu", "io"):
+        try:
+            lines = Path(f"/proc/pressure/{kind}").read_text().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            scope, *fields = line.split()
+            total = int(dict(f.split("=") for f in fields)["total"]) / 1e6
+            out[kind if scope == "some" else f"{kind}_full"] = total
+    return out
+
+
+def machine_busy() -> float:
+    """CPU seconds every core of the machine spent busy so far (/proc/stat): what else ran
+    while a copy ran (other engineers' tests share the cores)."""
+    values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = values[3] + values[4]  # idle, iowait
+    return (sum(values[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
 def _reap(pid: int) -> tuple[float, float]:
@@ -86,10 +157,13 @@ def run_syncer(
     remote_settings: dict[str, int] | None = None,
     profile: Path | None = None,
     brokers: Callable[[], dict[str, float]] | None = None,
+    tree: Path | None = None,
 ) -> Measured:
-    """``profile``: py-spy samples syncer (without pausing it) into that file, collapsed
-    stacks (``tests.bench.raw.profile_summary`` reads them). ``brokers``: each broker's CPU
-    seconds so far, sampled with syncer's own at the first record and after the last."""
+    """``tree``: run the syncer package of that checkout (an A/B against another commit),
+    not this one's. ``profile``: py-spy samples syncer (without pausing it) into that file,
+    collapsed stacks (``tests.bench.raw.profile_summary`` reads them). ``brokers``: each
+    broker's CPU seconds so far, sampled with syncer's own at the first record and after the
+    last."""
     remotes = {"east": remote} if isinstance(remote, str) else remote
     config = workdir / f"{label.replace(' ', '-')}.yaml"
     config.write_text(
@@ -105,9 +179,14 @@ def run_syncer(
             }
         )
     )
+    waits = workdir / f"{label.replace(' ', '-')}-waits.json"
+    waits.unlink(missing_ok=True)
     started = time.monotonic()
     proc = subprocess.Popen(
         [sys.executable, "-m", "syncer", "catch-up", "-c", str(config), "--no-progress"],
+        env={**os.environ, ENV: str(waits)}
+        | ({"PYTHONPATH": str(tree)} if tree is not None else {}),
+        cwd=tree,  # ``-m`` looks in the working directory first
         stdout=subprocess.DEVNULL,
         stderr=open(workdir / "syncer.log", "w"),  # noqa: SIM115
     )
@@ -124,7 +203,11 @@ def run_syncer(
     samples: list[dict[str, float]] = []
 
     def sample() -> dict[str, float]:
-        return {**(brokers() if brokers else {}), "syncer": cpu_seconds(proc.pid)}
+        return {
+            **(brokers() if brokers else {}),
+            "syncer": cpu_seconds(proc.pid),
+            "syncer/runq": runqueue_s(proc.pid),
+        }
 
     log = workdir / "syncer.log"
     first, last = watch(proc, local, topic, partitions, records, log, sample, samples)
@@ -133,7 +216,8 @@ def run_syncer(
         spy.wait(timeout=60)  # writes its file once syncer is gone
     proc.returncode = 0
     window = {k: samples[-1][k] - samples[0][k] for k in samples[0]} if len(samples) == 2 else {}
-    return Measured(label, last - first, last - started, cpu, rss, records, size, window)
+    counted = json.loads(waits.read_text()) if waits.exists() else {}
+    return Measured(label, last - first, last - started, cpu, rss, records, size, window, counted)
 
 
 async def _open(bootstrap: str) -> Cluster:

@@ -214,9 +214,11 @@ def serve(
     start.wait()
     cpu = _cpu()
     received, turn, queue = 0, 0, []
+    requests = 0
 
     def ask(lane: int) -> None:
-        nonlocal turn
+        nonlocal turn, requests
+        requests += 1
         wants = sorted((p, c[0]) for p, c in lanes[lane].items())
         turn += 1
         wants = wants[turn % len(wants) :] + wants[: turn % len(wants)]  # fair order
@@ -238,7 +240,7 @@ def serve(
         if cursors:
             ask(lane)
     finished = time.monotonic()
-    start.results.put((finished, _cpu() - cpu, received))
+    start.results.put((finished, _cpu() - cpu, received, {"requests": requests}))
     conn.close()
 
 
@@ -324,11 +326,13 @@ def append(
     local_topic: str,
     ends: dict[int, int],
     writer: tuple[int, int],
+    cap: int | None,
     start: Start,
 ) -> None:
     """Load partitions ``ends`` into memory, then (after the barrier) write them to
     ``local_topic`` with max_in_flight requests on one connection; puts (finish time, CPU
-    seconds of the timed part, bytes sent)."""
+    seconds of the timed part, bytes sent). ``cap``: at most that many batches a request
+    (partitions in turn), to see what smaller requests cost the broker."""
     queues = {
         p: list(reversed(batches)) for p, batches in load(remote, topic, ends, writer).items()
     }
@@ -336,18 +340,27 @@ def append(
     start.wait()
     cpu = _cpu()
     sent, in_flight = 0, []
+    # requests, batches, and the seconds of each request from written to answer read
+    counts = {"requests": 0, "batches": 0, "request_s": 0.0}
     while True:
         while queues and len(in_flight) < COPIER.max_in_flight:
-            batches = [(p, q.pop()) for p, q in sorted(queues.items())]
+            order = sorted(queues)
+            turn = int(counts["requests"]) % len(order)
+            order = (order[turn:] + order[:turn])[:cap]
+            batches = [(p, queues[p].pop()) for p in sorted(order)]
             queues = {p: q for p, q in queues.items() if q}
             conn.send(PRODUCE, PRODUCE_V, produce_parts(local_topic, batches))
-            in_flight.append({p: _landing_offset(b) for p, b in batches})
+            in_flight.append(({p: _landing_offset(b) for p, b in batches}, time.monotonic()))
             sent += sum(len(b) for _p, b in batches)
+            counts["requests"] += 1
+            counts["batches"] += len(batches)
         if not in_flight:
             break
-        check_produced(conn.receive(), in_flight.pop(0))
+        expected, written = in_flight.pop(0)
+        check_produced(conn.receive(), expected)
+        counts["request_s"] += time.monotonic() - written
     finished = time.monotonic()
-    start.results.put((finished, _cpu() - cpu, sent))
+    start.results.put((finished, _cpu() - cpu, sent, counts))
     conn.close()
 
 
@@ -373,6 +386,21 @@ class Phase:
     wire_bytes: int  # as the brokers moved them (compressed where the batches are)
     # CPU seconds each broker JVM spent over the timed part, by cluster name ("east", ...)
     broker_cpu_s: dict[str, float] = field(default_factory=dict)
+    # summed over the processes: requests, and for appends batches and request seconds
+    counts: dict[str, float] = field(default_factory=dict)
+
+    def per_request(self) -> dict[str, float]:
+        """Bytes, batches and seconds (written to answered) per request, and requests in
+        flight on average (each connection keeps max_in_flight until its last requests)."""
+        n = self.counts.get("requests", 0)
+        if not n:
+            return {}
+        out = {"requests": n, "bytes": self.wire_bytes / n}
+        if "batches" in self.counts:
+            out["batches"] = self.counts["batches"] / n
+            out["request_s"] = self.counts["request_s"] / n
+            out["in_flight"] = self.counts["request_s"] / self.seconds
+        return out
 
     @property
     def max_cpu_share(self) -> float:
@@ -427,6 +455,9 @@ class RawLimit:
             # each broker's CPU seconds per GB of payload in the phase's counted run
             "serve_broker_cpu_s_per_gb": self.per_gb(self.serve),
             "append_broker_cpu_s_per_gb": self.per_gb(self.append),
+            # per request of the counted runs: bytes, batches, seconds, and in flight
+            "serve_per_request": self.serve.per_request(),
+            "append_per_request": self.append.per_request(),
         }
 
     def per_gb(self, phase: Phase) -> dict[str, float]:
@@ -450,7 +481,7 @@ class Start:
 
     ready: multiprocessing.queues.Queue[int]
     go: multiprocessing.synchronize.Event
-    results: multiprocessing.queues.Queue[tuple[float, float, int]]
+    results: multiprocessing.queues.Queue[tuple[float, float, int, dict[str, float]]]
 
     def wait(self) -> None:
         self.ready.put(1)
@@ -472,9 +503,12 @@ def _collect(q: multiprocessing.queues.Queue[T], workers: list[BaseProcess]) -> 
 def _run_phase(
     target: object, shares: list[tuple[object, ...]], brokers: BrokerClock | None = None
 ) -> Phase:
+    """``target`` run on each share's arguments in a process of its own, all started at
+    once; None: each share names its own target first."""
     ctx = multiprocessing.get_context("spawn")
     start = Start(ctx.Queue(), ctx.Event(), ctx.Queue())
-    workers = [ctx.Process(target=target, args=(*s, start), daemon=True) for s in shares]  # type: ignore[arg-type]
+    jobs = [(target, s) if target is not None else (s[0], s[1:]) for s in shares]
+    workers = [ctx.Process(target=t, args=(*s, start), daemon=True) for t, s in jobs]  # type: ignore[arg-type]
     for w in workers:
         w.start()
     try:
@@ -492,11 +526,16 @@ def _run_phase(
         w.join()
         if w.exitcode:
             raise RuntimeError(f"raw limit worker failed with {w.exitcode}")
+    counts: dict[str, float] = {}
+    for *_ignored, more in done:
+        for key, value in more.items():
+            counts[key] = counts.get(key, 0) + value
     return Phase(
-        max(f for f, _c, _b in done) - started,
-        tuple(c for _f, c, _b in done),
-        sum(b for _f, _c, b in done),
+        max(f for f, _c, _b, _n in done) - started,
+        tuple(c for _f, c, _b, _n in done),
+        sum(b for _f, _c, b, _n in done),
         {name: after[name] - before[name] for name in before},
+        counts,
     )
 
 
@@ -555,10 +594,43 @@ def measure(
         target = raw_topic(topic, run)
         writer = asyncio.run(_fresh_topic(local, target, partitions))
         appended.append(
-            _run_phase(append, [(local, remote, topic, target, s, writer) for s in shares], brokers)
+            _run_phase(
+                append, [(local, remote, topic, target, s, writer, None) for s in shares], brokers
+            )
         )
         asyncio.run(_delete(local, target))
     return RawLimit(served, tuple(appended), payload_bytes, procs)
+
+
+def measure_append(
+    remote: str, local: str, topic: str, partitions: int, cap: int, brokers: BrokerClock
+) -> Phase:
+    """One append run, one process, at most ``cap`` batches a request."""
+    ends = asyncio.run(_ends(remote, topic, partitions))
+    target = raw_topic(topic, 100 + cap)
+    writer = asyncio.run(_fresh_topic(local, target, partitions))
+    phase = _run_phase(append, [(local, remote, topic, target, ends, writer, cap)], brokers)
+    asyncio.run(_delete(local, target))
+    return phase
+
+
+def measure_together(
+    remote: str, local: str, topic: str, partitions: int, brokers: BrokerClock
+) -> Phase:
+    """(a) and (b) at once, one process each, as a copy makes the two brokers work at once
+    on the same cores: the seconds until both are done (the serving ends first, then the
+    appending has the cores to itself). Not L_raw: what the two brokers' work costs the
+    machine together, without the copier's own."""
+    ends = asyncio.run(_ends(remote, topic, partitions))
+    target = raw_topic(topic, 200)
+    writer = asyncio.run(_fresh_topic(local, target, partitions))
+    jobs: list[tuple[object, ...]] = [
+        (serve, remote, topic, ends),
+        (append, local, remote, topic, target, ends, writer, None),
+    ]
+    phase = _run_phase(None, jobs, brokers)
+    asyncio.run(_delete(local, target))
+    return phase
 
 
 def main() -> None:
