@@ -39,7 +39,7 @@ from syncer.ratelimit import ByteRate
 from syncer.retry import retried
 from syncer.sources import SourceHealth
 from syncer.status import PartitionStatus, RemoteStatus, Snapshot, Summary
-from syncer.tasks import cancel_and_wait
+from syncer.tasks import cancel_and_wait, unless_stopped
 from syncer.topic_ids import LOCAL, remote_label
 from syncer.topics import TopicPlan
 from syncer.writer import Writer
@@ -227,11 +227,13 @@ class Syncer:
     async def _run_until_stopped(self) -> None:
         while not self._stop.is_set():
             try:
-                await self.refresh_topics()
+                await unless_stopped(self.refresh_topics(), self._stop, "topic-refresh")
             except SyncerError as exc:
                 if not exc.retriable:
                     raise
                 log.warning("topic refresh failed, will try again: %s", exc)
+            if self._stop.is_set():
+                break
             if self._grouped:
                 await self._share_through_group()
             else:

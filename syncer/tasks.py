@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from collections.abc import Awaitable
+from typing import Any, TypeVar
 
 log = logging.getLogger(__name__)
 
 AGAIN_AFTER_S = 1.0
+T = TypeVar("T")
 
 
 async def cancel_and_wait(
@@ -55,3 +57,21 @@ def _retrieve(task: asyncio.Future[Any]) -> None:
 
 def _name(task: asyncio.Future[Any]) -> str:
     return task.get_name() if isinstance(task, asyncio.Task) else repr(task)
+
+
+async def unless_stopped(work: Awaitable[T], stop: asyncio.Event, name: str) -> T | None:
+    """``work``'s result, or None if ``stop`` is set first: then ``work`` is cancelled and
+    waited for. A daemon asked to stop must not wait for work that may retry for as long as
+    a cluster is away (a topic refresh retrying a local broker a cut link left unanswered
+    held a SIGTERM past 30 s)."""
+    task = asyncio.ensure_future(work)
+    if isinstance(task, asyncio.Task):
+        task.set_name(name)
+    stopped = asyncio.create_task(stop.wait())
+    try:
+        await asyncio.wait({task, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        await cancel_and_wait(stopped)
+        if not task.done():
+            await cancel_and_wait(task, msg="stopping")
+    return None if task.cancelled() else task.result()

@@ -228,7 +228,7 @@ async def test_old_records_through_cut_links_and_kill_9_end_identical(
         return all(p["local_end"] == 1500 for p in parts) and len(parts) == partitions  # type: ignore[index, union-attr, arg-type, attr-defined]
 
     await second.wait_for("every partition copied", caught_up)
-    second.stop()
+    await asyncio.to_thread(second.stop)  # the proxy runs in this loop: never block it
     # the cuts did hit writes in flight (else this test would prove nothing)
     assert "resuming from the local end" in daemon.log.read_text() + second.log.read_text()
     for p in range(partitions):

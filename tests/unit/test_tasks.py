@@ -8,7 +8,7 @@ import gc
 
 import pytest
 
-from syncer.tasks import cancel_and_wait
+from syncer.tasks import cancel_and_wait, unless_stopped
 
 
 async def forever() -> None:
@@ -149,3 +149,37 @@ async def test_a_task_that_swallows_cancellation_and_returns_has_ended() -> None
 
 async def test_no_task_is_nothing_to_do() -> None:
     await cancel_and_wait()
+
+
+async def test_unless_stopped_hands_back_what_work_returns_or_raises() -> None:
+    stop = asyncio.Event()
+
+    async def answer() -> int:
+        return 7
+
+    async def refused() -> int:
+        raise ValueError("refused")
+
+    assert await unless_stopped(answer(), stop, "answer") == 7
+    with pytest.raises(ValueError, match="refused"):
+        await unless_stopped(refused(), stop, "refused")
+
+
+async def test_a_stop_cancels_work_that_would_retry_forever() -> None:
+    stop, began = asyncio.Event(), asyncio.Event()
+    cancelled = []
+
+    async def retrying() -> int:
+        began.set()
+        try:
+            await asyncio.Event().wait()  # a cluster that never comes back
+        except asyncio.CancelledError:
+            cancelled.append(True)
+            raise
+        return 0
+
+    waiting = asyncio.create_task(unless_stopped(retrying(), stop, "retrying"))
+    await began.wait()
+    stop.set()
+    assert await asyncio.wait_for(waiting, 1) is None
+    assert cancelled == [True]
