@@ -47,10 +47,21 @@ STATE_FILE = "testbed.json"
 AnyCluster: TypeAlias = RunningCluster | MultiNodeCluster
 
 
+# every port ``free_port`` handed out in this process
+_HANDED_OUT: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A loopback port nothing listens on now, and never one this process handed out
+    before: the kernel may give the same free port to two binds in a row, and two nodes of
+    one cluster were once configured with the same port (the second failed to start)."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = int(sock.getsockname()[1])
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
 
 
 @dataclass(frozen=True)

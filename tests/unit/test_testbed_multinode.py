@@ -7,12 +7,13 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from syncer import cli
 from syncer.errors import ExitCode
-from syncer.testbed import ClusterSpec, MultiNodeCluster, RunningCluster, Testbed, TestbedError
+from syncer.testbed import ClusterSpec, MultiNodeCluster, RunningCluster, Testbed, TestbedError, bed
 from syncer.testbed.cli import parse_clusters
 from syncer.testbed.jars import KafkaJars
 from syncer.testbed.ops import parse_replicas
@@ -188,3 +189,27 @@ def test_a_reassignment_is_done_when_every_partition_says_so() -> None:
     assert reassignment_done(done)
     assert not reassignment_done(going)
     assert not reassignment_done("Status of partition reassignment:\n")
+
+
+def test_free_ports_are_never_handed_out_twice(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the kernel gave one port to two binds in a row: two nodes of one cluster got it
+    ports = iter([41001, 41001, 41002])
+
+    class Socket:
+        def __init__(self, *args: object) -> None:
+            self.port = next(ports)
+
+        def __enter__(self) -> Socket:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            pass
+
+        def bind(self, address: object) -> None:
+            pass
+
+        def getsockname(self) -> tuple[str, int]:
+            return ("127.0.0.1", self.port)
+
+    monkeypatch.setattr(bed, "socket", SimpleNamespace(AF_INET=0, SOCK_STREAM=0, socket=Socket))
+    assert [bed.free_port(), bed.free_port()] == [41001, 41002]
