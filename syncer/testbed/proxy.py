@@ -104,8 +104,8 @@ class LinkProxy:
         try:
             up_reader, up_writer = await asyncio.open_connection(*self.target)
         except OSError:
-            writer.close()
             self._links.discard(task)
+            await _closed(writer)
             return
         try:
             await asyncio.gather(self._pump(reader, up_writer), self._pump(up_reader, writer))
@@ -113,8 +113,7 @@ class LinkProxy:
             pass  # a cut, or the other side went away
         finally:
             self._links.discard(task)
-            for w in (writer, up_writer):
-                w.close()
+            await _closed(writer, up_writer)
 
     async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         bucket = _Bucket(self.rate) if self.rate else None
@@ -177,3 +176,20 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+async def _closed(*writers: asyncio.StreamWriter) -> None:
+    """Close ``writers`` and give their transports the loop turn that finishes the close:
+    a transport left closing when a test's event loop ended was collected during the next
+    test, whose run then failed on its unclosed-socket warning."""
+    for writer in writers:
+        writer.close()
+    waits = [asyncio.ensure_future(writer.wait_closed()) for writer in writers]
+    try:
+        await asyncio.wait(waits, timeout=1.0)
+    finally:
+        for wait in waits:
+            if wait.done() and not wait.cancelled():
+                wait.exception()  # a reset peer: retrieved, nothing to do
+            else:
+                wait.cancel()
