@@ -62,6 +62,10 @@ _COMMON = {
     "transaction.state.log.num.partitions": "4",
     "group.initial.rebalance.delay.ms": "0",
     "log.cleaner.backoff.ms": "1000",
+    # tests stamp records with fixed times years back; under Kafka's default week of time
+    # retention a retention check (every 5 min) emptied such a log in the middle of a test
+    # (log start = end, nothing to read). A topic that wants retention sets its own.
+    "log.retention.ms": "-1",
 }
 
 

@@ -79,6 +79,18 @@ def test_a_3_9_kraft_node_is_a_kraft_node_without_the_share_coordinator(
     assert own["share.coordinator.state.topic.replication.factor"] == "1"
 
 
+@pytest.mark.parametrize("spec", [ClusterSpec("local"), ClusterSpec("old", version="2.8.2")])
+def test_a_node_keeps_records_of_any_age_unless_a_topic_sets_retention(
+    tmp_path: Path, spec: ClusterSpec
+) -> None:
+    """Tests stamp records years back (1_700_000_000_000): with the broker's default week of
+    time retention, its check emptied such a log within a test (on a real broker, a log of
+    20 such records went to start 20 = end within 40 s of a 2 s check interval)."""
+    cluster = bed_at(tmp_path)._place(spec)
+    assert isinstance(cluster, RunningCluster)
+    assert props_of(cluster.server_properties())["log.retention.ms"] == "-1"
+
+
 def test_the_default_for_3_9_stays_zookeeper(tmp_path: Path) -> None:
     """``ClusterSpec(name, version="3.9.2")`` (the migration runbook's call) is ZooKeeper."""
     cluster = bed_at(tmp_path)._place(ClusterSpec("old", version="3.9.2"))
