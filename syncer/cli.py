@@ -12,6 +12,7 @@ import platform
 import signal
 import sys
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,7 @@ from syncer.report import (
 from syncer.status import Summary
 from syncer.syncer import Syncer
 from syncer.tables import print_report, print_verdicts, render
-from syncer.tasks import cancel_and_wait
+from syncer.tasks import cancel_and_wait, once_set
 from syncer.testbed import cli as testbed_cli
 from syncer.verify import Verdict, verify_partition
 from syncer.writes import read_state_clock
@@ -181,8 +182,11 @@ def _run(args: argparse.Namespace) -> int:
                 await stack.enter_async_context(StatusServer(syncer, address))
             await stack.enter_async_context(syncer)
             # `syncer check`'s lines, every WARN and FAIL logged, beside the copy: it neither
-            # holds up nor refuses anything (a FAIL's refusal or halt is the copy's to make)
-            checks = asyncio.create_task(log_preflight(config), name="check")
+            # holds up nor refuses anything (a FAIL's refusal or halt is the copy's to make).
+            # It starts once the first plan's local topics exist (or after 60 s): at 10,000
+            # partitions, 3 members' checks beside the creation took the broker's CPU
+            check = once_set(syncer.planned, 60.0, partial(log_preflight, config))
+            checks = asyncio.create_task(check, name="check")
             try:
                 summary = await syncer.run()
             finally:

@@ -70,6 +70,9 @@ class Syncer:
         self.state_clock = StateClock(0)  # read from the local brokers at start
         self._started_at = time.monotonic()
         self._stop = asyncio.Event()
+        # set once a topic refresh left nothing to create: every local topic of the first
+        # plan exists (``syncer run``'s check waits for it, not to slow the creation)
+        self.planned = asyncio.Event()
         self._running: contextlib.AsyncExitStack | None = None  # what start opened
         self.topics = MirroredTopics(config.topics, self.local, self.remotes)
         self.member: GroupMember | None = None
@@ -234,6 +237,8 @@ class Syncer:
                 log.warning("topic refresh failed, will try again: %s", exc)
             if self._stop.is_set():
                 break
+            if not self.topics.deferred:
+                self.planned.set()
             if self._grouped:
                 await self._share_through_group()
             else:

@@ -21,8 +21,9 @@ end, and a drain on cancellation is meant to be short."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 log = logging.getLogger(__name__)
@@ -75,3 +76,11 @@ async def unless_stopped(work: Awaitable[T], stop: asyncio.Event, name: str) -> 
         if not task.done():
             await cancel_and_wait(task, msg="stopping")
     return None if task.cancelled() else task.result()
+
+
+async def once_set(event: asyncio.Event, at_most_s: float, work: Callable[[], Awaitable[T]]) -> T:
+    """``work()``, started once ``event`` is set or ``at_most_s`` has passed, whichever is
+    first (``syncer run``'s check waits for the copy's first plan so)."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(event.wait(), at_most_s)
+    return await work()

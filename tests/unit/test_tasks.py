@@ -8,7 +8,7 @@ import gc
 
 import pytest
 
-from syncer.tasks import cancel_and_wait, unless_stopped
+from syncer.tasks import cancel_and_wait, once_set, unless_stopped
 
 
 async def forever() -> None:
@@ -183,3 +183,45 @@ async def test_a_stop_cancels_work_that_would_retry_forever() -> None:
     stop.set()
     assert await asyncio.wait_for(waiting, 1) is None
     assert cancelled == [True]
+
+
+async def test_once_set_starts_the_work_only_when_the_event_is_set() -> None:
+    event = asyncio.Event()
+    started: list[float] = []
+
+    async def work() -> str:
+        started.append(asyncio.get_running_loop().time())
+        return "done"
+
+    task = asyncio.create_task(once_set(event, 60.0, work))
+    await asyncio.sleep(0.05)
+    assert started == []  # the copy's first plan is not made yet: nothing runs
+    event.set()
+    assert await task == "done"
+    assert len(started) == 1
+
+
+async def test_once_set_starts_the_work_after_at_most_its_wait() -> None:
+    """A plan that never comes (a local cluster away) does not keep the check from running."""
+    loop = asyncio.get_running_loop()
+    since = loop.time()
+    called: list[bool] = []
+
+    async def work() -> None:
+        called.append(True)
+
+    await once_set(asyncio.Event(), 0.1, work)
+    assert called == [True]
+    assert 0.1 <= loop.time() - since < 1.0
+
+
+async def test_once_set_cancelled_while_waiting_never_starts_the_work() -> None:
+    called: list[bool] = []
+
+    async def work() -> None:
+        called.append(True)
+
+    task = asyncio.create_task(once_set(asyncio.Event(), 60.0, work))
+    await asyncio.sleep(0.01)
+    await cancel_and_wait(task)
+    assert task.cancelled() and called == []
