@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Coroutine, Mapping
+from functools import partial
 from typing import Any
 
 from syncer.brokers import BrokerFailed
@@ -36,6 +37,18 @@ log = logging.getLogger(__name__)
 # has no other to turn to), so that at 10,000 idle partitions their copiers seldom wake; with
 # several, the fetcher's own bound (the chunk timeout): one that stalls gives way sooner
 ONE_SOURCE_HOLD_S = 300.0
+
+
+def _drop(answer: Awaitable[Any], _task: object) -> None:
+    """A chunk's task ended: if it was cancelled before it awaited its fetch, the fetch is
+    given up (queued, its future; a failure nobody awaited is taken) or closed (never
+    started, a coroutine)."""
+    if isinstance(answer, asyncio.Future):
+        if answer.done() and not answer.cancelled():
+            answer.exception()
+        answer.cancel()
+    elif isinstance(answer, Coroutine):
+        answer.close()
 
 
 def _retrieve(task: asyncio.Task[Any]) -> None:
@@ -123,8 +136,10 @@ class ChunkScheduler:
         """Start the fetches the plan launches now (see ``ChunkPlan.launches``)."""
         self._drop_excluded()
         for chunk in self.plan.launches(frontier, target, time.monotonic()):
-            fetch = self._fetch(chunk, self.plan.ask_bytes(chunk), self.plan.polls(chunk))
-            self._tasks[chunk.number] = asyncio.create_task(fetch)
+            answer = self._ask(chunk, self.plan.ask_bytes(chunk), self.plan.polls(chunk))
+            task = asyncio.create_task(self._fetch(answer, time.monotonic()))
+            task.add_done_callback(partial(_drop, answer))
+            self._tasks[chunk.number] = task
             log.debug(
                 "%s[%d]: chunk %s..%s from %s (lead %d)",
                 self.tp.topic,
@@ -140,26 +155,30 @@ class ChunkScheduler:
         if self._wake is not None and not self._wake.done():
             self._wake.set_result(None)
 
-    async def _fetch(
-        self, chunk: Chunk, limit: int | None, poll: bool
-    ) -> tuple[FetchedPartition, float]:
-        """One chunk's fetch (a task's), waking the copier as it is answered: the fetcher
-        calls ``answered`` right after it hands the answer back, so this task and then the
-        copier run in the next loop turn (a task's done callbacks would take a turn more,
-        ``asyncio.wait``'s two). A fetch that fails or is cancelled wakes it as it ends."""
-        started = time.monotonic()
-        fetcher = self.fetchers[chunk.remote]
+    def _ask(self, chunk: Chunk, limit: int | None, poll: bool) -> Awaitable[FetchedPartition]:
+        """One chunk's fetch, queued at the fetcher now, in the copier's loop turn (a
+        caught-up partition's next poll joins the pass the fetcher makes in this same turn),
+        waking the copier as it is answered: the fetcher calls ``answered`` right after it
+        hands the answer back, so the chunk's task and then the copier run in the next loop
+        turn (a task's done callbacks would take a turn more, ``asyncio.wait``'s two)."""
         hold_s = ONE_SOURCE_HOLD_S if len(self.fetchers) == 1 else None
+        return self.fetchers[chunk.remote].fetch(
+            self.tp,
+            chunk.fetch_offset,
+            limit,
+            poll=poll,
+            hold=self._holds,
+            hold_s=hold_s,
+            answered=self._wake_copier,
+        )
+
+    async def _fetch(
+        self, answer: Awaitable[FetchedPartition], started: float
+    ) -> tuple[FetchedPartition, float]:
+        """A chunk's task: its answer, timed from when it was asked. One that fails or is
+        cancelled wakes the copier as it ends."""
         try:
-            fetched = await fetcher.fetch(
-                self.tp,
-                chunk.fetch_offset,
-                limit,
-                poll=poll,
-                hold=self._holds,
-                hold_s=hold_s,
-                answered=self._wake_copier,
-            )
+            fetched = await answer
         finally:
             self._wake_copier()
         self._quiet = not fetched.records

@@ -33,10 +33,11 @@ from syncer.clusters import TP, Cluster, FetchedPartition
 from syncer.config import CopierConfig
 from syncer.deadlines import Deadlines
 from syncer.errors import SyncerError, TransientClusterError
+from syncer.fetch_requests import FetchRequests
 from syncer.fetch_wants import RequestKind, Want, hold_always, holds, unknown_id
 from syncer.loops import RequestLoop
 from syncer.quiet_polls import QuietPolls
-from syncer.ratelimit import ByteRate, request_bytes
+from syncer.ratelimit import ByteRate
 from syncer.sources import MAX_BUSY
 from syncer.wire import FetchOutcome
 
@@ -79,8 +80,8 @@ class Fetcher(RequestLoop):
         # the ids remembered for this remote's topics (the owner adds to it): a topic with
         # one is fetched by id, so a topic recreated under its name answers UNKNOWN_TOPIC_ID
         # instead of the new log's records
-        self.topic_ids: Mapping[str, uuid.UUID] = topic_ids if topic_ids is not None else {}
-        self._by_id = topic_ids is not None
+        self._requests_of = FetchRequests(cluster, config, caps, topic_ids)
+        self.topic_ids: Mapping[str, uuid.UUID] = self._requests_of.topic_ids
         self.observe = observe  # each fetch request's seconds, send to answer
         self.config = config
         # several chunks of one partition may wait; each request carries one per partition,
@@ -127,7 +128,7 @@ class Fetcher(RequestLoop):
         queued, self._wants = [w for queue in self._wants.values() for w in queue], {}
         return queued + self.quiet.everything()
 
-    async def fetch(
+    def fetch(
         self,
         tp: TP,
         offset: int,
@@ -137,32 +138,38 @@ class Fetcher(RequestLoop):
         hold: Callable[[], bool] = hold_always,
         hold_s: float | None = None,
         answered: Callable[[], None] = lambda: None,
-    ) -> FetchedPartition:
+    ) -> asyncio.Future[FetchedPartition]:
         """Records of ``tp`` from ``offset`` (raw), about ``max_bytes`` of them (whole
         batches, at least one). ``poll``: the partition is caught up, so wait for records to
         arrive, polling again while ``hold()`` says so, up to ``hold_s`` (None: ``HOLD_S`` or
-        the chunk timeout); else answer at once. ``answered()``: called as it is answered."""
+        the chunk timeout); else answer at once. ``answered()``: called as it is answered.
+        Queued before this returns, in the caller's loop turn: a caught-up partition's next
+        poll joins the pass the fetcher makes in the turn its last answer is taken (queued by
+        a task's first step, it went out two turns later). Await the future for the answer;
+        cancel it to give the fetch up."""
+        future: asyncio.Future[FetchedPartition] = asyncio.get_running_loop().create_future()
         if self.dead is not None:
-            raise self.dead
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[FetchedPartition] = loop.create_future()
+            future.set_exception(self.dead)
+            return future
         full = self.config.partition_fetch_max_bytes
-        limit = min(max_bytes or full, full)
-        hold_s, since = self._hold_s if hold_s is None else hold_s, loop.time()
-        want = Want(offset, next(self._order), max(1, limit), poll, future, since, hold, hold_s)
+        limit = max(1, min(max_bytes or full, full))
+        hold_s, since = self._hold_s if hold_s is None else hold_s, future.get_loop().time()
+        want = Want(offset, next(self._order), limit, poll, future, since, hold, hold_s)
         want.answered = answered
         self._queue(tp, want)
         self.pending_bytes += limit
         self.pending[tp] = self.pending.get(tp, 0) + 1
-        try:
-            return await future
-        finally:
-            want.dequeued()  # answered, failed, or given up by its caller
-            self.quiet.unpark(tp, want)
-            self.pending_bytes -= limit
-            self.pending[tp] -= 1
-            if not self.pending[tp]:
-                del self.pending[tp]
+        future.add_done_callback(lambda _: self._done(tp, want))
+        return future
+
+    def _done(self, tp: TP, want: Want) -> None:
+        """``want`` was answered, failed, or given up by its caller (its future cancelled)."""
+        want.dequeued()
+        self.quiet.unpark(tp, want)
+        self.pending_bytes -= want.limit
+        self.pending[tp] -= 1
+        if not self.pending[tp]:
+            del self.pending[tp]
 
     def _queue(self, tp: TP, want: Want) -> None:
         """Queue ``want`` for the next request of its kind. Only the request is timed once it
@@ -258,7 +265,7 @@ class Fetcher(RequestLoop):
         # one quiet poll per broker, in its session (by topic id), one fetch of a partition
         # in it at a time: while it is out, the next waits for it (polled in the meantime,
         # they kept thousands of quiet partitions out of it)
-        quiet = quiet and self._by_id and bool(self.topic_ids) and tp not in self.quiet
+        quiet = quiet and self._requests_of.by_id and bool(self.topic_ids) and tp not in self.quiet
         return RequestKind.QUIET if quiet else RequestKind.POLL
 
     def _leader(self, tp: TP) -> int | None:
@@ -354,7 +361,8 @@ class Fetcher(RequestLoop):
         """One request, cut off after the chunk timeout (not by wait_for: on 3.11 its task
         costs a loop turn before the write, two after), its answer counted and paid for."""
         async with asyncio.timeout(self.config.chunk_timeout_ms / 1000):
-            result = await self._ask(node, connection, offsets, wait_ms)
+            session = self.quiet.sessions[node] if connection == QUIET_CONNECTION else None
+            result = await self._requests_of.ask(node, connection, offsets, wait_ms, session)
         self.fetches += 1
         self.brokers.answered(node)
         self.observe(time.monotonic() - sent)
@@ -372,28 +380,3 @@ class Fetcher(RequestLoop):
         else:
             self._polling[node].discard(connection)
         self._wakeup.set()
-
-    async def _ask(
-        self, node: int, connection: int, offsets: dict[TP, tuple[int, int]], wait_ms: int
-    ) -> dict[TP, FetchedPartition]:
-        """One fetch request: by topic id where the remote reports ids, else by name."""
-        full = self.config.partition_fetch_max_bytes
-        most = request_bytes(self.config.fetch_max_bytes, full, self.caps)
-        sizes = {"max_wait_ms": wait_ms, "max_bytes": most, "partition_max_bytes": full}
-        sizes["connection"] = connection
-        if self._by_id and self.topic_ids:
-            try:
-                session = self.quiet.sessions[node] if connection == QUIET_CONNECTION else None
-                return await self.cluster.fetch_by_id(
-                    node, offsets, self.topic_ids, nearest=True, session=session, **sizes
-                )
-            except NotImplementedError:  # the broker has no Fetch v13 (Kafka before 3.1)
-                log.warning(
-                    "remote %s cannot fetch by topic id (Kafka 3.1+ can): a topic recreated"
-                    " there is told only by the topic refresh and the record comparison",
-                    self.cluster.name,
-                )
-                self._by_id = False
-        if connection == QUIET_CONNECTION:  # its partitions are in the session, not here
-            raise TransientClusterError(f"{self.cluster.name}: a quiet poll needs topic ids")
-        return await self.cluster.fetch(node, offsets, nearest=True, **sizes)

@@ -8,7 +8,7 @@ import asyncio
 import contextlib
 import dataclasses
 from collections import Counter
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from functools import partial
 from typing import Any, Self
 
@@ -105,7 +105,7 @@ class Lanes:
             for fetcher in self.lanes:
                 stack.push_async_callback(fetcher.stop)
 
-    async def fetch(
+    def fetch(
         self,
         tp: TP,
         offset: int,
@@ -115,21 +115,37 @@ class Lanes:
         hold: Callable[[], bool] = hold_always,
         hold_s: float | None = None,
         answered: Callable[[], None] = lambda: None,
-    ) -> FetchedPartition:
-        number = min(
+    ) -> Awaitable[FetchedPartition]:
+        """``Fetcher.fetch`` on the least loaded lane: queued before this returns if that
+        lane knows ``tp``'s leader; else a coroutine that chooses as it runs and waits for
+        the lane it chose to learn the leader first."""
+        how = partial(_fetch_of, tp, offset, max_bytes, poll, hold, hold_s, answered)
+        lane = self.lanes[self._least_loaded(tp)]
+        if knows_leader(lane, tp):
+            return how(lane)
+        return self._learned_first(tp, max_bytes, how)
+
+    def _least_loaded(self, tp: TP) -> int:
+        return min(
             range(len(self.lanes)),
             key=lambda i: (
                 self.lanes[i].pending.get(tp, 0) + self._waiting[i, tp],
                 self.lanes[i].pending_bytes + self._waiting_bytes[i],
             ),
         )
+
+    async def _learned_first(
+        self,
+        tp: TP,
+        max_bytes: int | None,
+        fetch: Callable[[Fetcher], Awaitable[FetchedPartition]],
+    ) -> FetchedPartition:
+        number = self._least_loaded(tp)
         lane = self.lanes[number]
         if not knows_leader(lane, tp):
             self._warm(tp)
             await self._learn(number, tp, max_bytes or self.config.partition_fetch_max_bytes)
-        return await lane.fetch(
-            tp, offset, max_bytes, poll=poll, hold=hold, hold_s=hold_s, answered=answered
-        )
+        return await fetch(lane)
 
     async def _learn(self, number: int, tp: TP, size: int) -> None:
         """Lane ``number`` learns ``tp``'s leader before its fetch goes: lanes learn metadata
@@ -167,6 +183,19 @@ class Lanes:
     def release(self, tp: TP) -> None:
         for fetcher in self.lanes:
             fetcher.release(tp)
+
+
+def _fetch_of(
+    tp: TP,
+    offset: int,
+    max_bytes: int | None,
+    poll: bool,
+    hold: Callable[[], bool],
+    hold_s: float | None,
+    answered: Callable[[], None],
+    lane: Fetcher,
+) -> Awaitable[FetchedPartition]:
+    return lane.fetch(tp, offset, max_bytes, poll=poll, hold=hold, hold_s=hold_s, answered=answered)
 
 
 def knows_leader(fetcher: Fetcher, tp: TP) -> bool:

@@ -105,7 +105,7 @@ async def test_an_empty_poll_is_held_and_polled_again_until_records_come() -> No
     broker = Broker()
     f = fetcher(broker)
     try:
-        poll = asyncio.create_task(f.fetch(A, 0, poll=True))
+        poll = asyncio.ensure_future(f.fetch(A, 0, poll=True))
         await asyncio.sleep(0.15)  # the first poll (20 ms) came back empty
         assert not poll.done()  # the copier was not woken by the empty answer
         assert broker.polled(A) >= 2
@@ -132,7 +132,7 @@ async def test_a_poll_is_held_for_as_long_as_its_fetch_asks() -> None:
     broker = Broker()
     f = fetcher(broker, wait_ms=20, timeout_ms=200)
     try:
-        held = asyncio.create_task(f.fetch(A, 0, poll=True, hold_s=0.6))
+        held = asyncio.ensure_future(f.fetch(A, 0, poll=True, hold_s=0.6))
         await asyncio.sleep(0.45)  # past the chunk timeout, the default bound
         assert not held.done()
         assert (await asyncio.wait_for(held, 2)).records == b""
@@ -147,7 +147,7 @@ async def test_a_poll_is_not_held_when_the_copier_says_no_or_is_released() -> No
         got = await asyncio.wait_for(f.fetch(A, 0, poll=True, hold=lambda: False), 1)
         assert got.records == b""
         stopping = False
-        held = asyncio.create_task(f.fetch(B, 0, poll=True, hold=lambda: not stopping))
+        held = asyncio.ensure_future(f.fetch(B, 0, poll=True, hold=lambda: not stopping))
         await asyncio.sleep(0.1)
         assert not held.done()
         stopping = True  # as a stopping copier does (ChunkScheduler.stop_polling)
@@ -172,9 +172,9 @@ async def test_a_partition_that_catches_up_during_a_poll_gets_a_poll_of_its_own(
     broker = Broker()
     f = fetcher(broker, wait_ms=2_000)
     try:
-        first = [asyncio.create_task(f.fetch(tp, 0, poll=True)) for tp in (A, B)]
+        first = [asyncio.ensure_future(f.fetch(tp, 0, poll=True)) for tp in (A, B)]
         await asyncio.sleep(0.05)
-        late = asyncio.create_task(f.fetch(C, 0, poll=True))
+        late = asyncio.ensure_future(f.fetch(C, 0, poll=True))
         await asyncio.sleep(0.05)
         broker.append(C)
         got = await asyncio.wait_for(late, 0.5)  # well inside the first poll's 2 s
@@ -195,7 +195,7 @@ async def test_polls_wait_for_a_free_connection_when_all_are_out() -> None:
     try:
         polls = []
         for tp in tps:
-            polls.append(asyncio.create_task(f.fetch(tp, 0, poll=True)))
+            polls.append(asyncio.ensure_future(f.fetch(tp, 0, poll=True)))
             await asyncio.sleep(0.01)  # each joins while the others' polls are out
         await asyncio.sleep(0.05)
         in_flight = [r for r in broker.requests if r[2] > 0]
@@ -214,7 +214,7 @@ async def test_without_topic_ids_quiet_partitions_keep_the_ordinary_polls() -> N
     broker = Broker()
     f = fetcher(broker, wait_ms=20, timeout_ms=3_000)  # quiet wait would be 1 s
     try:
-        quiet = asyncio.create_task(f.fetch(A, 0, poll=True))
+        quiet = asyncio.ensure_future(f.fetch(A, 0, poll=True))
         await asyncio.sleep(0.3)
         assert {w for _c, wants, w in broker.requests if A in wants} == {20}
         assert QUIET_CONNECTION not in {c for c, _wants, _w in broker.requests}
@@ -384,7 +384,7 @@ async def test_a_dead_broker_fails_only_its_partitions_which_follow_their_new_le
         # A waits out its broker's back-off, then fails again; its new leader takes it once
         # the refresh that failure asks for names it
         tries = len([n for n in broker.sent_to if n == 1])
-        again = asyncio.create_task(f.fetch(A, 0))
+        again = asyncio.ensure_future(f.fetch(A, 0))
         await asyncio.sleep(BROKER_BACKOFF_S / 2)
         assert not again.done() and broker.sent_to.count(1) == tries  # held, not sent
         with pytest.raises(BrokerFailed):

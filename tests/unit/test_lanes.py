@@ -25,13 +25,16 @@ class FakeLane:
     cluster: Any = None
     asked: list[tuple[TP, int]] = field(default_factory=list)
 
-    async def fetch(
+    def fetch(
         self, tp: TP, offset: int, max_bytes: int | None = None, *, poll: bool = False, **_: Any
-    ) -> str:
+    ) -> asyncio.Future[str]:
+        """Counted in the lane's load as it is asked, as ``Fetcher.fetch`` does."""
         self.asked.append((tp, offset))
         self.pending[tp] = self.pending.get(tp, 0) + 1
         self.pending_bytes += max_bytes or 0
-        return self.name
+        answer: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        answer.set_result(self.name)
+        return answer
 
     def start(self) -> None:
         pass

@@ -195,7 +195,7 @@ async def test_idle_partitions_cost_nothing_per_quiet_poll() -> None:
     f = fetcher(broker)
     tps = [TP("t", p) for p in range(50)]
     try:
-        polls = [asyncio.create_task(f.fetch(tp, 0, poll=True, hold_s=60)) for tp in tps]
+        polls = [asyncio.ensure_future(f.fetch(tp, 0, poll=True, hold_s=60)) for tp in tps]
         await wait_until(lambda: len(f.quiet.parked[1]) == 50 and len(broker.sent) >= 2)
         deadlines = len(f._deadlines)
         polled = len(broker.sent)
@@ -220,9 +220,9 @@ async def test_a_partition_that_turns_quiet_while_the_poll_is_out_joins_the_next
     broker = SessionBroker()
     f = fetcher(broker)
     try:
-        first = asyncio.create_task(f.fetch(A, 0, poll=True))
+        first = asyncio.ensure_future(f.fetch(A, 0, poll=True))
         await wait_until(lambda: QUIET_CONNECTION in {c for c, _w, _m in broker.requests})
-        late = asyncio.create_task(f.fetch(B, 0, poll=True))
+        late = asyncio.ensure_future(f.fetch(B, 0, poll=True))
         await asyncio.sleep(0.3)
         quiet = [set(w) for c, w, _m in broker.requests if c == QUIET_CONNECTION]
         assert quiet == [{A}]
@@ -240,7 +240,7 @@ async def test_a_parked_fetch_given_up_is_forgotten_by_the_session() -> None:
     broker = SessionBroker()
     f = fetcher(broker)
     try:
-        polls = {tp: asyncio.create_task(f.fetch(tp, 0, poll=True)) for tp in (A, B)}
+        polls = {tp: asyncio.ensure_future(f.fetch(tp, 0, poll=True)) for tp in (A, B)}
         await wait_until(lambda: len(f.quiet.parked[1]) == 2)
         polls[A].cancel()
         await wait_until(lambda: A not in f.quiet)
@@ -267,14 +267,14 @@ async def test_a_failed_quiet_poll_fails_its_fetches_and_the_next_opens_a_new_se
     broker = SessionBroker()
     f = fetcher(broker)
     try:
-        polls = {tp: asyncio.create_task(f.fetch(tp, 0, poll=True)) for tp in (A, B)}
+        polls = {tp: asyncio.ensure_future(f.fetch(tp, 0, poll=True)) for tp in (A, B)}
         await wait_until(lambda: len(f.quiet.parked[1]) == 2 and broker.sessions)
         broker.fail_next = True
         for poll in polls.values():  # the copiers ask again
             await wait_until(poll.done)
             assert isinstance(poll.exception(), TransientClusterError)
         assert not f.quiet.parked[1] and f.quiet.sessions[1].session_id == 0
-        again = asyncio.create_task(f.fetch(A, 0, poll=True))
+        again = asyncio.ensure_future(f.fetch(A, 0, poll=True))
         await wait_until(lambda: broker.opened == 2)  # a full request opened a new one
         broker.append(A)
         assert (await asyncio.wait_for(again, 1.5)).records == b"r"
@@ -286,7 +286,7 @@ async def test_a_session_the_broker_lost_is_opened_again_without_failing_anythin
     broker = SessionBroker()
     f = fetcher(broker)
     try:
-        polls = {tp: asyncio.create_task(f.fetch(tp, 0, poll=True)) for tp in (A, B)}
+        polls = {tp: asyncio.ensure_future(f.fetch(tp, 0, poll=True)) for tp in (A, B)}
         await wait_until(lambda: len(f.quiet.parked[1]) == 2 and broker.sessions)
         broker.lose_sessions = True
         await wait_until(lambda: broker.opened == 2)
@@ -327,7 +327,7 @@ async def test_a_parked_partition_follows_its_leader_when_the_leaders_are_refres
     broker = MovingBroker()
     f = fetcher(broker)
     try:
-        poll = asyncio.create_task(f.fetch(A, 0, poll=True, hold_s=60))
+        poll = asyncio.ensure_future(f.fetch(A, 0, poll=True, hold_s=60))
         await wait_until(lambda: A in f.quiet.parked[1])
         broker.led[A] = 2
         broker.leaders.moved({"t"}, broker.leaders.generation)  # its refresh ends at once

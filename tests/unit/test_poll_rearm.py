@@ -1,0 +1,126 @@
+"""A caught-up partition's next poll is queued in the loop turn its copier takes the last
+answer (issue 23, the hop): ``Fetcher.fetch`` queues before it returns, and the chunk's task
+only awaits the answer, so the fetcher's pass of that same turn sends it and the request is
+written in the next. Queued by the task's first step, it went out three turns on, and records
+that reached the remote meanwhile waited for it. A chunk's task cancelled before it ever ran
+gives its queued fetch up (it is no longer counted in its lane's load)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from syncer.chunks import ChunkScheduler
+from syncer.clusters import TP, FetchedPartition
+from syncer.config import CopierConfig
+from syncer.holes import RemoteEnds
+from syncer.lanes import Lanes
+from syncer.partition import PartitionSources
+from syncer.sources import SourceHealth
+from tests.unit.test_chunk_wakeup import records
+from tests.unit.test_fetcher import Broker, fetcher
+
+A = TP("t", 0)
+TAIL = 10  # the remote's end: the copier is caught up, its chunk a long poll
+
+
+class Turns:
+    """Counts the event loop's turns: one callback that schedules itself again."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._loop = asyncio.get_running_loop()
+        self._handle = self._loop.call_soon(self._tick)
+
+    def _tick(self) -> None:
+        self.count += 1
+        self._handle = self._loop.call_soon(self._tick)
+
+    def stop(self) -> None:
+        self._handle.cancel()
+
+
+@dataclass
+class TailingBroker(Broker):
+    """Answers with real record batches, and notes the turn each request is written in."""
+
+    turns: Turns | None = None
+    written: list[tuple[int, int]] = field(default_factory=list)  # (offset asked of A, turn)
+
+    async def fetch(self, node: int, wants: Mapping[TP, tuple[int, int]], **kw: Any) -> Any:
+        if A in wants:
+            self.written.append((wants[A][0], self.turns.count if self.turns else -1))
+        offsets = {tp: offset for tp, (offset, _limit) in wants.items()}
+        self.requests.append((kw["connection"], offsets, kw["max_wait_ms"]))
+        await self.wait(offsets, kw["max_wait_ms"])
+        end = self.ends.get(A, 0)
+        got = records(wants[A][0], end - wants[A][0]) if end > wants[A][0] else b""
+        return {A: FetchedPartition(0, end, end, 0, (), got)}
+
+
+def scheduler_over(lanes: Lanes) -> ChunkScheduler:
+    health = {"east": SourceHealth("east", 0)}
+    sources = PartitionSources(A, health, {"east": RemoteEnds(0, TAIL)})
+    config = CopierConfig(partition_fetch_max_bytes=1024 * 1024, max_chunks=8)
+    return ChunkScheduler(A, {"east": lanes}, sources, config)
+
+
+async def test_the_next_poll_is_written_the_turn_after_the_copier_takes_the_answer() -> None:
+    broker = TailingBroker(ends={A: TAIL})
+    f = fetcher(broker, wait_ms=5_000, timeout_ms=10_000)
+    scheduler = scheduler_over(Lanes([f]))
+    taken: list[int] = []
+    turns = Turns()
+
+    async def copier() -> Any:
+        got = await scheduler.next_ready(TAIL)
+        taken.append(turns.count)
+        return got
+
+    try:
+        scheduler.launch(TAIL, TAIL)
+        task = asyncio.create_task(copier())
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert [offset for offset, _turn in broker.written] == [TAIL]  # the poll is out
+        broker.turns = turns
+        broker.append(A, 3)
+        got = await asyncio.wait_for(task, 1)
+        assert got is not None and got.chunk.start == TAIL
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert [offset for offset, _turn in broker.written] == [TAIL, TAIL + 3]
+        (_offset, written), (took,) = broker.written[-1], taken
+        assert written - took <= 1  # queued in the copier's turn, written in the next
+    finally:
+        turns.stop()
+        await scheduler.close()
+        await f.stop()
+
+
+async def test_a_fetch_is_counted_in_its_lanes_load_as_it_is_asked() -> None:
+    f = fetcher(Broker(ends={A: TAIL}))
+    try:
+        answer = f.fetch(A, TAIL, 1000, poll=True)
+        assert f.pending == {A: 1} and f.pending_bytes == 1000  # before any turn
+        answer.cancel()  # given up by its caller
+        await asyncio.sleep(0)
+        assert f.pending == {} and f.pending_bytes == 0
+    finally:
+        await f.stop()
+
+
+async def test_a_chunk_task_cancelled_before_it_ran_gives_its_fetch_up() -> None:
+    f = fetcher(Broker(ends={A: TAIL}), wait_ms=5_000, timeout_ms=10_000)
+    scheduler = scheduler_over(Lanes([f]))
+    try:
+        scheduler.launch(TAIL, TAIL)
+        assert f.pending == {A: 1}  # queued at once, before its task ran
+        await scheduler.close()  # cancels the task before its first step
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert f.pending == {} and f.pending_bytes == 0
+    finally:
+        await f.stop()
