@@ -183,7 +183,10 @@ _COPIER = {
         "bytes per partition per fetch (and the size of a chunk); must be positive"
     ),
     "fetch_max_wait_ms": "long-poll wait when caught up, in milliseconds",
-    "max_in_flight": "produce requests in flight per partition, 1–5 (the broker dedupes 5)",
+    "max_in_flight": (
+        "produce requests in flight per partition, 1–5 (the broker dedupes 5); the writer"
+        " also keeps at most this many requests in flight to each local broker"
+    ),
     "max_chunks": (
         "chunks of one partition fetched (from any remotes that hold them) or waiting to be"
         " written in order (the reorder buffer); at least 1"
