@@ -52,6 +52,7 @@ from syncer.protocol.acl import (
 )
 from syncer.protocol.versions import api_versions, write_implies_idempotent
 from syncer.retry import retried
+from syncer.tasks import map_at_most
 from syncer.topics import FIDELITY_SETTINGS, TopicPlan, plan_topics
 
 log = logging.getLogger(__name__)
@@ -319,15 +320,14 @@ async def _ahead(
             for tp, (start, end) in (await cluster.ends(mine, isolation=READ_COMMITTED)).items():
                 ends.setdefault(tp, {})[name] = RemoteEnds(start, end)
     choices = {tp: choose_remote(local_ends.get(tp, 0), ends.get(tp, {})) for tp in tps}
-    asking = asyncio.Semaphore(FETCHES_AT_ONCE)
 
-    async def first_fetch(tp: TP, remote: str) -> tuple[str | None, int, int | None] | str:
-        async with asking:
-            choice = choices[tp]
-            return await _first_fetch(config, remotes[remote], tp, choice.local_end, choice.target)
+    async def first_fetch(tp: TP) -> tuple[str | None, int, int | None] | str:
+        choice = choices[tp]
+        remote = remotes[choice.remote or ""]
+        return await _first_fetch(config, remote, tp, choice.local_end, choice.target)
 
     scanned = [tp for tp in tps if choices[tp].remote is not None]
-    fetched = await asyncio.gather(*(first_fetch(tp, choices[tp].remote or "") for tp in scanned))
+    fetched = await map_at_most(FETCHES_AT_ONCE, first_fetch, scanned)
     found = dict(zip(scanned, fetched, strict=True))
     lines, oldest = [], None
     for tp in tps:

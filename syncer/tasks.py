@@ -23,13 +23,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 log = logging.getLogger(__name__)
 
 AGAIN_AFTER_S = 1.0
 T = TypeVar("T")
+A = TypeVar("A")
 
 
 async def cancel_and_wait(
@@ -84,3 +85,20 @@ async def once_set(event: asyncio.Event, at_most_s: float, work: Callable[[], Aw
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(event.wait(), at_most_s)
     return await work()
+
+
+async def map_at_most(
+    at_once: int, work: Callable[[A], Awaitable[T]], items: Sequence[A]
+) -> list[T]:
+    """``work(item)`` for each item, in order, with at most ``at_once`` running: that many
+    tasks, each taking the next item, rather than a task per item (the check's hole scan
+    had one per partition with a gap: 10,000 tasks alive at once, beside the copy)."""
+    results: list[T | None] = [None] * len(items)
+    indexes = iter(range(len(items)))
+
+    async def worker() -> None:
+        for i in indexes:
+            results[i] = await work(items[i])
+
+    await asyncio.gather(*(worker() for _ in range(min(at_once, len(items)))))
+    return results  # type: ignore[return-value]

@@ -8,7 +8,7 @@ import gc
 
 import pytest
 
-from syncer.tasks import cancel_and_wait, once_set, unless_stopped
+from syncer.tasks import cancel_and_wait, map_at_most, once_set, unless_stopped
 
 
 async def forever() -> None:
@@ -225,3 +225,23 @@ async def test_once_set_cancelled_while_waiting_never_starts_the_work() -> None:
     await asyncio.sleep(0.01)
     await cancel_and_wait(task)
     assert task.cancelled() and called == []
+
+
+async def test_map_at_most_keeps_order_and_never_runs_more_than_it_may() -> None:
+    running = 0
+    most = 0
+    tasks_seen: set[asyncio.Task[object] | None] = set()
+
+    async def work(item: int) -> int:
+        nonlocal running, most
+        running += 1
+        most = max(most, running)
+        tasks_seen.add(asyncio.current_task())
+        await asyncio.sleep(0.001 * (item % 3))
+        running -= 1
+        return item * 10
+
+    assert await map_at_most(4, work, list(range(50))) == [i * 10 for i in range(50)]
+    assert most == 4
+    assert len(tasks_seen) == 4  # four tasks take the items in turn, not one task per item
+    assert await map_at_most(4, work, []) == []
