@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import tracemalloc
+from collections.abc import Callable
+
+from prometheus_client import CollectorRegistry, generate_latest
+
 from syncer.clusters import TP
 from syncer.holes import RemoteEnds
-from syncer.metrics import SyncerCollector
+from syncer.metrics import SyncerCollector, exposition
 from syncer.offsets import GroupStatus
 from syncer.report import PartitionRow, merge_live
 from syncer.sources import SourceHealth
@@ -120,3 +125,54 @@ def test_the_status_table_says_why_a_partition_waits_and_why_one_halted() -> Non
     older = {"partitions": [{k: v for k, v in live["partitions"][0].items() if k != "waiting"}]}
     merge_live(rows, [older])  # a daemon from before the field: nothing to add
     assert rows[0].state == "behind"
+
+
+def many(count: int) -> Snapshot:
+    """``count`` caught-up partitions of one remote, 20 to a topic (bench-scale's shape)."""
+    partitions = tuple(
+        PartitionStatus(
+            TP(f"scale.t{n // 20:03d}", n % 20),
+            local_end=10,
+            remote_ends={"east": RemoteEnds(0, 10)},
+            state=State.CAUGHT_UP,
+            served={"east": 100},
+        )
+        for n in range(count)
+    )
+    return Snapshot("x", partitions, (), {}, 0, 0, 1, 0)
+
+
+def peak_mib(work: Callable[[], object]) -> float:
+    """The most memory Python held for objects while ``work`` ran, in MiB."""
+    tracemalloc.start()
+    try:
+        work()
+        return tracemalloc.get_traced_memory()[1] / 2**20
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_scrape_of_10000_partitions_holds_one_family_at_a_time() -> None:
+    # bench-scale's peak RSS at 10,000 partitions was the first /metrics scrape (~70 MiB
+    # more for ~1.5 s): 48.5 MiB of samples held at once when all families were built first
+    partitions = many(10_000)  # built before the count starts
+    collector = SyncerCollector(lambda: partitions)
+    counted: list[int] = []
+
+    def collect() -> None:
+        for family in collector.collect():
+            counted.append(len(family.samples))
+
+    assert peak_mib(collect) < 25
+    assert sum(counted) > 10_000 * 12  # every partition's samples were made
+
+
+def test_the_exposition_is_prometheus_text_formatted_a_family_at_a_time() -> None:
+    partitions = many(10_000)
+    registry = CollectorRegistry()
+    registry.register(SyncerCollector(lambda: partitions))
+    text: list[bytes] = []
+    # generate_latest of the whole registry held 43.5 MiB here (68.8 with all families built
+    # first), its lines kept to the end
+    assert peak_mib(lambda: text.append(exposition(registry))) < 41
+    assert text[0] == generate_latest(registry)
