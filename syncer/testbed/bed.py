@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TypeAlias
 
-from syncer.testbed import tools
+from syncer.testbed import cds, tools
 from syncer.testbed.errors import TestbedError
 from syncer.testbed.jars import KafkaJars
 from syncer.testbed.node import (
@@ -62,6 +62,25 @@ def free_port() -> int:
         if port not in _HANDED_OUT:
             _HANDED_OUT.add(port)
             return port
+
+
+def _train(jars: KafkaJars, directory: Path, dump: Path) -> None:
+    """A one-node broker in ``directory`` whose JVM writes its class-data archive to
+    ``dump`` as it exits: started, waited for until it answers, stopped cleanly."""
+    port = free_port()
+    broker = RunningCluster(
+        name="cds-training",
+        port=port,
+        controller_port=free_port(),
+        advertised=f"127.0.0.1:{port}",
+        directory=str(directory),
+        jvm_options=[f"-XX:ArchiveClassesAtExit={dump}"],
+    )
+    try:
+        broker.start(jars)
+        broker.wait_ready()
+    finally:
+        broker.stop()
 
 
 @dataclass(frozen=True)
@@ -181,10 +200,13 @@ class Testbed:
         cluster.wait_ready()
 
     def jars_of(self, cluster: AnyCluster) -> KafkaJars:
-        """The jars ``cluster`` runs on (its own version's, or the bed's), fetched if new."""
+        """The jars ``cluster`` runs on (its own version's, or the bed's), fetched if new,
+        with their class-data archive trained on first use (``cds``)."""
         version = getattr(cluster, "version", None)
         jars = KafkaJars(self.jars.cache_dir, version) if version else self.jars
-        return jars.ensure()
+        jars.ensure()
+        cds.ensure(jars, lambda directory, dump: _train(jars, directory, dump))
+        return jars
 
     # one node, one partition -------------------------------------------------------------
 

@@ -140,6 +140,8 @@ class RunningCluster:
     mode: str = KRAFT
     zookeeper_port: int | None = None
     zookeeper_pid: int | None = None
+    # options of the broker's JVM beyond the bed's own (the class-data archive's training)
+    jvm_options: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.zookeeper_port is not None:  # a state file written before modes were recorded
@@ -349,5 +351,7 @@ class RunningCluster:
 
     def _launch(self, jars: KafkaJars) -> None:
         server = str(Path(self.directory) / "server.properties")
-        cmd = java_command(jars, self.directory, "kafka.Kafka", server, heap=self.heap)
+        cmd = java_command(
+            jars, self.directory, "kafka.Kafka", server, heap=self.heap, options=self.jvm_options
+        )
         self.pid = launch(cmd, self.log_path)

@@ -12,8 +12,10 @@ import os
 import subprocess
 import time
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 
+from syncer.testbed import cds
 from syncer.testbed.jars import KafkaJars, uses_log4j1
 
 HEAP = "512m"
@@ -31,16 +33,23 @@ _CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
 
 
 def java_command(
-    jars: KafkaJars, directory: str, main: str, *args: str, heap: str = HEAP
+    jars: KafkaJars,
+    directory: str,
+    main: str,
+    *args: str,
+    heap: str = HEAP,
+    options: Sequence[str] = (),
 ) -> list[str]:
-    """A JVM for the cluster in ``directory``, marked with it so it can be found again. Its
-    log configuration is the file ``write_log1_config`` or the node's ``log4j2.properties``."""
+    """A JVM for the cluster in ``directory``, marked with it so it can be found again, with
+    the JVM ``options`` given. Its log configuration is the file ``write_log1_config`` or the
+    node's ``log4j2.properties``; it maps the class-data archive once there is one."""
     if uses_log4j1(jars.version):
         logging = f"-Dlog4j.configuration=file:{Path(directory) / 'log4j.properties'}"
     else:
         logging = f"-Dlog4j2.configurationFile={Path(directory) / 'log4j2.properties'}"
     return [
-        "java",
+        *cds.java(jars),
+        *options,
         f"-Xmx{heap}",
         "-Xms128m",
         "-XX:+UseG1GC",

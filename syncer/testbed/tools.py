@@ -9,6 +9,7 @@ import tempfile
 import time
 from collections.abc import Iterable, Mapping, Sequence
 
+from syncer.testbed import cds
 from syncer.testbed.errors import TestbedError
 from syncer.testbed.jars import KafkaJars
 
@@ -48,7 +49,7 @@ def perf_consume_command(
     """kafka-consumer-perf-test reading ``records`` records of ``topic`` from the start."""
     jars = (jars or KafkaJars.default()).ensure()
     return [
-        "java",
+        *cds.java(jars),
         "-Xmx512m",
         "-cp",
         jars.classpath,
@@ -84,7 +85,7 @@ def perf_produce_command(
         **(producer_props or {}),
     }
     return [
-        "java",
+        *cds.java(jars),
         "-Xmx512m",
         "-cp",
         jars.classpath,
@@ -107,7 +108,7 @@ def add_acl(bootstrap: str, *args: str, jars: KafkaJars | None = None) -> None:
     --topic t``), through a listener whose principal may change ACLs (the bed's direct one)."""
     jars = (jars or KafkaJars.default()).ensure()
     cmd = [
-        "java",
+        *cds.java(jars),
         "-Xmx256m",
         "-cp",
         jars.classpath,
@@ -126,7 +127,7 @@ def add_acl(bootstrap: str, *args: str, jars: KafkaJars | None = None) -> None:
 
 def tool_command(jars: KafkaJars, main: str, *args: str) -> list[str]:
     """One of Kafka's admin tools (its main class) from the cached jars, with a small heap."""
-    return ["java", "-Xmx256m", "-cp", jars.classpath, main, *args]
+    return [*cds.java(jars), "-Xmx256m", "-cp", jars.classpath, main, *args]
 
 
 def _run_tool(cmd: list[str], what: str, timeout: float = 120.0) -> str:
