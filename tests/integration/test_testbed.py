@@ -89,12 +89,15 @@ def test_a_broker_that_cannot_start_is_named_with_its_log(tmp_path: Path) -> Non
 # clusters of three nodes ----------------------------------------------------------------------
 
 
-async def create_replicated(bootstrap: str, topic: str, partitions: int, rf: int = 3) -> None:
+async def create_replicated(
+    bootstrap: str, topic: str, partitions: int, rf: int = 3
+) -> list[Placement]:
     """A topic of ``rf`` replicas, returned once every partition has a leader and all its
-    replicas in sync."""
+    replicas in sync; its placement then (a node asked next may not know the topic yet: each
+    learns new metadata on its own)."""
     async with Cluster(ClusterConfig(bootstrap, name="test"), role="test") as cluster:
         await cluster.create_topic(topic, partitions, {}, rf)
-    await wait_placed(
+    return await wait_placed(
         bootstrap,
         topic,
         lambda ps: len(ps) == partitions and all(set(p.isr) == set(p.replicas) for p in ps),
@@ -127,8 +130,8 @@ async def test_three_nodes_replicate_a_topic_to_each(local3: Testbed, topic: str
     cluster = cluster_of(local3)
     assert [m.rack for m in cluster.members] == ["r0", "r1", "r2"]
     assert broker_ids(cluster.bootstrap) == {1, 2, 3}
-    await create_replicated(cluster.bootstrap, topic, 3)
-    placed = await placements_async(cluster.bootstrap, topic)
+    placed = await create_replicated(cluster.bootstrap, topic, 3)
+    assert len(placed) == 3
     assert all(sorted(p.replicas) == [1, 2, 3] for p in placed)
     assert {p.leader for p in placed} == {1, 2, 3}  # one partition led by each node
     for node in cluster.members:  # any one node is a way in
@@ -142,7 +145,7 @@ async def test_a_killed_node_hands_its_leadership_over_and_comes_back(
     cluster = cluster_of(local3)
     await create_replicated(cluster.bootstrap, topic, 1)
     await produce(cluster.bootstrap, topic, records(0, 50))
-    (before,) = await placements_async(cluster.bootstrap, topic)
+    (before,) = await wait_placed(cluster.bootstrap, topic, lambda ps: len(ps) == 1)
     local3.kill_node("local3", before.leader)
     assert not cluster.node(before.leader).is_running() and not cluster.is_running()
     (moved,) = await wait_placed(
@@ -161,7 +164,7 @@ async def test_a_killed_node_hands_its_leadership_over_and_comes_back(
 async def test_a_preferred_election_moves_the_leader_back(local3: Testbed, topic: str) -> None:
     cluster = cluster_of(local3)
     await create_replicated(cluster.bootstrap, topic, 1)
-    (before,) = await placements_async(cluster.bootstrap, topic)
+    (before,) = await wait_placed(cluster.bootstrap, topic, lambda ps: len(ps) == 1)
     preferred = before.replicas[0]
     assert before.leader == preferred
     local3.stop_node("local3", preferred)  # a clean stop hands leadership over at once
@@ -178,7 +181,7 @@ async def test_a_reassignment_moves_a_partition_and_its_leader(local3: Testbed, 
     cluster = cluster_of(local3)
     await create_replicated(cluster.bootstrap, topic, 1, rf=2)
     await produce(cluster.bootstrap, topic, records(0, 30))
-    (before,) = await placements_async(cluster.bootstrap, topic)
+    (before,) = await wait_placed(cluster.bootstrap, topic, lambda ps: len(ps) == 1)
     (spare,) = {1, 2, 3} - set(before.replicas)
     follower = next(r for r in before.replicas if r != before.leader)
     local3.reassign("local3", {(topic, 0): [spare, follower]})
