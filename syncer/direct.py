@@ -1,10 +1,12 @@
-"""Produce requests written straight onto aiokafka's open connection, within the caller's
-step of the event loop. Through ``AIOKafkaClient.send`` a request is written only once a task
-runs it (a loop turn after it was asked for), and aiokafka encodes it through its schema
-classes, copying every record batch into one encoded request and again behind a size prefix.
-Here the request is encoded by ``produce_v13_frame``, whose pieces (the record batches as
-they are) go to the socket in one ``writelines``, and its answer is read by aiokafka's own
-reader (``_requests``, in the order the requests were written), so the two never interleave.
+"""Requests written straight onto aiokafka's open connection, within the caller's step of
+the event loop: through ``AIOKafkaClient.send`` a request is written only once a task runs it
+(a loop turn after it was asked for). Produce requests (``write_produce``) are encoded here
+too: aiokafka encodes through its schema classes, copying every record batch into one
+encoded request and again behind a size prefix, while ``produce_v13_frame``'s pieces (the
+record batches as they are) go to the socket in one ``writelines``. Other requests (a fetch:
+``write_request``) are encoded and written by aiokafka's connection itself. Either answer is
+read by aiokafka's own reader (``_requests``, in the order the requests were written), so
+the two never interleave.
 
 Used only where aiokafka's connection to the node is open (and its socket buffers tuned);
 otherwise the caller sends through ``ClusterConnection.send``, which opens it. aiokafka's
@@ -31,16 +33,19 @@ from syncer.protocol.produce import produce_v13_frame
 _ANSWER_OF = ProduceRequest_v13(None, -1, 0, [], {})
 
 
-def open_connection(client: Any, node: int, group: int) -> AIOKafkaConnection | None:
-    """aiokafka's connection to ``node`` in ``group`` if it is open and speaks Produce v13,
-    else None (not connected yet, or a stand-in client in tests)."""
+def open_connection(
+    client: Any, node: int, group: int, speaks: type[Any] = ProduceRequest_v13
+) -> AIOKafkaConnection | None:
+    """aiokafka's connection to ``node`` in ``group`` if it is open and speaks the request
+    ``speaks`` (a request struct: its API key and version), else None (not connected yet,
+    or a stand-in client in tests)."""
     conns = getattr(client, "_conns", None)
     conn = conns.get((node, group)) if conns is not None else None
     if not isinstance(conn, AIOKafkaConnection) or not conn.connected():
         return None
     versions = getattr(conn, "_versions", None) or {}
-    low, high = versions.get(ProduceRequest_v13.API_KEY, (0, -1))
-    if not low <= ProduceRequest_v13.API_VERSION <= high:
+    low, high = versions.get(speaks.API_KEY, (0, -1))
+    if not low <= speaks.API_VERSION <= high:
         return None
     return conn
 
@@ -66,6 +71,18 @@ def write_produce(
         raise kafka_errors.KafkaConnectionError(f"Connection at {conn.host} broken") from err
     future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
     conn._requests.append((correlation_id, _ANSWER_OF, future))
+    return future
+
+
+def write_request(conn: AIOKafkaConnection, request: Any) -> asyncio.Future[Any]:
+    """Write ``request`` (an aiokafka ``Request``) on ``conn`` now, by aiokafka's own
+    ``send``, which writes it before it returns the wait for its answer; the future of that
+    answer, resolved by aiokafka's reader (``answer`` waits for it instead, as ``send``'s
+    wait would: its request timeout, the connection closed on one). Raises
+    KafkaConnectionError if the connection broke."""
+    waiting = conn.send(request)
+    future: asyncio.Future[Any] = conn._requests[-1][2]  # the one ``send`` just queued
+    waiting.close()  # never started: nothing of it runs
     return future
 
 

@@ -25,7 +25,8 @@ import logging
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from dataclasses import dataclass
 
 from syncer.broker_watch import BrokerWatch
 from syncer.cap_gate import CapGate
@@ -35,6 +36,7 @@ from syncer.deadlines import Deadlines
 from syncer.errors import SyncerError, TransientClusterError
 from syncer.fetch_requests import FetchRequests
 from syncer.fetch_wants import RequestKind, Want, hold_always, holds, unknown_id
+from syncer.hop_trace import TRACE, fetch_answered
 from syncer.loops import RequestLoop
 from syncer.quiet_polls import QuietPolls
 from syncer.ratelimit import ByteRate
@@ -58,6 +60,24 @@ QUIET_WAIT_MS = 5_000  # the wait of a poll for quiet partitions only
 # a fetch waits in the queue behind at most MAX_BUSY requests of its partition, each cut off
 # after the chunk timeout: one that waits longer fails, not left waiting for a lost slot
 QUEUED_REQUESTS = MAX_BUSY
+
+
+@dataclass(frozen=True, slots=True)
+class _Request:
+    """One fetch request as it went out: where, for which fetches, what it asked."""
+
+    node: int
+    connection: int
+    out: Mapping[TP, Want]  # the fetches it is for (a quiet poll's: all parked at ``node``)
+    offsets: dict[TP, tuple[int, int]]
+    wait_ms: int
+    sent: float
+    seen: int  # the metadata generation it was routed by
+
+
+async def _failed(exc: Exception) -> dict[TP, FetchedPartition]:
+    """The answer of a request that failed as it was written."""
+    raise exc
 
 
 class Fetcher(RequestLoop):
@@ -156,11 +176,25 @@ class Fetcher(RequestLoop):
         hold_s, since = self._hold_s if hold_s is None else hold_s, future.get_loop().time()
         want = Want(offset, next(self._order), limit, poll, future, since, hold, hold_s)
         want.answered = answered
+        at_once = poll and self._idle()
         self._queue(tp, want)
         self.pending_bytes += limit
         self.pending[tp] = self.pending.get(tp, 0) + 1
         future.add_done_callback(lambda _: self._done(tp, want))
+        if at_once:
+            try:
+                self._dispatch()
+            except Exception:
+                self._wakeup.set()  # a bug: the loop's pass meets it again and dies of it
         return future
+
+    def _idle(self) -> bool:
+        """Nothing to gather a poll with: the loop runs and has no pass to make, and no
+        other fetch waits. Then a caught-up partition's next poll goes out in its copier's
+        turn, before the writes of the answer it took (in the loop's pass, a turn later, it
+        reached the broker after them); else it waits for that pass, with the others."""
+        running = self._task is not None and not self._task.done()
+        return running and not self._wakeup.is_set() and not self._wants
 
     def _done(self, tp: TP, want: Want) -> None:
         """``want`` was answered, failed, or given up by its caller (its future cancelled)."""
@@ -247,7 +281,7 @@ class Fetcher(RequestLoop):
                 connection = min(set(POLL_CONNECTIONS) - self._polling[node])
                 self._polling[node].add(connection)
                 wait_ms = self.config.fetch_max_wait_ms
-            self._spawn(self._fetch(node, connection, wants, wait_ms))
+            self._send(node, connection, wants, wait_ms)
         return bool(by_node)
 
     def _kind(self, tp: TP, want: Want, node: int, quiet_since: float) -> RequestKind:
@@ -290,10 +324,13 @@ class Fetcher(RequestLoop):
             return node not in self.quiet.out  # one at a time: the session's
         return (node, kind) in going or len(self._polling[node]) < len(POLL_CONNECTIONS)
 
-    async def _fetch(self, node: int, connection: int, wants: dict[TP, Want], wait_ms: int) -> None:
-        """One request of ``wants``. A quiet poll's join the session of ``node`` and stay
-        parked there while its answers leave them out: only what an answer names is looked
-        at, so an idle partition costs nothing per poll (``quiet_polls``)."""
+    def _send(self, node: int, connection: int, wants: dict[TP, Want], wait_ms: int) -> None:
+        """One request of ``wants``, written now where it can be (``FetchRequests.ask_now``:
+        a caught-up partition's next poll reaches the broker before the writes of the
+        answer that came before it), its answer awaited by a task of its own. A quiet
+        poll's join the session of ``node`` and stay parked there while its answers leave
+        them out: only what an answer names is looked at, so an idle partition costs nothing
+        per poll (``quiet_polls``)."""
         quiet = connection == QUIET_CONNECTION
         out = self.quiet.parked[node] if quiet else wants  # the fetches this request is for
         offsets = self.quiet.park(node, wants) if quiet else {t: w.ask for t, w in wants.items()}
@@ -301,15 +338,40 @@ class Fetcher(RequestLoop):
         # joined the queue: on a thin link a chunk may wait behind another
         sent = time.monotonic()
         seen = self.brokers.sent(node, sent, out)
+        answer: Awaitable[dict[TP, FetchedPartition]] | None = None
+        if not quiet:
+            try:
+                answer = self._requests_of.ask_now(node, connection, offsets, wait_ms)
+            except TransientClusterError as exc:  # its connection broke as it was written
+                answer = _failed(exc)
+        request = _Request(node, connection, out, offsets, wait_ms, sent, seen)
+        self._spawn(self._fetch(request, wants, answer))
+
+    async def _fetch(
+        self,
+        request: _Request,
+        wants: dict[TP, Want],
+        answer: Awaitable[dict[TP, FetchedPartition]] | None,
+    ) -> None:
+        """Await ``request``'s answer (``answer``, if it was written already) and hand it
+        back, or fail its fetches."""
+        node, connection, out = request.node, request.connection, request.out
+        quiet = connection == QUIET_CONNECTION
         try:
-            result = await self._request(node, connection, offsets, wait_ms, sent)
+            result = await self._request(request, answer)
+            if TRACE is not None:
+                kind = "data" if connection == DATA_CONNECTION else "quiet" if quiet else "poll"
+                client = self.cluster._client
+                fetch_answered(TRACE, client, node, connection, kind, request.offsets, result)
             self._answered(out, result, quiet)
         except Exception as exc:
-            error = self.brokers.failed(node, out, exc, sent, seen)
+            error = self.brokers.failed(node, out, exc, request.sent, request.seen)
             for want in self.quiet.fail(node) if quiet else wants.values():
                 if not want.future.done():
                     want.future.set_exception(error)
         finally:
+            if isinstance(answer, Coroutine):
+                answer.close()  # never awaited if the task was cancelled before it began
             self.brokers.done(node, out)
             self._free(node, connection)
 
@@ -351,21 +413,23 @@ class Fetcher(RequestLoop):
                 want.future.set_result(want.empty)  # its hold ran out
 
     async def _request(
-        self,
-        node: int,
-        connection: int,
-        offsets: dict[TP, tuple[int, int]],
-        wait_ms: int,
-        sent: float,
+        self, request: _Request, answer: Awaitable[dict[TP, FetchedPartition]] | None
     ) -> dict[TP, FetchedPartition]:
-        """One request, cut off after the chunk timeout (not by wait_for: on 3.11 its task
-        costs a loop turn before the write, two after), its answer counted and paid for."""
+        """One request's answer (``answer``, or asked now), cut off after the chunk timeout
+        (not by wait_for: on 3.11 its task costs a loop turn before the write, two after),
+        counted and paid for."""
+        node, connection = request.node, request.connection
         async with asyncio.timeout(self.config.chunk_timeout_ms / 1000):
-            session = self.quiet.sessions[node] if connection == QUIET_CONNECTION else None
-            result = await self._requests_of.ask(node, connection, offsets, wait_ms, session)
+            if answer is not None:
+                result = await answer
+            else:
+                session = self.quiet.sessions[node] if connection == QUIET_CONNECTION else None
+                result = await self._requests_of.ask(
+                    node, connection, request.offsets, request.wait_ms, session
+                )
         self.fetches += 1
         self.brokers.answered(node)
-        self.observe(time.monotonic() - sent)
+        self.observe(time.monotonic() - request.sent)
         size = sum(len(p.records) for p in result.values())
         self._gate.paid(size)
         log.debug("fetch from %s node %d: %d bytes", self.cluster.name, node, size)

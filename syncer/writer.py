@@ -14,6 +14,7 @@ from typing import Any
 
 from syncer.clusters import TP, Cluster, ProduceResult
 from syncer.errors import SyncerError, TransientClusterError
+from syncer.hop_trace import TRACE
 from syncer.loops import RequestLoop
 from syncer.waits import RECORDER
 
@@ -172,6 +173,10 @@ class Writer(RequestLoop):
             answer = self.cluster.produce(
                 node, batches, timeout_ms=PRODUCE_TIMEOUT_MS, topic_ids=self.topic_ids
             )
+        if TRACE is not None:
+            for tp, batch in batches.items():
+                base = int.from_bytes(batch[53:57], "big")  # its sequence: the offset
+                TRACE.note("written", tp.topic, tp.partition, base, len(batch), opening)
         self._spawn(self._produce(node, entries, answer, sent, opening=opening))
 
     def _refuse_all(self) -> None:
@@ -193,6 +198,10 @@ class Writer(RequestLoop):
     ) -> None:
         try:
             result = await answer
+            if TRACE is not None:
+                for tp, (batch, _f, _at) in entries.items():
+                    base = int.from_bytes(batch[53:57], "big")  # its sequence: the offset
+                    TRACE.note("answered", tp.topic, tp.partition, base)
             self.observe(time.monotonic() - sent)
             self.requests_sent += 1
             for tp, (_batch, future, _at) in entries.items():
