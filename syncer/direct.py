@@ -1,12 +1,12 @@
 """Requests written straight onto aiokafka's open connection, within the caller's step of
-the event loop: through ``AIOKafkaClient.send`` a request is written only once a task runs it
-(a loop turn after it was asked for). Produce requests (``write_produce``) are encoded here
-too: aiokafka encodes through its schema classes, copying every record batch into one
-encoded request and again behind a size prefix, while ``produce_v13_frame``'s pieces (the
-record batches as they are) go to the socket in one ``writelines``. Other requests (a fetch:
-``write_request``) are encoded and written by aiokafka's connection itself. Either answer is
-read by aiokafka's own reader (``_requests``, in the order the requests were written), so
-the two never interleave.
+the event loop (through ``AIOKafkaClient.send`` a request is written only once a task runs
+it, a loop turn after it was asked for), and encoded here rather than by aiokafka's schema
+classes: a produce request (``write_produce``) as ``produce_v13_frame``'s pieces, the record
+batches as they are, in one ``writelines`` (aiokafka copied every batch into one encoded
+request and again behind a size prefix); a sessionless fetch (``write_fetch``) by
+``fetch_v13_frame``, its answer decoded by ``read_fetch_v13`` (aiokafka's structs took tens
+of microseconds each way for a poll of one partition). Answers are read by aiokafka's own
+reader (``_requests``, in the order the requests were written), so the two never interleave.
 
 Used only where aiokafka's connection to the node is open (and its socket buffers tuned);
 otherwise the caller sends through ``ClusterConnection.send``, which opens it. aiokafka's
@@ -26,11 +26,13 @@ from aiokafka.conn import AIOKafkaConnection, CloseReason
 
 from syncer.connection import TP
 from syncer.protocol import ProduceRequest_v13
+from syncer.protocol.fetch import FetchAnswer, LeanFetchRequest_v13, fetch_v13_frame
 from syncer.protocol.produce import produce_v13_frame
 
 # what aiokafka's reader asks of the request an answer belongs to: its header's version and
 # the answer's type (a flexible request's answer has header v1)
 _ANSWER_OF = ProduceRequest_v13(None, -1, 0, [], {})
+_FETCH_ANSWER_OF = LeanFetchRequest_v13(-1, 0, 1, 0, 0, 0, -1, [], [], "", {})
 
 
 def open_connection(
@@ -74,15 +76,31 @@ def write_produce(
     return future
 
 
-def write_request(conn: AIOKafkaConnection, request: Any) -> asyncio.Future[Any]:
-    """Write ``request`` (an aiokafka ``Request``) on ``conn`` now, by aiokafka's own
-    ``send``, which writes it before it returns the wait for its answer; the future of that
-    answer, resolved by aiokafka's reader (``answer`` waits for it instead, as ``send``'s
-    wait would: its request timeout, the connection closed on one). Raises
-    KafkaConnectionError if the connection broke."""
-    waiting = conn.send(request)
-    future: asyncio.Future[Any] = conn._requests[-1][2]  # the one ``send`` just queued
-    waiting.close()  # never started: nothing of it runs
+def write_fetch(
+    conn: AIOKafkaConnection,
+    max_wait_ms: int,
+    max_bytes: int,
+    isolation_level: int,
+    topics: Mapping[uuid.UUID, list[tuple[int, int, int]]],
+    rack_id: str,
+) -> asyncio.Future[FetchAnswer]:
+    """Write one sessionless Fetch v13 request on ``conn`` now (``fetch_v13_frame``); the
+    future of its answer, decoded by ``read_fetch_v13`` in aiokafka's reader, failed if the
+    connection closes. Raises KafkaConnectionError if the connection broke."""
+    writer = conn._writer
+    if writer is None:
+        raise kafka_errors.KafkaConnectionError(f"No connection to broker at {conn.host}")
+    correlation_id = conn._next_correlation_id()
+    frame = fetch_v13_frame(
+        correlation_id, conn._client_id, max_wait_ms, max_bytes, isolation_level, topics, rack_id
+    )
+    try:
+        writer.write(frame)
+    except OSError as err:
+        conn.close(reason=CloseReason.CONNECTION_BROKEN)
+        raise kafka_errors.KafkaConnectionError(f"Connection at {conn.host} broken") from err
+    future: asyncio.Future[FetchAnswer] = asyncio.get_running_loop().create_future()
+    conn._requests.append((correlation_id, _FETCH_ANSWER_OF, future))
     return future
 
 

@@ -18,11 +18,11 @@ from aiokafka import errors as kafka_errors
 from aiokafka.protocol.fetch import FetchRequest
 
 from syncer.connection import TP, ClusterConnection
-from syncer.direct import answer, open_connection, write_request
+from syncer.direct import answer, open_connection, write_fetch
 from syncer.fetch_session import FetchSession, Sessionless, exchange
 from syncer.fetched import READ_COMMITTED, FetchedPartition
 from syncer.protocol import UNKNOWN_TOPIC_ID, FetchByIdRequest
-from syncer.protocol.fetch import FetchedById, FetchRequest_v13, fetched_by_id
+from syncer.protocol.fetch import FetchAnswer, FetchedById, FetchRequest_v13
 
 log = logging.getLogger(__name__)
 
@@ -135,9 +135,8 @@ class Fetches(ClusterConnection):
         topics: dict[uuid.UUID, list[tuple[int, int, int]]] = defaultdict(list)
         for (topic_id, partition), (offset, limit) in wanted.items():
             topics[topic_id].append((partition, offset, limit))
-        request = FetchByIdRequest(max_wait_ms, max_bytes, READ_COMMITTED, topics, rack)
         try:
-            future = write_request(conn, request)
+            future = write_fetch(conn, max_wait_ms, max_bytes, READ_COMMITTED, topics, rack)
         except kafka_errors.KafkaError as exc:
             self._fetch_failed(node, asked)
             raise self.failed(node, exc) from exc
@@ -146,7 +145,7 @@ class Fetches(ClusterConnection):
     async def _fetched_now(
         self,
         node: int,
-        written: tuple[Any, asyncio.Future[Any]],
+        written: tuple[Any, asyncio.Future[FetchAnswer]],
         asked: list[TP],
         known: tuple[dict[uuid.UUID, str], dict[TP, FetchedPartition], int],
     ) -> dict[TP, FetchedPartition]:
@@ -159,7 +158,7 @@ class Fetches(ClusterConnection):
         except BaseException:
             self._fetch_failed(node, asked)
             raise
-        return self._answered_by_id(node, fetched_by_id(response), *known)
+        return self._answered_by_id(node, response.partitions, *known)
 
     @staticmethod
     def _asked_by_id(
