@@ -123,6 +123,7 @@ class Fetcher(RequestLoop):
         self.fetches = 0
         self.pending_bytes = 0  # asked for and not answered yet: how loaded this lane is
         self.pending: dict[TP, int] = {}  # fetches waiting or in flight, per partition
+        self._sent_now = False  # ``fetch`` sent a request in this loop turn
         # brokers whose last request failed: their partitions wait, the others go on
         self.brokers = BrokerWatch(cluster, self._wakeup.set)
         cluster.leaders.listen(self._rerouted)  # the fetches waiting for new leaders go
@@ -182,6 +183,8 @@ class Fetcher(RequestLoop):
         self.pending[tp] = self.pending.get(tp, 0) + 1
         future.add_done_callback(lambda _: self._done(tp, want))
         if at_once:
+            self._sent_now = True
+            future.get_loop().call_soon(self._turn_over)
             try:
                 self._dispatch()
             except Exception:
@@ -189,12 +192,16 @@ class Fetcher(RequestLoop):
         return future
 
     def _idle(self) -> bool:
-        """Nothing to gather a poll with: the loop runs and has no pass to make, and no
-        other fetch waits. Then a caught-up partition's next poll goes out in its copier's
-        turn, before the writes of the answer it took (in the loop's pass, a turn later, it
-        reached the broker after them); else it waits for that pass, with the others."""
+        """Nothing to gather a poll with: the loop runs, no other fetch waits, and none went
+        out so in this loop turn. Then a caught-up partition's next poll goes out in its
+        copier's turn, before the writes of the answer it took (in the loop's pass, later in
+        that turn, it reached the broker after them); else it waits for that pass, with the
+        others of the turn (of the copiers one poll's answer wakes, the first goes at once)."""
         running = self._task is not None and not self._task.done()
-        return running and not self._wakeup.is_set() and not self._wants
+        return running and not self._wants and not self._sent_now
+
+    def _turn_over(self) -> None:
+        self._sent_now = False
 
     def _done(self, tp: TP, want: Want) -> None:
         """``want`` was answered, failed, or given up by its caller (its future cancelled)."""

@@ -107,6 +107,30 @@ def fetch_shapes(notes: list[list[Any]]) -> dict[str, float]:
     }
 
 
+def produce_by_depth(notes: list[list[Any]]) -> dict[str, list[float]]:
+    """Each batch's produce seconds (written to answered, ms) by how many batches were out
+    unanswered as it was written: what a batch waits behind the ones ahead of it."""
+    done = {(r[1], r[2], r[3]): r[4] for r in notes if r[0] == "answered"}
+    events: list[tuple[float, int]] = []
+    writes = []
+    for r in notes:
+        if r[0] == "written" and (r[1], r[2], r[3]) in done:
+            end = done[(r[1], r[2], r[3])]
+            writes.append((r[4], end))
+            events += [(r[4], 1), (end, -1)]
+    events.sort()
+    starts = sorted(writes)
+    out: dict[str, list[float]] = defaultdict(list)
+    depth, i = 0, 0
+    for at, step in events:
+        if step == 1:
+            _start, end = starts[i]
+            i += 1
+            out[f"{min(depth, 3)}{'+' if depth >= 3 else ''} ahead"].append((end - at) * 1000)
+        depth += step
+    return out
+
+
 def main() -> None:
     where = Path(sys.argv[1] if len(sys.argv) > 1 else "results")
     readers = json.loads((where / "steady-timeline-syncer-readers.json").read_text())
@@ -119,6 +143,9 @@ def main() -> None:
             continue
         qs = " ".join(f"{percentile(values, q):8.3f}" for q in (0.5, 0.9, 0.99))
         print(f"{name:32} {len(values):8d} {qs}  {meaning}")
+    for name, values in sorted(produce_by_depth(notes).items()):
+        qs = " ".join(f"{percentile(values, q):8.3f}" for q in (0.5, 0.9, 0.99))
+        print(f"{'produce, ' + name:32} {len(values):8d} {qs}  batches out as it was written")
     for name, value in fetch_shapes(notes).items():
         print(f"{name}: {value:.3f}" if isinstance(value, float) else f"{name}: {value}")
 
