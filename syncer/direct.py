@@ -16,6 +16,7 @@ connection internals are read here (``_conns``, ``_writer``, ``_requests``,
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections import defaultdict
 from collections.abc import Mapping
@@ -25,6 +26,7 @@ from aiokafka import errors as kafka_errors
 from aiokafka.conn import AIOKafkaConnection, CloseReason
 
 from syncer.connection import TP
+from syncer.hop_trace import TRACE
 from syncer.protocol import ProduceRequest_v13
 from syncer.protocol.fetch import FetchAnswer, LeanFetchRequest_v13, fetch_v13_frame
 from syncer.protocol.produce import produce_v13_frame
@@ -99,6 +101,8 @@ def write_fetch(
     except OSError as err:
         conn.close(reason=CloseReason.CONNECTION_BROKEN)
         raise kafka_errors.KafkaConnectionError(f"Connection at {conn.host} broken") from err
+    if TRACE is not None:
+        TRACE.sent_at[id(conn)] = time.time()
     future: asyncio.Future[FetchAnswer] = asyncio.get_running_loop().create_future()
     conn._requests.append((correlation_id, _FETCH_ANSWER_OF, future))
     return future

@@ -62,7 +62,7 @@ class Writer(RequestLoop):
         self.may_write = may_write
         self.max_in_flight = max_in_flight
         self._queues: dict[TP, deque[Waiting]] = {}
-        self._in_flight: dict[int, int] = defaultdict(int)
+        self._in_flight: dict[tuple[int, int], int] = defaultdict(int)  # by (node, connection)
         # (node, connection) → requests sent by a task (waiting for it to open)
         self._opening: dict[tuple[int, int], int] = defaultdict(int)
         self.requests_sent = 0
@@ -139,21 +139,18 @@ class Writer(RequestLoop):
             self._refuse_all()
             return
         by_request: dict[tuple[int, int], dict[TP, Waiting]] = defaultdict(dict)
-        starting: dict[int, int] = defaultdict(int)  # node → requests made in this pass
         for tp, queue in list(self._queues.items()):
             node = self._leader(tp, queue)
             if node is None:
                 continue
             request = (node, write_connection(tp))
-            if request not in by_request:
-                if self._in_flight[node] + starting[node] >= self.max_in_flight:
-                    continue
-                starting[node] += 1
+            if request not in by_request and self._in_flight[request] >= self.max_in_flight:
+                continue
             by_request[request][tp] = queue.popleft()
             if not queue:
                 del self._queues[tp]
         for (node, connection), entries in by_request.items():
-            self._in_flight[node] += 1
+            self._in_flight[(node, connection)] += 1
             self._start(node, connection, entries)
         if any(self._queues.values()) and by_request:
             self._wakeup.set()  # more batches wait behind the ones just sent
@@ -247,11 +244,10 @@ class Writer(RequestLoop):
             for _batch, future, _at in entries.values():
                 future.cancel()
             answer.close()  # never awaited if the task was cancelled before it began
-            node = where[0]
-            self._in_flight[node] -= 1
+            self._in_flight[where] -= 1
             if self.waits is not None:
                 now = time.monotonic()
-                self.waits.answered(node, now, now - sent)
+                self.waits.answered(where[0], now, now - sent)
             if opening:
                 self._opening[where] -= 1
                 if not self._opening[where]:
