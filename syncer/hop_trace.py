@@ -79,24 +79,20 @@ TRACE: HopTrace | None = _from_env()
 
 
 def fetch_answered(
-    trace: HopTrace,
-    client: Any,
-    node: int,
-    connection: int,
-    kind: str,
-    offsets: dict[Any, tuple[int, int]],
-    result: dict[Any, Any],
+    trace: HopTrace, client: Any, request: Any, result: dict[Any, Any], data: int
 ) -> None:
-    """A fetch of ``offsets`` on ``connection`` of ``node`` brought ``result`` (its answer
-    is handed back now)."""
-    conn = client._conns.get((node, connection))
+    """A fetch ``request`` (``fetch_wants.SentRequest``) brought ``result``, handed back
+    now; ``data`` is the data connection's number (else a poll)."""
+    conn = client._conns.get((request.node, request.connection))
     whole, decoded = trace.frame_at.get(id(conn), (0.0, 0.0))
     sent = trace.sent_at.get(id(conn), 0.0)
-    for tp, (offset, _limit) in offsets.items():
+    kind = "data" if request.connection == data else "poll"
+    for tp, (offset, _limit) in request.offsets.items():
         got = result.get(tp)
         records = got.records if got is not None else b""
         first = int.from_bytes(records[:8], "big") if records else -1
+        asked = len(request.offsets)
         trace.note(
             "fetch", tp.topic, tp.partition, offset,
-            sent, whole, decoded, kind, len(offsets), len(records), first,
+            sent, whole, decoded, kind, asked, len(records), first,
         )  # fmt: skip
