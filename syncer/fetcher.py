@@ -98,7 +98,6 @@ class Fetcher(RequestLoop):
         self.fetches = 0
         self.pending_bytes = 0  # asked for and not answered yet: how loaded this lane is
         self.pending: dict[TP, int] = {}  # fetches waiting or in flight, per partition
-        self._sent_now = False  # ``fetch`` sent a request in this loop turn
         # brokers whose last request failed: their partitions wait, the others go on
         self.brokers = BrokerWatch(cluster, self._wakeup.set)
         cluster.leaders.listen(self._rerouted)  # the fetches waiting for new leaders go
@@ -156,8 +155,6 @@ class Fetcher(RequestLoop):
         self.pending[tp] = self.pending.get(tp, 0) + 1
         future.add_done_callback(lambda _: self._done(tp, want))
         if at_once:
-            self._sent_now = True
-            future.get_loop().call_soon(self._turn_over)
             try:
                 self._dispatch()
             except Exception:
@@ -165,15 +162,14 @@ class Fetcher(RequestLoop):
         return future
 
     def _idle(self) -> bool:
-        """Nothing to gather a poll with: the loop runs, no other fetch waits, none went out
-        so in this turn. Then a caught-up partition's next poll is written in its copier's
-        turn, before the writes of the answer it took (in the loop's pass it reached the
-        broker after them); else it waits for that pass, with the others of the turn."""
+        """Nothing to gather a poll with: the loop runs, has no pass to make and no other
+        fetch waits. Then a partition's poll is written at once, in its copier's turn; else
+        in the loop's pass, with the others of the turn. A caught-up partition's next poll,
+        asked as its copier takes an answer, goes in the pass the freed poll connection
+        wakes, right after the copier's step: behind the copier's write of that answer
+        (written first, the poll put its own syscall ahead of every record's produce)."""
         running = self._task is not None and not self._task.done()
-        return running and not self._wants and not self._sent_now
-
-    def _turn_over(self) -> None:
-        self._sent_now = False
+        return running and not self._wakeup.is_set() and not self._wants
 
     def _done(self, tp: TP, want: Want) -> None:
         """``want`` was answered, failed, or given up by its caller (its future cancelled)."""

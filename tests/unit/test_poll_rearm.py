@@ -152,20 +152,21 @@ class WritingBroker(TailingBroker):
         return out
 
 
-async def test_a_caught_up_partitions_next_poll_is_written_before_its_copier_writes() -> None:
-    """The hop (issue 23): the answer's last offset known, the next poll is written in the
-    copier's own turn, before the copier goes on to write the records it brought (the
-    records reaching the remote meanwhile do not wait for the poll)."""
+async def test_a_caught_up_partitions_next_poll_is_written_right_after_its_copiers_step() -> None:
+    """The hop (issue 23): the next poll, written by syncer on the open connection, goes
+    out in the loop turn the copier takes the answer, in the fetcher's pass right after the
+    copier's step: behind the copier's write of the records it brought, not ahead of it."""
     broker = WritingBroker(ends={A: TAIL})
     config = CopierConfig(fetch_max_wait_ms=5_000, chunk_timeout_ms=10_000)
     f = Fetcher(broker, config, topic_ids={"t": uuid.uuid4()})  # type: ignore[arg-type]
     f.start()
     scheduler = scheduler_over(Lanes([f]))
-    seen_at_take: list[list[int]] = []
+    turns = Turns()
+    at_take: list[tuple[int, list[int]]] = []
 
     async def copier() -> Any:
         got = await scheduler.next_ready(TAIL)
-        seen_at_take.append([offset for offset, _turn in broker.written])  # no turn since
+        at_take.append((turns.count, [offset for offset, _turn in broker.written]))
         return got
 
     try:
@@ -174,18 +175,22 @@ async def test_a_caught_up_partitions_next_poll_is_written_before_its_copier_wri
         for _ in range(5):
             await asyncio.sleep(0)
         assert [offset for offset, _turn in broker.written] == [TAIL]
+        broker.turns = turns
         broker.append(A, 3)
         got = await asyncio.wait_for(task, 1)
         assert got is not None and got.chunk.start == TAIL
-        assert seen_at_take == [[TAIL, TAIL + 3]]  # written as the copier took the answer
+        (took, written_then), (offset, written) = at_take[0], broker.written[-1]
+        assert written_then == [TAIL]  # not ahead of what the copier does in its step
+        assert (offset, written) == (TAIL + 3, took)  # but in that same turn
     finally:
+        turns.stop()
         await scheduler.close()
         await f.stop()
 
 
 async def test_polls_asked_in_one_turn_after_the_first_go_out_together() -> None:
-    """Only the first poll of a turn is written at once; the others of that turn wait for
-    the fetcher's pass, and go out in one request."""
+    """To an idle fetcher the first poll is written at once; the others of that turn wait
+    for the fetcher's pass, and go out in one request."""
     broker = WritingBroker()
     config = CopierConfig(fetch_max_wait_ms=5_000, chunk_timeout_ms=10_000)
     f = Fetcher(broker, config, topic_ids={"t": uuid.uuid4()})  # type: ignore[arg-type]
