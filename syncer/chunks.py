@@ -22,6 +22,7 @@ from syncer.clusters import TP, FetchedPartition
 from syncer.config import CopierConfig
 from syncer.errors import PartitionHalted, TransientClusterError
 from syncer.holes import RemoteEnds
+from syncer.hop_trace import TRACE
 from syncer.lanes import Lanes
 from syncer.partition import PartitionSources
 from syncer.sources import Verdict, judge
@@ -220,6 +221,9 @@ class ChunkScheduler:
             self._drop_excluded()
             found = self.plan.take(frontier)
             if found is not None:
+                if TRACE is not None:
+                    tp, end = self.tp, found.covered_end
+                    TRACE.note("taken", tp.topic, tp.partition, frontier, end)
                 return found
             if not self._tasks or self._stopping:
                 return None

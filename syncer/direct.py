@@ -1,9 +1,11 @@
-"""Produce requests written straight onto aiokafka's open connection, within the caller's
-step of the event loop. Through ``AIOKafkaClient.send`` a request is written only once a task
-runs it (a loop turn after it was asked for), and aiokafka encodes it through its schema
-classes, copying every record batch into one encoded request and again behind a size prefix.
-Here the request is encoded by ``produce_v13_frame``, whose pieces (the record batches as
-they are) go to the socket in one ``writelines``, and its answer is read by aiokafka's own
+"""Requests written straight onto aiokafka's open connection, within the caller's step of
+the event loop (through ``AIOKafkaClient.send`` a request is written only once a task runs
+it, a loop turn after it was asked for), and encoded here rather than by aiokafka's schema
+classes: a produce request (``write_produce``) as ``produce_v13_frame``'s pieces, the record
+batches as they are, in one ``writelines`` (aiokafka copied every batch into one encoded
+request and again behind a size prefix); a sessionless fetch (``write_fetch``) by
+``fetch_v13_frame``, its answer decoded by ``read_fetch_v13`` (aiokafka's structs took tens
+of microseconds each way for a poll of one partition). Answers are read by aiokafka's own
 reader (``_requests``, in the order the requests were written), so the two never interleave.
 
 Used only where aiokafka's connection to the node is open (and its socket buffers tuned);
@@ -14,6 +16,7 @@ connection internals are read here (``_conns``, ``_writer``, ``_requests``,
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections import defaultdict
 from collections.abc import Mapping
@@ -23,24 +26,30 @@ from aiokafka import errors as kafka_errors
 from aiokafka.conn import AIOKafkaConnection, CloseReason
 
 from syncer.connection import TP
+from syncer.hop_trace import TRACE
 from syncer.protocol import ProduceRequest_v13
+from syncer.protocol.fetch import FetchAnswer, LeanFetchRequest_v13, fetch_v13_frame
 from syncer.protocol.produce import produce_v13_frame
 
 # what aiokafka's reader asks of the request an answer belongs to: its header's version and
 # the answer's type (a flexible request's answer has header v1)
 _ANSWER_OF = ProduceRequest_v13(None, -1, 0, [], {})
+_FETCH_ANSWER_OF = LeanFetchRequest_v13(-1, 0, 1, 0, 0, 0, -1, [], [], "", {})
 
 
-def open_connection(client: Any, node: int, group: int) -> AIOKafkaConnection | None:
-    """aiokafka's connection to ``node`` in ``group`` if it is open and speaks Produce v13,
-    else None (not connected yet, or a stand-in client in tests)."""
+def open_connection(
+    client: Any, node: int, group: int, speaks: type[Any] = ProduceRequest_v13
+) -> AIOKafkaConnection | None:
+    """aiokafka's connection to ``node`` in ``group`` if it is open and speaks the request
+    ``speaks`` (a request struct: its API key and version), else None (not connected yet,
+    or a stand-in client in tests)."""
     conns = getattr(client, "_conns", None)
     conn = conns.get((node, group)) if conns is not None else None
     if not isinstance(conn, AIOKafkaConnection) or not conn.connected():
         return None
     versions = getattr(conn, "_versions", None) or {}
-    low, high = versions.get(ProduceRequest_v13.API_KEY, (0, -1))
-    if not low <= ProduceRequest_v13.API_VERSION <= high:
+    low, high = versions.get(speaks.API_KEY, (0, -1))
+    if not low <= speaks.API_VERSION <= high:
         return None
     return conn
 
@@ -66,6 +75,36 @@ def write_produce(
         raise kafka_errors.KafkaConnectionError(f"Connection at {conn.host} broken") from err
     future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
     conn._requests.append((correlation_id, _ANSWER_OF, future))
+    return future
+
+
+def write_fetch(
+    conn: AIOKafkaConnection,
+    max_wait_ms: int,
+    max_bytes: int,
+    isolation_level: int,
+    topics: Mapping[uuid.UUID, list[tuple[int, int, int]]],
+    rack_id: str,
+) -> asyncio.Future[FetchAnswer]:
+    """Write one sessionless Fetch v13 request on ``conn`` now (``fetch_v13_frame``); the
+    future of its answer, decoded by ``read_fetch_v13`` in aiokafka's reader, failed if the
+    connection closes. Raises KafkaConnectionError if the connection broke."""
+    writer = conn._writer
+    if writer is None:
+        raise kafka_errors.KafkaConnectionError(f"No connection to broker at {conn.host}")
+    correlation_id = conn._next_correlation_id()
+    frame = fetch_v13_frame(
+        correlation_id, conn._client_id, max_wait_ms, max_bytes, isolation_level, topics, rack_id
+    )
+    try:
+        writer.write(frame)
+    except OSError as err:
+        conn.close(reason=CloseReason.CONNECTION_BROKEN)
+        raise kafka_errors.KafkaConnectionError(f"Connection at {conn.host} broken") from err
+    if TRACE is not None:
+        TRACE.sent_at[id(conn)] = time.time()
+    future: asyncio.Future[FetchAnswer] = asyncio.get_running_loop().create_future()
+    conn._requests.append((correlation_id, _FETCH_ANSWER_OF, future))
     return future
 
 

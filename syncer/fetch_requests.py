@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
+from typing import Any
 
 from syncer.clusters import TP, Cluster, FetchedPartition
 from syncer.config import CopierConfig
@@ -34,6 +35,24 @@ class FetchRequests:
         self.topic_ids: Mapping[str, uuid.UUID] = topic_ids if topic_ids is not None else {}
         self.by_id = topic_ids is not None
 
+    def ask_now(
+        self, node: int, connection: int, offsets: dict[TP, tuple[int, int]], wait_ms: int
+    ) -> Coroutine[Any, Any, dict[TP, FetchedPartition]] | None:
+        """``ask`` without a session, its request written before this returns (by topic id,
+        on a connection open already: ``Cluster.fetch_by_id_now``) and its answer to await;
+        None where it cannot be (then ``ask``)."""
+        if not (self.by_id and self.topic_ids):
+            return None
+        return self.cluster.fetch_by_id_now(
+            node, offsets, self.topic_ids, nearest=True, **self._sizes(connection, wait_ms)
+        )
+
+    def _sizes(self, connection: int, wait_ms: int) -> dict[str, Any]:
+        full = self.config.partition_fetch_max_bytes
+        most = request_bytes(self.config.fetch_max_bytes, full, self.caps)
+        sizes = {"max_wait_ms": wait_ms, "max_bytes": most, "partition_max_bytes": full}
+        return sizes | {"connection": connection}
+
     async def ask(
         self,
         node: int,
@@ -44,10 +63,7 @@ class FetchRequests:
     ) -> dict[TP, FetchedPartition]:
         """One fetch request on ``connection`` of ``node``; in ``session`` if given (its
         partitions are in the session, not in ``offsets``: that takes topic ids)."""
-        full = self.config.partition_fetch_max_bytes
-        most = request_bytes(self.config.fetch_max_bytes, full, self.caps)
-        sizes = {"max_wait_ms": wait_ms, "max_bytes": most, "partition_max_bytes": full}
-        sizes["connection"] = connection
+        sizes = self._sizes(connection, wait_ms)
         if self.by_id and self.topic_ids:
             try:
                 return await self.cluster.fetch_by_id(

@@ -1,6 +1,6 @@
 """What a ``Fetcher`` queues for each partition: one fetch (``Want``) waiting for a request
-or in flight, which kind of request it joins (``RequestKind``), and the pure decisions on
-its answer."""
+or in flight, which kind of request it joins (``RequestKind``), the request it went out in
+(``SentRequest``), and the pure decisions on its answer."""
 
 from __future__ import annotations
 
@@ -74,3 +74,21 @@ def unknown_id(remote: str, topic_ids: Mapping[str, uuid.UUID], tp: TP) -> str:
         f"{tp.topic}[{tp.partition}]: remote {remote} no longer holds topic id"
         f" {topic_id} (the topic was deleted, or recreated under its name)"
     )
+
+
+@dataclass(frozen=True, slots=True)
+class SentRequest:
+    """One fetch request as it went out: where, for which fetches, what it asked."""
+
+    node: int
+    connection: int
+    out: Mapping[TP, Want]  # the fetches it is for (a quiet poll's: all parked at ``node``)
+    offsets: dict[TP, tuple[int, int]]
+    wait_ms: int
+    sent: float
+    seen: int  # the metadata generation it was routed by
+
+
+async def failed_answer(exc: Exception) -> dict[TP, FetchedPartition]:
+    """The answer of a request that failed as it was written."""
+    raise exc

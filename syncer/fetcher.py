@@ -1,20 +1,14 @@
 """Raw fetches from one remote, coalesced: every partition that wants data joins the next
-fetch request to its leader.
-
-Two kinds of request, on separate connections to each broker, so that neither waits behind
-the other (a broker answers the requests of one connection in order):
-- data: offsets known to hold records, asked with no wait, two requests in flight on one
-  connection so the link does not idle for a round trip between them;
-- polls: partitions caught up with the remote, long-polled (``fetch_max_wait_ms``), one
-  request per connection on a few connections: a partition that catches up while a poll is
-  out goes out in a poll of its own at once instead of waiting for that one to come back.
+fetch request to its leader. Two kinds, on separate connections (``fetch_connections``):
+data (offsets known to hold records, asked with no wait) and polls (partitions caught up
+with the remote, long-polled for ``fetch_max_wait_ms``, one request per connection on a
+few: a partition that catches up while a poll is out gets a poll of its own at once).
 
 An empty poll answer (nothing new, no error) is not handed back: the partition is polled
-again in the next request, for up to ``HOLD_S``, so no copier wakes for an idle partition.
-Partitions that brought nothing for ``QUIET_S`` are polled apart from the others, with a wait
-of ``QUIET_WAIT_MS``, in a fetch session where they stay between polls (``quiet_polls``):
-thousands of quiet partitions cost one request per broker every few seconds and nothing per
-partition (records still come back the moment they arrive)."""
+again, for up to ``HOLD_S``, so no copier wakes for an idle partition. Partitions that
+brought nothing for ``QUIET_S`` are polled apart, with a wait of ``QUIET_WAIT_MS``, in a
+fetch session where they stay between polls (``quiet_polls``): thousands of quiet
+partitions cost one request per broker every few seconds and nothing per partition."""
 
 from __future__ import annotations
 
@@ -25,7 +19,7 @@ import logging
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 
 from syncer.broker_watch import BrokerWatch
 from syncer.cap_gate import CapGate
@@ -33,8 +27,18 @@ from syncer.clusters import TP, Cluster, FetchedPartition
 from syncer.config import CopierConfig
 from syncer.deadlines import Deadlines
 from syncer.errors import SyncerError, TransientClusterError
+from syncer.fetch_connections import DATA_CONNECTION, QUIET_CONNECTION, FetchConnections
 from syncer.fetch_requests import FetchRequests
-from syncer.fetch_wants import RequestKind, Want, hold_always, holds, unknown_id
+from syncer.fetch_wants import (
+    RequestKind,
+    SentRequest,
+    Want,
+    failed_answer,
+    hold_always,
+    holds,
+    unknown_id,
+)
+from syncer.hop_trace import TRACE, fetch_answered
 from syncer.loops import RequestLoop
 from syncer.quiet_polls import QuietPolls
 from syncer.ratelimit import ByteRate
@@ -43,14 +47,6 @@ from syncer.wire import FetchOutcome
 
 log = logging.getLogger(__name__)
 
-# fetch requests in flight on a broker's data connection: the second is queued at the broker
-# while the first is answered, so a long link does not sit idle for a round trip between them
-PIPELINE = 2
-DATA_CONNECTION = 1
-# one long poll in flight on each; with three, 5 MB/s over 8 partitions showed p99 20 ms
-# (partitions catching up waited for a free one), with eight 9 ms
-POLL_CONNECTIONS = (0, 2, 3, 4, 5, 6, 7, 8)
-QUIET_CONNECTION = 9  # the quiet partitions' one poll, in a fetch session (``fetch_session``)
 # an idle partition's copier hears from its poll at least this often (or the chunk timeout)
 HOLD_S = 30.0
 QUIET_S = 10.0  # a partition that brought no records for this long is quiet
@@ -88,9 +84,8 @@ class Fetcher(RequestLoop):
         # the lowest offset first (the one the partition's writes wait for)
         self._wants: dict[TP, list[Want]] = {}
         self._order = itertools.count()
-        self._data_busy: dict[int, int] = defaultdict(int)  # node → data requests in flight
-        self._polling: dict[int, set[int]] = defaultdict(set)  # node → poll connections busy
         self.quiet = QuietPolls(self.topic_ids)  # each broker's quiet partitions, parked
+        self.connections = FetchConnections(self.quiet.out)
         self._peeked: dict[TP, int] = {}  # the offset each partition last looked at unpolled
         self._hold_s = min(HOLD_S, config.chunk_timeout_ms / 1000)
         # a fetch's wait to be sent is bounded: one queued this long fails
@@ -108,7 +103,7 @@ class Fetcher(RequestLoop):
         cluster.leaders.listen(self._rerouted)  # the fetches waiting for new leaders go
 
     def __repr__(self) -> str:
-        flying = sum(self._data_busy.values()) + sum(map(len, self._polling.values()))
+        flying = self.connections.in_flight()
         return f"<Fetcher {self.cluster.name} [wants: {len(self._wants)}, in flight: {flying}]>"
 
     def _cancel_waiting(self) -> None:
@@ -143,10 +138,8 @@ class Fetcher(RequestLoop):
         batches, at least one). ``poll``: the partition is caught up, so wait for records to
         arrive, polling again while ``hold()`` says so, up to ``hold_s`` (None: ``HOLD_S`` or
         the chunk timeout); else answer at once. ``answered()``: called as it is answered.
-        Queued before this returns, in the caller's loop turn: a caught-up partition's next
-        poll joins the pass the fetcher makes in the turn its last answer is taken (queued by
-        a task's first step, it went out two turns later). Await the future for the answer;
-        cancel it to give the fetch up."""
+        Queued before this returns, the first poll of a loop turn sent too (``_idle``).
+        Await the future for the answer; cancel it to give the fetch up."""
         future: asyncio.Future[FetchedPartition] = asyncio.get_running_loop().create_future()
         if self.dead is not None:
             future.set_exception(self.dead)
@@ -156,11 +149,27 @@ class Fetcher(RequestLoop):
         hold_s, since = self._hold_s if hold_s is None else hold_s, future.get_loop().time()
         want = Want(offset, next(self._order), limit, poll, future, since, hold, hold_s)
         want.answered = answered
+        at_once = poll and self._idle()
         self._queue(tp, want)
         self.pending_bytes += limit
         self.pending[tp] = self.pending.get(tp, 0) + 1
         future.add_done_callback(lambda _: self._done(tp, want))
+        if at_once:
+            try:
+                self._dispatch()
+            except Exception:
+                self._wakeup.set()  # a bug: the loop's pass meets it again and dies of it
         return future
+
+    def _idle(self) -> bool:
+        """Nothing to gather a poll with: the loop runs, has no pass to make and no other
+        fetch waits. Then a partition's poll is written at once, in its copier's turn; else
+        in the loop's pass, with the others of the turn. A caught-up partition's next poll,
+        asked as its copier takes an answer, goes in the pass the freed poll connection
+        wakes, right after the copier's step: behind the copier's write of that answer
+        (written first, the poll put its own syscall ahead of every record's produce)."""
+        running = self._task is not None and not self._task.done()
+        return running and not self._wakeup.is_set() and not self._wants
 
     def _done(self, tp: TP, want: Want) -> None:
         """``want`` was answered, failed, or given up by its caller (its future cancelled)."""
@@ -226,37 +235,30 @@ class Fetcher(RequestLoop):
             if self.brokers.holds(node, now):  # it failed a moment ago: after the back-off
                 continue
             kind = self._kind(tp, queue[0], node, quiet_since)
-            if self._has_room(node, kind, by_node):
+            if self.connections.has_room(node, kind, (node, kind) in by_node):
                 by_node[(node, kind)][tp] = heapq.heappop(queue).dequeued()
         for node in list(self.quiet.due()):  # the parked ones are polled again
             if not self.brokers.holds(node, now):
                 by_node.setdefault((node, RequestKind.QUIET), {})
         for (node, kind), wants in by_node.items():
+            wait_ms = self.config.fetch_max_wait_ms
             if kind is RequestKind.DATA:
                 # a broker fills an answer in the request's order until its max_bytes is
                 # spent: the partitions that brought records longest ago go first
                 wants = dict(sorted(wants.items(), key=lambda w: self._brought.get(w[0], 0.0)))
-                connection = DATA_CONNECTION
-                self._data_busy[node] += 1
                 wait_ms = 0
             elif kind is RequestKind.QUIET:
-                connection = QUIET_CONNECTION
-                self.quiet.out.add(node)
                 wait_ms = self._quiet_wait_ms
-            else:
-                connection = min(set(POLL_CONNECTIONS) - self._polling[node])
-                self._polling[node].add(connection)
-                wait_ms = self.config.fetch_max_wait_ms
-            self._spawn(self._fetch(node, connection, wants, wait_ms))
+            self._send(node, self.connections.take(node, kind), wants, wait_ms)
         return bool(by_node)
 
     def _kind(self, tp: TP, want: Want, node: int, quiet_since: float) -> RequestKind:
         poll = want.poll
-        polls_full = len(self._polling[node]) >= len(POLL_CONNECTIONS)
+        polls_full = self.connections.polls_full(node)
         # every poll connection is busy and this one would wait for one: look once
         # without waiting (records may have come since this partition's last answer)
         fresh = want.empty is None and self._peeked.get(tp) != want.offset
-        if poll and polls_full and fresh and self._data_busy[node] < PIPELINE:
+        if poll and polls_full and fresh and self.connections.data_room(node):
             self._peeked[tp] = want.offset
             poll = False
         if not poll:
@@ -281,19 +283,11 @@ class Fetcher(RequestLoop):
                     want.future.set_exception(exc)
             return None
 
-    def _has_room(
-        self, node: int, kind: RequestKind, going: dict[tuple[int, RequestKind], dict[TP, Want]]
-    ) -> bool:
-        if kind is RequestKind.DATA:
-            return self._data_busy[node] < PIPELINE
-        if kind is RequestKind.QUIET:
-            return node not in self.quiet.out  # one at a time: the session's
-        return (node, kind) in going or len(self._polling[node]) < len(POLL_CONNECTIONS)
-
-    async def _fetch(self, node: int, connection: int, wants: dict[TP, Want], wait_ms: int) -> None:
-        """One request of ``wants``. A quiet poll's join the session of ``node`` and stay
-        parked there while its answers leave them out: only what an answer names is looked
-        at, so an idle partition costs nothing per poll (``quiet_polls``)."""
+    def _send(self, node: int, connection: int, wants: dict[TP, Want], wait_ms: int) -> None:
+        """One request of ``wants``, written now where it can be (``FetchRequests.ask_now``),
+        its answer awaited by a task of its own. A quiet poll's join the session of ``node``
+        and stay parked there while its answers leave them out: only what an answer names is
+        looked at, so an idle partition costs nothing per poll (``quiet_polls``)."""
         quiet = connection == QUIET_CONNECTION
         out = self.quiet.parked[node] if quiet else wants  # the fetches this request is for
         offsets = self.quiet.park(node, wants) if quiet else {t: w.ask for t, w in wants.items()}
@@ -301,15 +295,38 @@ class Fetcher(RequestLoop):
         # joined the queue: on a thin link a chunk may wait behind another
         sent = time.monotonic()
         seen = self.brokers.sent(node, sent, out)
+        answer: Awaitable[dict[TP, FetchedPartition]] | None = None
+        if not quiet:
+            try:
+                answer = self._requests_of.ask_now(node, connection, offsets, wait_ms)
+            except TransientClusterError as exc:  # its connection broke as it was written
+                answer = failed_answer(exc)
+        request = SentRequest(node, connection, out, offsets, wait_ms, sent, seen)
+        self._spawn(self._fetch(request, wants, answer))
+
+    async def _fetch(
+        self,
+        request: SentRequest,
+        wants: dict[TP, Want],
+        answer: Awaitable[dict[TP, FetchedPartition]] | None,
+    ) -> None:
+        """Await ``request``'s answer (``answer``, if it was written already) and hand it
+        back, or fail its fetches."""
+        node, connection, out = request.node, request.connection, request.out
+        quiet = connection == QUIET_CONNECTION
         try:
-            result = await self._request(node, connection, offsets, wait_ms, sent)
+            result = await self._request(request, answer)
+            if TRACE is not None:
+                fetch_answered(TRACE, self.cluster._client, request, result, DATA_CONNECTION)
             self._answered(out, result, quiet)
         except Exception as exc:
-            error = self.brokers.failed(node, out, exc, sent, seen)
+            error = self.brokers.failed(node, out, exc, request.sent, request.seen)
             for want in self.quiet.fail(node) if quiet else wants.values():
                 if not want.future.done():
                     want.future.set_exception(error)
         finally:
+            if isinstance(answer, Coroutine):
+                answer.close()  # never awaited if the task was cancelled before it began
             self.brokers.done(node, out)
             self._free(node, connection)
 
@@ -351,21 +368,23 @@ class Fetcher(RequestLoop):
                 want.future.set_result(want.empty)  # its hold ran out
 
     async def _request(
-        self,
-        node: int,
-        connection: int,
-        offsets: dict[TP, tuple[int, int]],
-        wait_ms: int,
-        sent: float,
+        self, request: SentRequest, answer: Awaitable[dict[TP, FetchedPartition]] | None
     ) -> dict[TP, FetchedPartition]:
-        """One request, cut off after the chunk timeout (not by wait_for: on 3.11 its task
-        costs a loop turn before the write, two after), its answer counted and paid for."""
+        """One request's answer (``answer``, or asked now), cut off after the chunk timeout
+        (not by wait_for: on 3.11 its task costs a loop turn before the write, two after),
+        counted and paid for."""
+        node, connection = request.node, request.connection
         async with asyncio.timeout(self.config.chunk_timeout_ms / 1000):
-            session = self.quiet.sessions[node] if connection == QUIET_CONNECTION else None
-            result = await self._requests_of.ask(node, connection, offsets, wait_ms, session)
+            if answer is not None:
+                result = await answer
+            else:
+                session = self.quiet.sessions[node] if connection == QUIET_CONNECTION else None
+                result = await self._requests_of.ask(
+                    node, connection, request.offsets, request.wait_ms, session
+                )
         self.fetches += 1
         self.brokers.answered(node)
-        self.observe(time.monotonic() - sent)
+        self.observe(time.monotonic() - request.sent)
         size = sum(len(p.records) for p in result.values())
         self._gate.paid(size)
         log.debug("fetch from %s node %d: %d bytes", self.cluster.name, node, size)
@@ -373,10 +392,5 @@ class Fetcher(RequestLoop):
 
     def _free(self, node: int, connection: int) -> None:
         """A request on ``connection`` of ``node`` is done: the next may go out."""
-        if connection == QUIET_CONNECTION:
-            self.quiet.out.discard(node)
-        elif connection == DATA_CONNECTION:
-            self._data_busy[node] -= 1
-        else:
-            self._polling[node].discard(connection)
+        self.connections.free(node, connection)
         self._wakeup.set()

@@ -15,8 +15,9 @@ from typing import Any, Self
 from syncer.clusters import TP, FetchedPartition
 from syncer.config import ClusterConfig, CopierConfig
 from syncer.errors import SyncerError
+from syncer.fetch_connections import DATA_CONNECTION
 from syncer.fetch_wants import hold_always
-from syncer.fetcher import DATA_CONNECTION, Fetcher
+from syncer.fetcher import Fetcher
 
 
 class Lanes:

@@ -42,8 +42,10 @@ class ProduceRequests(ClusterConnection):
         *,
         timeout_ms: int,
         topic_ids: Mapping[str, uuid.UUID] | None = None,
+        connection: int = 0,
     ) -> dict[TP, ProduceResult]:
-        """One acks=all produce request carrying one batch per partition. Given
+        """One acks=all produce request carrying one batch per partition, on connection
+        number ``connection`` (``ClusterConnection.send``). Given
         ``topic_ids`` (each topic's id as first seen; not empty), each topic is named by its
         id where the brokers take Produce v13 (Kafka 4.1+): a topic deleted, or recreated
         under its name, since then answers UNKNOWN_TOPIC_ID and nothing is appended to the
@@ -52,7 +54,7 @@ class ProduceRequests(ClusterConnection):
         refresh has learned its id. Else by name."""
         if topic_ids and self._writes_by_id:
             try:
-                return await self._produce_by_id(node, batches, timeout_ms, topic_ids)
+                return await self._produce_by_id(node, batches, timeout_ms, topic_ids, connection)
             except NotImplementedError:  # the broker has no Produce v13
                 log.warning(
                     "%s cluster %s cannot produce by topic id (Kafka 4.1+ can): a topic"
@@ -66,7 +68,7 @@ class ProduceRequests(ClusterConnection):
             topics[tp.topic].append((tp.partition, batch))
         request = ProduceRequest(None, -1, timeout_ms, list(topics.items()))
         seen = self.leaders.generation
-        response = await self.send(node, request)
+        response = await self.send(node, request, connection=connection)
         out: dict[TP, ProduceResult] = {}
         for topic, partitions in response.topics:
             for partition, code, offset, *_ in partitions:
@@ -80,12 +82,14 @@ class ProduceRequests(ClusterConnection):
         batches: dict[TP, bytes | bytearray],
         timeout_ms: int,
         topic_ids: Mapping[str, uuid.UUID],
+        connection: int,
     ) -> dict[TP, ProduceResult]:
         topics, names, out = self._by_id(batches, topic_ids)
         if not topics:
             return out
         seen = self.leaders.generation
-        response = await self.send(node, ProduceByIdRequest(-1, timeout_ms, topics))
+        request = ProduceByIdRequest(-1, timeout_ms, topics)
+        response = await self.send(node, request, connection=connection)
         return self._produced(response, names, out, seen)
 
     @staticmethod
@@ -122,11 +126,13 @@ class ProduceRequests(ClusterConnection):
         *,
         timeout_ms: int,
         topic_ids: Mapping[str, uuid.UUID] | None = None,
+        connection: int = 0,
     ) -> Coroutine[Any, Any, dict[TP, ProduceResult]] | None:
         """``produce`` by topic id with its request written before this returns (in the
         caller's loop turn, ``syncer.direct``), and its answer to await; None where it
         cannot be: no ids, no Produce v13, the connection not open (or tuned) yet."""
-        conn = open_connection(self._client, node, 0) if topic_ids and self._writes_by_id else None
+        by_id = topic_ids and self._writes_by_id
+        conn = open_connection(self._client, node, connection) if by_id else None
         if conn is None or not topic_ids or (self._buffers and conn not in self._tuned):
             return None
         topics, names, out = self._by_id(batches, topic_ids)

@@ -1,9 +1,9 @@
 """Benchmark helper (not a test): L_raw, what the two brokers can do with syncer's bytes.
 
 (a) serve: the remote serves a topic's backlog as raw fetches, bytes discarded: each process
-    holds one connection to the leader with ``fetcher.PIPELINE`` requests in flight, each a
-    no-wait fetch of every partition it still reads (``CopierConfig`` sizes: 4 MiB a
-    request, 1 MiB a partition), as syncer's data connection does. A partition's offsets are
+    holds one connection to the leader with ``fetch_connections.PIPELINE`` requests in
+    flight, each a no-wait fetch of every partition it still reads (``CopierConfig`` sizes:
+    4 MiB a request, 1 MiB a partition), as syncer's data connection does. A partition's offsets are
     cut into one segment per request in flight (syncer's chunks do the same), so the second
     request need not wait for the first's answer to know where to read.
 (b) append: the local broker appends the same batches, stamped exactly as syncer's writer
@@ -52,7 +52,7 @@ from aiokafka.structs import TopicPartition
 from syncer.batches import rewrite_for_local, split_batches
 from syncer.clusters import Cluster
 from syncer.config import ClusterConfig, CopierConfig
-from syncer.fetcher import PIPELINE
+from syncer.fetch_connections import PIPELINE
 from syncer.writer import PRODUCE_TIMEOUT_MS
 
 T = TypeVar("T")

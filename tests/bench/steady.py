@@ -18,6 +18,7 @@ import asyncio
 import datetime
 import json
 import logging
+import os
 import shutil
 import signal
 import subprocess
@@ -34,6 +35,7 @@ from rich.table import Table
 
 from syncer.clusters import Cluster
 from syncer.config import ClusterConfig
+from syncer.hop_trace import ENV as HOP_TRACE
 from syncer.testbed import ClusterSpec, Testbed
 from syncer.testbed.bed import log4j_properties
 from syncer.testbed.tools import perf_produce_command
@@ -53,6 +55,12 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=8, help="MirrorMaker 2 tasks.max")
     parser.add_argument("--out", type=Path, default=Path("results"))
     parser.add_argument(
+        "--timeline",
+        action="store_true",
+        help="syncer notes each step of its copy (SYNCER_HOP_TRACE) and the readers' arrivals"
+        " are kept: both go to OUT/steady-timeline-*.json (tests/bench/hop_timeline.py reads them)",
+    )
+    parser.add_argument(
         "--copiers", default="syncer,mm2", help="which to run, comma-separated (syncer,mm2)"
     )
     args = parser.parse_args()
@@ -70,15 +78,18 @@ def main() -> None:
             topic = f"steady.{copier}"
             asyncio.run(create_topic(east, topic, PARTITIONS))
             console.print(f"{copier}: starting ...")
-            proc, target = start_copier(copier, work, bed, local, east, topic, args.tasks)
+            trace = args.out / "steady-timeline-syncer.json" if args.timeline else None
+            proc, target = start_copier(copier, work, bed, local, east, topic, args.tasks, trace)
             try:
                 asyncio.run(wait_for_topic(local, target))
                 console.print(
                     f"{copier}: producing {RATE_BYTES / 1e6:.0f} MB/s for {args.seconds:.0f} s"
                 )
                 cpu_before, started = cpu_seconds(proc.pid), time.monotonic()
+                kept = args.out / f"steady-timeline-{copier}-readers.json"
+                kept = kept if args.timeline else None
                 results[copier] = asyncio.run(
-                    measure(bed, east, local, topic, target, args.seconds)
+                    measure(bed, east, local, topic, target, args.seconds, kept)
                 )
                 cpu[copier] = (cpu_seconds(proc.pid) - cpu_before) / (time.monotonic() - started)
             finally:
@@ -94,7 +105,14 @@ def main() -> None:
 
 
 def start_copier(
-    copier: str, work: Path, bed: Testbed, local: str, east: str, topic: str, tasks: int
+    copier: str,
+    work: Path,
+    bed: Testbed,
+    local: str,
+    east: str,
+    topic: str,
+    tasks: int,
+    trace: Path | None = None,
 ) -> tuple[subprocess.Popen[bytes], str]:
     log = (work / f"{copier}.log").open("w")
     if copier == "syncer":
@@ -110,7 +128,8 @@ def start_copier(
             )
         )
         cmd = [sys.executable, "-m", "syncer", "run", "-c", str(config)]
-        return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT), topic
+        env = {**os.environ, **({HOP_TRACE: str(trace.resolve())} if trace else {})}
+        return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env), topic
     props = work / "mm2-steady.properties"
     props.write_text(
         MM2_PROPERTIES.format(remote=east, local=local, topic=topic, tasks=tasks)
@@ -178,9 +197,16 @@ async def arrivals(
 
 
 async def measure(
-    bed: Testbed, east: str, local: str, topic: str, target: str, seconds: float
+    bed: Testbed,
+    east: str,
+    local: str,
+    topic: str,
+    target: str,
+    seconds: float,
+    kept: Path | None = None,
 ) -> Latencies:
-    """Latencies of every record produced after the warm-up, read from both clusters."""
+    """Latencies of every record produced after the warm-up, read from both clusters; with
+    ``kept``, every arrival goes there as JSON too."""
     records = int(RATE_BYTES / RECORD_SIZE * seconds)
     readers = [
         asyncio.create_task(arrivals(local, target, records, seconds)),
@@ -205,6 +231,9 @@ async def measure(
         at_local, at_remote = await asyncio.gather(*readers)
     finally:
         await producer.wait()
+    if kept is not None:
+        sides = {"local": at_local, "remote": at_remote, "counted_from_ms": counted_from}
+        kept.write_text(json.dumps({k: _rows(v) for k, v in sides.items()}) + "\n")
     if len(at_local) < records:
         raise RuntimeError(f"only {len(at_local)} of {records} records reached local")
     result = Latencies()
@@ -219,6 +248,13 @@ async def measure(
         result.source.append(remote[0] - created)
         result.hop.append(arrived - remote[0])
     return result
+
+
+def _rows(arrived: object) -> object:
+    """Arrivals as JSON rows: [partition, offset, arrival ms, CreateTime]."""
+    if isinstance(arrived, dict):
+        return [[p, o, at, created] for (p, o), (at, created) in arrived.items()]
+    return arrived
 
 
 def percentile(values: list[float], q: float) -> float:

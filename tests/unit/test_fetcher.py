@@ -16,14 +16,13 @@ from syncer.chunks import ChunkScheduler
 from syncer.clusters import TP, FetchedPartition
 from syncer.config import CopierConfig
 from syncer.errors import TransientClusterError
-from syncer.fetcher import (
+from syncer.fetch_connections import (
     DATA_CONNECTION,
     PIPELINE,
     POLL_CONNECTIONS,
-    QUEUED_REQUESTS,
     QUIET_CONNECTION,
-    Fetcher,
 )
+from syncer.fetcher import QUEUED_REQUESTS, Fetcher
 from syncer.holes import RemoteEnds
 from syncer.lanes import Lanes
 from syncer.leaders import MetadataRefresh
@@ -275,7 +274,7 @@ async def test_a_request_never_answered_fails_after_the_chunk_timeout_from_its_s
 async def test_a_fetch_never_sent_fails_after_its_wait_in_the_queue() -> None:
     broker = Broker()
     f = fetcher(broker, timeout_ms=100)
-    f._data_busy[1] = PIPELINE  # a slot never freed (a bug): nothing more goes out
+    f.connections.data_busy[1] = PIPELINE  # a slot never freed (a bug): nothing more goes out
     try:
         started = asyncio.get_running_loop().time()
         with pytest.raises(TimeoutError, match="never sent"):

@@ -10,7 +10,7 @@ import pytest
 
 from syncer.clusters import TP
 from syncer.errors import SyncerError
-from syncer.fetcher import DATA_CONNECTION
+from syncer.fetch_connections import DATA_CONNECTION
 from syncer.lanes import Lanes, fetch_nodes
 
 HOT, OTHER = TP("t", 0), TP("t", 1)

@@ -20,7 +20,7 @@ from syncer.fetcher import Fetcher
 from syncer.leaders import FAILED_RECENTLY_S, MetadataRefresh, asking_order, refresh_delay
 from syncer.protocol.common import NOT_LEADER_OR_FOLLOWER
 from syncer.wire import FetchOutcome
-from syncer.writer import Writer
+from syncer.writer import Writer, write_connection
 
 A, B, C = TP("t", 0), TP("t", 1), TP("u", 0)
 
@@ -94,11 +94,17 @@ async def test_a_produce_answer_of_moved_leaders_refreshes_once_and_the_retry_fi
         assert cluster.refreshed == 1  # one refresh for the three partitions, two topics
         again = await asyncio.gather(*(writer.submit(tp, b"batch") for tp in (A, B, C)))
     assert [r.error_code for r in again] == [0, 0, 0]
-    # to an idle writer the first of a burst goes at once, the others together after it
+    # each on its own connection to the broker (``write_connection``: A, B and C on three),
+    # so one request each; to an idle writer the first of a burst goes at once, the others
+    # in its next pass
+    assert {write_connection(tp) for tp in (A, B, C)} == {0, 11, 12}
     assert [(node, tps) for node, _kind, tps in cluster.sent] == [
-        (1, [A, B, C]),
+        (1, [A]),
+        (1, [B]),
+        (1, [C]),
         (2, [A]),
-        (2, [B, C]),
+        (2, [B]),
+        (2, [C]),
     ]
     assert cluster.leaders.started == 1
 

@@ -8,6 +8,7 @@ gives its queued fetch up (it is no longer counted in its lane's load)."""
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,12 +16,13 @@ from typing import Any
 from syncer.chunks import ChunkScheduler
 from syncer.clusters import TP, FetchedPartition
 from syncer.config import CopierConfig
+from syncer.fetcher import Fetcher
 from syncer.holes import RemoteEnds
 from syncer.lanes import Lanes
 from syncer.partition import PartitionSources
 from syncer.sources import SourceHealth
 from tests.unit.test_chunk_wakeup import records
-from tests.unit.test_fetcher import Broker, fetcher
+from tests.unit.test_fetcher import B, Broker, C, fetcher
 
 A = TP("t", 0)
 TAIL = 10  # the remote's end: the copier is caught up, its chunk a long poll
@@ -122,5 +124,85 @@ async def test_a_chunk_task_cancelled_before_it_ran_gives_its_fetch_up() -> None
         for _ in range(3):
             await asyncio.sleep(0)
         assert f.pending == {} and f.pending_bytes == 0
+    finally:
+        await f.stop()
+
+
+@dataclass
+class WritingBroker(TailingBroker):
+    """Fetches by topic id, written as ``fetch_by_id_now`` is called (its connection is
+    open): ``written`` notes each at once, with the turn; the answer comes as ``fetch``'s."""
+
+    def fetch_by_id_now(
+        self, node: int, offsets: Mapping[TP, tuple[int, int]], topic_ids: Any, **kw: Any
+    ) -> Any:
+        if A in offsets:
+            self.written.append((offsets[A][0], self.turns.count if self.turns else -1))
+        return self._answer(dict(offsets), kw)
+
+    async def _answer(self, wants: dict[TP, tuple[int, int]], kw: Any) -> Any:
+        offsets = {tp: offset for tp, (offset, _limit) in wants.items()}
+        self.requests.append((kw["connection"], offsets, kw["max_wait_ms"]))
+        await self.wait(offsets, kw["max_wait_ms"])
+        out = {}
+        for tp, offset in offsets.items():
+            end = self.ends.get(tp, 0)
+            got = records(offset, end - offset) if end > offset else b""
+            out[tp] = FetchedPartition(0, end, end, 0, (), got)
+        return out
+
+
+async def test_a_caught_up_partitions_next_poll_is_written_right_after_its_copiers_step() -> None:
+    """The hop (issue 23): the next poll, written by syncer on the open connection, goes
+    out in the loop turn the copier takes the answer, in the fetcher's pass right after the
+    copier's step: behind the copier's write of the records it brought, not ahead of it."""
+    broker = WritingBroker(ends={A: TAIL})
+    config = CopierConfig(fetch_max_wait_ms=5_000, chunk_timeout_ms=10_000)
+    f = Fetcher(broker, config, topic_ids={"t": uuid.uuid4()})  # type: ignore[arg-type]
+    f.start()
+    scheduler = scheduler_over(Lanes([f]))
+    turns = Turns()
+    at_take: list[tuple[int, list[int]]] = []
+
+    async def copier() -> Any:
+        got = await scheduler.next_ready(TAIL)
+        at_take.append((turns.count, [offset for offset, _turn in broker.written]))
+        return got
+
+    try:
+        scheduler.launch(TAIL, TAIL)
+        task = asyncio.create_task(copier())
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert [offset for offset, _turn in broker.written] == [TAIL]
+        broker.turns = turns
+        broker.append(A, 3)
+        got = await asyncio.wait_for(task, 1)
+        assert got is not None and got.chunk.start == TAIL
+        (took, written_then), (offset, written) = at_take[0], broker.written[-1]
+        assert written_then == [TAIL]  # not ahead of what the copier does in its step
+        assert (offset, written) == (TAIL + 3, took)  # but in that same turn
+    finally:
+        turns.stop()
+        await scheduler.close()
+        await f.stop()
+
+
+async def test_polls_asked_in_one_turn_after_the_first_go_out_together() -> None:
+    """To an idle fetcher the first poll is written at once; the others of that turn wait
+    for the fetcher's pass, and go out in one request."""
+    broker = WritingBroker()
+    config = CopierConfig(fetch_max_wait_ms=5_000, chunk_timeout_ms=10_000)
+    f = Fetcher(broker, config, topic_ids={"t": uuid.uuid4()})  # type: ignore[arg-type]
+    f.start()
+    try:
+        await asyncio.sleep(0)  # the fetcher's loop waits for work
+        polls = [f.fetch(tp, 0, poll=True) for tp in (A, B, C)]
+        assert [offset for offset, _turn in broker.written] == [0]  # A's, written at once
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert [sorted(o) for _c, o, _w in broker.requests] == [[A], [B, C]]
+        for poll in polls:
+            poll.cancel()
     finally:
         await f.stop()

@@ -15,9 +15,10 @@ from typing import Any
 from syncer.clusters import TP, FetchedPartition
 from syncer.config import CopierConfig
 from syncer.errors import TransientClusterError
+from syncer.fetch_connections import QUIET_CONNECTION
 from syncer.fetch_session import FetchSession, Sessionless, exchange
 from syncer.fetch_wants import Want, hold_always
-from syncer.fetcher import QUIET_CONNECTION, Fetcher
+from syncer.fetcher import Fetcher
 from syncer.protocol.fetch import FetchByIdRequest, FetchedById
 from syncer.quiet_polls import QuietPolls
 from tests.unit.test_fetcher import Broker
@@ -79,6 +80,9 @@ class SessionBroker(Broker):
             )
             for (_t, p), a in answers.items()
         }
+
+    def fetch_by_id_now(self, *args: Any, **kwargs: Any) -> None:
+        """No connection of a stand-in is open: every fetch is sent by ``fetch_by_id``."""
 
     async def _serve(self, request: FetchByIdRequest, connection: int) -> _Response:
         session_id, epoch = request.session

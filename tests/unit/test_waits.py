@@ -15,7 +15,7 @@ from syncer.clusters import FetchedPartition
 from syncer.waits import Levels, Recorder, Tally
 from syncer.writer import Writer
 from tests.unit.test_chunk_wakeup import TAIL, records, waiting_copier
-from tests.unit.test_writer_now import A, B, Direct
+from tests.unit.test_writer_now import A2, A, Direct
 
 
 def test_levels_weigh_each_value_by_how_long_it_stood() -> None:
@@ -53,7 +53,8 @@ async def test_the_writer_counts_requests_batches_and_flight(
     async with Writer(cluster, max_in_flight=1) as writer:  # type: ignore[arg-type]
         await asyncio.sleep(0)
         first = writer.submit(A, b"a")  # written at once
-        second = [writer.submit(A, b"aa"), writer.submit(B, b"bbb")]  # one request, after it
+        # one request, after it (A2 writes on A's connection)
+        second = [writer.submit(A, b"aa"), writer.submit(A2, b"bbb")]
         await asyncio.gather(first, *second)
     waits = recorder.writers[writer.name]
     assert waits.request_batches.values == [1, 2]

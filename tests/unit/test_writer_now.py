@@ -9,9 +9,11 @@ from typing import Any
 
 from syncer.clusters import TP, ProduceResult
 from syncer.leaders import MetadataRefresh
-from syncer.writer import Writer
+from syncer.writer import WRITE_CONNECTIONS, Writer, write_connection
 
 A, B, C = TP("t", 0), TP("t", 1), TP("t", 2)
+# partitions that write on the same connection as A and as B (``write_connection``)
+A2, B2 = TP("t", len(WRITE_CONNECTIONS)), TP("t", 1 + len(WRITE_CONNECTIONS))
 
 
 async def no_refresh() -> None:
@@ -28,6 +30,7 @@ class Direct:
     def __init__(self, *, opening: bool = False) -> None:
         self.leaders = MetadataRefresh(no_refresh)
         self.written: list[list[Any]] = []
+        self.connections: list[int] = []  # each request's connection, as written
         self.opening = opening
         self.up = asyncio.Event()
 
@@ -35,11 +38,12 @@ class Direct:
         return 1
 
     def produce_now(
-        self, node: int, batches: dict[TP, Any], **_: Any
+        self, node: int, batches: dict[TP, Any], *, connection: int = 0, **_: Any
     ) -> Any:  # a coroutine, or None
         if self.opening:
             return None
         self.written.append(list(batches.values()))
+        self.connections.append(connection)
         return self._answer(batches)
 
     async def produce(self, node: int, batches: dict[TP, Any], **_: Any) -> Any:
@@ -66,7 +70,7 @@ async def test_batches_behind_a_request_in_flight_go_together_in_the_next_pass()
     async with Writer(cluster, max_in_flight=5) as writer:  # type: ignore[arg-type]
         await asyncio.sleep(0)
         first = writer.submit(A, b"a")
-        rest = [writer.submit(B, b"b"), writer.submit(C, b"c")]
+        rest = [writer.submit(B, b"b"), writer.submit(B2, b"c")]  # on one connection
         assert cluster.written == [[b"a"]]  # the others wait for the writer's pass
         await asyncio.gather(first, *rest)
     assert cluster.written == [[b"a"], [b"b", b"c"]]
@@ -97,7 +101,48 @@ async def test_a_batch_in_a_later_turn_goes_behind_the_request_in_flight_at_once
         await asyncio.sleep(0)  # the next turn: ``a`` is still in flight (10 ms)
         second = writer.submit(B, b"b")
         assert cluster.written == [[b"a"], [b"b"]]  # no loop turn in between
-        third, fourth = writer.submit(A, b"a2"), writer.submit(C, b"c")
+        third, fourth = writer.submit(A, b"a2"), writer.submit(A2, b"c")  # one connection
         assert cluster.written == [[b"a"], [b"b"]]  # the same turn: they wait for the pass
         await asyncio.gather(first, second, third, fourth)
     assert cluster.written == [[b"a"], [b"b"], [b"a2", b"c"]]
+
+
+async def test_each_partition_writes_on_its_own_one_of_the_connections() -> None:
+    """A broker reads a connection's next request only once it has answered the one before:
+    partitions on different connections go in requests of their own in the same pass, the
+    broker working on them side by side; a partition always on the same one (its batches
+    reach the broker in offset order)."""
+    cluster = Direct()
+    tps = [TP("t", p) for p in range(2 * len(WRITE_CONNECTIONS))]
+    async with Writer(cluster, max_in_flight=5) as writer:  # type: ignore[arg-type]
+        await asyncio.sleep(0)
+        first = [writer.submit(tp, f"{tp.partition}".encode()) for tp in tps]
+        await asyncio.gather(*first)
+        again = [writer.submit(tp, f"{tp.partition}+".encode()) for tp in tps]
+        await asyncio.gather(*again)
+    assert set(cluster.connections) == set(WRITE_CONNECTIONS) and len(WRITE_CONNECTIONS) > 1
+    for pieces, connection in zip(cluster.written, cluster.connections, strict=True):
+        partitions = [int(piece.rstrip(b"+")) for piece in pieces]
+        assert {write_connection(TP("t", p)) for p in partitions} == {connection}
+    # each burst: the first at once, then in one pass a request on each connection
+    assert len(cluster.written) == 2 * (1 + len(WRITE_CONNECTIONS))
+
+
+async def test_the_cap_on_requests_in_flight_holds_on_each_connection() -> None:
+    """``max_in_flight`` requests on A's connection: A's next batch waits, B's (another
+    connection) does not."""
+    cluster = Direct()
+    async with Writer(cluster, max_in_flight=2) as writer:  # type: ignore[arg-type]
+        await asyncio.sleep(0)
+        batches = [writer.submit(A, b"a1")]
+        await asyncio.sleep(0)
+        batches.append(writer.submit(A, b"a2"))  # behind it at once: two in flight
+        await asyncio.sleep(0)
+        batches.append(writer.submit(A, b"a3"))
+        await asyncio.sleep(0)
+        assert cluster.written == [[b"a1"], [b"a2"]]  # the third waits for an answer
+        batches.append(writer.submit(B, b"b"))
+        await asyncio.sleep(0)
+        assert cluster.written == [[b"a1"], [b"a2"], [b"b"]]
+        await asyncio.gather(*batches)
+    assert cluster.written == [[b"a1"], [b"a2"], [b"b"], [b"a3"]]
