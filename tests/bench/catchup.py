@@ -18,7 +18,7 @@ measures, in turn on the same data:
 Ratios come from the same case. Topics are deleted after each case (disk).
 
     make bench-catchup    # or: python -m tests.bench.catchup [--cases 8:1024:none,...]
-        [--gib 1.0] [--tasks 8] [--out results] [--raw-procs 1] [--perf-limit]
+        [--gib 1.0] [--tasks 8] [--out results] [--raw-procs 4] [--perf-limit]
 
 Writes results/bench-catchup.json and results/bench-catchup.png.
 """
@@ -45,6 +45,7 @@ from rich.table import Table
 from syncer.testbed import ClusterSpec, Testbed
 from syncer.testbed.jars import KafkaJars
 from syncer.testbed.tools import perf_consume_command, perf_produce, perf_produce_command
+from syncer.writer import WRITE_CONNECTIONS
 from tests.bench import raw
 from tests.bench.peers import (
     Measured,
@@ -112,7 +113,12 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=8, help="MirrorMaker 2 tasks.max")
     parser.add_argument("--out", type=Path, default=Path("results"))
     parser.add_argument(
-        "--raw-procs", type=int, default=1, help="processes (connections) of the L_raw tool"
+        "--raw-procs",
+        type=int,
+        # syncer's writer spreads the partitions over this many connections to a broker,
+        # each with max_in_flight requests: L_raw's appends get the same parallelism
+        default=len(WRITE_CONNECTIONS),
+        help="processes (connections) of the L_raw tool",
     )
     parser.add_argument(
         "--raw-repeats", type=int, default=2, help="runs of each L_raw phase (the best counts)"

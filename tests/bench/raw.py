@@ -11,7 +11,8 @@
     InitProducerId, sequence = offset mod 2^31, fresh CRC), fed from memory (loaded before
     the clock starts): each process holds one acks=all connection with
     ``CopierConfig.max_in_flight`` produce requests in flight, each carrying the next batch
-    of every partition it writes, as ``writer.Writer`` coalesces them.
+    of every partition it writes, as ``writer.Writer`` coalesces them (the catch-up bench
+    runs as many processes as the writer has connections to a broker, ``WRITE_CONNECTIONS``).
 
 L_raw = min(a, b), in MB/s of the case's uncompressed payload (as the catch-up bench counts
 syncer), so the ratio syncer / L_raw compares like with like.
