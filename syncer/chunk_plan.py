@@ -126,7 +126,20 @@ class ChunkPlan:
         number = next(self._numbers)
         chunk = dataclasses.replace(chunk, launched=now, ticket=ticket, number=number)
         self.inflight[number] = chunk
+        self._count(chunk, 1)
         return chunk
+
+    def _count(self, chunk: Chunk, change: int) -> None:
+        """A closed chunk joins (1) or leaves (-1) the chunks in flight on its remote that
+        every partition's choice of remote sees (``SourceHealth.chunks``); the open ones are
+        polls at the tail, or a lone remote's one fetch, no chunk another partition weighs."""
+        if chunk.end is not None:
+            self.health[chunk.remote].chunks += change
+
+    def _ended(self, chunk: Chunk) -> None:
+        """``chunk`` is in flight no more (answered or failed)."""
+        del self.inflight[chunk.number]
+        self._count(chunk, -1)
 
     def _expected_bytes(self, chunk: Chunk) -> int:
         """What a fetch may bring, reserved in the budget until its size is known: a chunk's
@@ -253,7 +266,7 @@ class ChunkPlan:
         """``chunk``'s fetch brought ``fetched`` (no error): it is ready, holding the bytes it
         brought; what it fell short of is fetched again."""
         batches = split_batches(fetched.records)  # a halt here leaves it in flight: released
-        del self.inflight[chunk.number]
+        self._ended(chunk)
         chunk.ticket.settle(len(fetched.records))
         covered = max((b.next_offset for b in batches), default=chunk.start)
         covered = max(covered, chunk.start)
@@ -290,7 +303,7 @@ class ChunkPlan:
     def failed(self, chunk: Chunk, *, again: bool = True) -> None:
         """``chunk``'s fetch failed (or its remote was dropped): its bytes go back to the
         budget and its range is fetched again (not when the partition stops: ``again``)."""
-        del self.inflight[chunk.number]
+        self._ended(chunk)
         chunk.ticket.release()
         if again:
             self._refetch(chunk.start, chunk.end)
@@ -346,6 +359,7 @@ class ChunkPlan:
         wanted). What is to be fetched again stays to do."""
         for chunk in self.inflight.values():
             chunk.ticket.release()
+            self._count(chunk, -1)
         for got in self.ready.values():
             got.ticket.release()
         if self.writing is not None:

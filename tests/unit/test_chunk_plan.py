@@ -162,6 +162,10 @@ class History:
         tickets += [self.other, *self.writing]
         held = sum(t.nbytes for t in {id(t): t for t in tickets}.values() if not t.released)
         assert self.memory.used == held  # every byte reserved is held by exactly one ticket
+        # what every partition's choice of remote sees: this plan's closed chunks in flight
+        for name, health in self.health.items():
+            closed = [c for c in plan.inflight.values() if c.remote == name and c.end is not None]
+            assert health.chunks == len(closed), (name, health.chunks, plan.inflight)
         if not self.dropped_any:
             self.check_nothing_forgotten()
 
@@ -202,6 +206,7 @@ class History:
         self.plan.clear()
         self.answered_writes()
         assert self.memory.used == 0  # every byte reserved came back
+        assert all(h.chunks == 0 for h in self.health.values())  # and every chunk counted
 
     def log_end_within(self, target: int) -> int:
         return max(nxt for _b, nxt, _r in self.log.batches if nxt <= target)
