@@ -174,18 +174,19 @@ def home_choice(
 ) -> str | None:
     """The remote for a partition's next chunk whose chunk before it came from ``home``
     (usable still), None to wait for room there. ``holders``: the remotes with room for it;
-    ``spare``: those of them whose links would idle soon (``SPARE_BELOW``). It stays at home
-    while home has room and no other remote is idle, or home itself would idle; it goes where
-    a link would idle otherwise (a switch costs one batch, an idle link all of its rate),
-    and to a far faster remote (``SAME_SOURCE_SHARE``). With no room at home and no other
-    remote to turn to, it waits: every link is busy already, home's with this partition's
-    own chunks, and a chunk elsewhere would only take a turn from another partition's."""
+    ``spare``: those of them whose links would idle soon (``SPARE_BELOW``). Where home's own
+    link would idle, home keeps it unless another is far faster (``SAME_SOURCE_SHARE``);
+    else it goes where a link would idle (a switch costs one batch, an idle link all of its
+    rate). With every link busy it stays at home, or waits for room there: elsewhere it
+    would only take a turn from another partition, and the rates measured per chunk vary
+    too much with what shares its request to say more (3 remotes, 8 partitions: chunks
+    moved between busy remotes by those rates, one lead each)."""
+    if home in spare:
+        best = max(holders, key=score)
+        return best if score(home)[0] < SAME_SOURCE_SHARE * score(best)[0] else home
     away = [n for n in spare if n != home]
-    if away and home not in spare:
+    if away:
         return max(away, key=score)
-    best = max(holders, key=score)
-    if score(home)[0] < SAME_SOURCE_SHARE * score(best)[0]:
-        return best
     return home if home in holders else None
 
 

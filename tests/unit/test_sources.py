@@ -139,13 +139,20 @@ def test_a_partition_moves_to_a_remote_whose_link_would_idle() -> None:
     assert pick_source(50, ENDS, h, {"a": 1}, (), 0.0, before="a") == "a"
 
 
-def test_a_partition_leaves_a_home_far_slower_or_failing() -> None:
+def test_a_slower_home_keeps_its_partition_while_every_link_is_busy() -> None:
+    # moving would make no link busier, only take a turn from another partition
     h = health(a=10e6, b=1e6)
     h["a"].chunks, h["b"].chunks = 4, 4
-    assert pick_source(50, ENDS, h, {"b": 1}, (), 0.0, before="b") == "a"  # 5x per chunk
-    assert pick_source(50, ENDS, h, {"b": MAX_BUSY}, (), 0.0, before="b") == "a"
-    h["b"].failed(0.0, "link cut")  # it backs off: nothing waits for it
-    assert pick_source(50, ENDS, h, {"b": MAX_BUSY}, (), 0.5, before="b") == "a"
+    assert pick_source(50, ENDS, h, {"b": 1}, (), 0.0, before="b") == "b"
+    assert pick_source(50, ENDS, h, {"b": MAX_BUSY}, (), 0.0, before="b") is None
+    # where its own link would idle as well, a far faster one takes it (as with no home)
+    h["a"].chunks, h["b"].chunks = 1, 1
+    assert pick_source(50, ENDS, h, {"b": 1}, (), 0.0, before="b") == "a"
+
+
+def test_a_failing_or_excluded_home_is_not_waited_for() -> None:
     h = health(a=2e6, b=2e6)
     h["a"].chunks, h["b"].chunks = 4, 4
-    assert pick_source(50, ENDS, h, {"a": MAX_BUSY}, ("a",), 0.0, before="a") == "b"
+    h["b"].failed(0.0, "link cut")  # it backs off: its partitions go to the others
+    assert pick_source(50, ENDS, h, {"b": MAX_BUSY}, (), 0.5, before="b") == "a"
+    assert pick_source(50, ENDS, h, {"b": MAX_BUSY}, ("b",), 2.0, before="b") == "a"
