@@ -442,9 +442,12 @@ def answer_by_bytes(log: Log, start: int, end: int, limit: int) -> FetchedPartit
     from the one holding ``start``, at least one (the cut one past them is dropped)."""
     held, size = [], 0
     for _base, nxt, raw in log.batches:
-        if nxt > start and (not held or size + len(raw) <= limit):
-            held.append(raw)
-            size += len(raw)
+        if nxt <= start or nxt > end:
+            continue
+        if held and size + len(raw) > limit:
+            break  # a broker stops at the first batch that does not fit, it skips none
+        held.append(raw)
+        size += len(raw)
     return FetchedPartition(0, end, end, 0, (), b"".join(held))
 
 
