@@ -194,14 +194,17 @@ class ChunkPlan:
         )
 
     def _gap_chunk(self, frontier: int, now: float) -> Chunk | None:
+        """The chunk at ``frontier``: the range to fetch again that holds it (unless the
+        chunk after it, in flight, will bring it: ``_brought_after``), else open up to the
+        next fetched chunk."""
         before = self._before(frontier)
         remote = pick_source(frontier, self.ends, self.health, {}, self.excluded, now, before)
         for start, end in self.todo:
             if start <= frontier < end:
-                if remote is not None:
-                    self.todo.remove((start, end))
-                    return Chunk(frontier, end, remote)
-                return None
+                if remote is None or self._brought_after(frontier, end):
+                    return None
+                self.todo.remove((start, end))
+                return Chunk(frontier, end, remote)
         later = [s for s in self.ready if s > frontier]
         if remote is None:
             return None
@@ -248,6 +251,15 @@ class ChunkPlan:
             return None  # ahead, but none holds ``start`` now: the copier says why
         remote = tail_source(self.ends, self.health, self.excluded, now)
         return None if remote is None else Chunk(start, None, remote)
+
+    def _brought_after(self, start: int, end: int) -> bool:
+        """Will the chunk in flight from ``end`` bring ``[start, end)`` too? Where that is
+        less than a batch's span, an answer fell short of ``end`` in the batch holding it,
+        and the next chunk's answer begins at that batch. Fetched at once, it came after that
+        answer on the same link (a partition's chunks stay on one remote): a traced copy
+        from 3 remotes brought such batches twice."""
+        span = self.sizes.shape.records if self.sizes.shape else 0
+        return end - start < span and self._successor_covers(start, end) is None
 
     def _successor_covers(self, start: int, end: int) -> bool | None:
         """Does the chunk that starts at ``end`` also hold ``[start, end)``? Its first batch
