@@ -126,7 +126,20 @@ class ChunkPlan:
         number = next(self._numbers)
         chunk = dataclasses.replace(chunk, launched=now, ticket=ticket, number=number)
         self.inflight[number] = chunk
+        self._count(chunk, 1)
         return chunk
+
+    def _count(self, chunk: Chunk, change: int) -> None:
+        """A closed chunk joins (1) or leaves (-1) the chunks in flight on its remote that
+        every partition's choice of remote sees (``SourceHealth.chunks``); the open ones are
+        polls at the tail, or a lone remote's one fetch, no chunk another partition weighs."""
+        if chunk.end is not None:
+            self.health[chunk.remote].chunks += change
+
+    def _ended(self, chunk: Chunk) -> None:
+        """``chunk`` is in flight no more (answered or failed)."""
+        del self.inflight[chunk.number]
+        self._count(chunk, -1)
 
     def _expected_bytes(self, chunk: Chunk) -> int:
         """What a fetch may bring, reserved in the budget until its size is known: a chunk's
@@ -181,14 +194,17 @@ class ChunkPlan:
         )
 
     def _gap_chunk(self, frontier: int, now: float) -> Chunk | None:
+        """The chunk at ``frontier``: the range to fetch again that holds it (unless the
+        chunk after it, in flight, will bring it: ``_brought_after``), else open up to the
+        next fetched chunk."""
         before = self._before(frontier)
         remote = pick_source(frontier, self.ends, self.health, {}, self.excluded, now, before)
         for start, end in self.todo:
             if start <= frontier < end:
-                if remote is not None:
-                    self.todo.remove((start, end))
-                    return Chunk(frontier, end, remote)
-                return None
+                if remote is None or self._brought_after(frontier, end):
+                    return None
+                self.todo.remove((start, end))
+                return Chunk(frontier, end, remote)
         later = [s for s in self.ready if s > frontier]
         if remote is None:
             return None
@@ -236,6 +252,15 @@ class ChunkPlan:
         remote = tail_source(self.ends, self.health, self.excluded, now)
         return None if remote is None else Chunk(start, None, remote)
 
+    def _brought_after(self, start: int, end: int) -> bool:
+        """Will the chunk in flight from ``end`` bring ``[start, end)`` too? Where that is
+        less than a batch's span, an answer fell short of ``end`` in the batch holding it,
+        and the next chunk's answer begins at that batch. Fetched at once, it came after that
+        answer on the same link (a partition's chunks stay on one remote): a traced copy
+        from 3 remotes brought such batches twice."""
+        span = self.sizes.shape.records if self.sizes.shape else 0
+        return end - start < span and self._successor_covers(start, end) is None
+
     def _successor_covers(self, start: int, end: int) -> bool | None:
         """Does the chunk that starts at ``end`` also hold ``[start, end)``? Its first batch
         usually begins before its start, so a short remainder needs no fetch of its own.
@@ -253,7 +278,7 @@ class ChunkPlan:
         """``chunk``'s fetch brought ``fetched`` (no error): it is ready, holding the bytes it
         brought; what it fell short of is fetched again."""
         batches = split_batches(fetched.records)  # a halt here leaves it in flight: released
-        del self.inflight[chunk.number]
+        self._ended(chunk)
         chunk.ticket.settle(len(fetched.records))
         covered = max((b.next_offset for b in batches), default=chunk.start)
         covered = max(covered, chunk.start)
@@ -290,7 +315,7 @@ class ChunkPlan:
     def failed(self, chunk: Chunk, *, again: bool = True) -> None:
         """``chunk``'s fetch failed (or its remote was dropped): its bytes go back to the
         budget and its range is fetched again (not when the partition stops: ``again``)."""
-        del self.inflight[chunk.number]
+        self._ended(chunk)
         chunk.ticket.release()
         if again:
             self._refetch(chunk.start, chunk.end)
@@ -346,6 +371,7 @@ class ChunkPlan:
         wanted). What is to be fetched again stays to do."""
         for chunk in self.inflight.values():
             chunk.ticket.release()
+            self._count(chunk, -1)
         for got in self.ready.values():
             got.ticket.release()
         if self.writing is not None:

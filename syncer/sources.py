@@ -1,9 +1,12 @@
 """Which remote serves which chunk of a partition's gap: pure decisions over measured health.
 
 Each remote has one ``SourceHealth`` per process, shared by all partitions: a moving average of
-its fetch throughput, its error streak and, after errors, a back-off during which it serves
-nothing. A chunk goes to the healthy remote that holds it with the best throughput per chunk
-already in flight, so faster sources take more chunks."""
+its fetch throughput, its error streak, after errors a back-off during which it serves
+nothing, and the chunks of every partition in flight on it. A chunk goes to the healthy remote
+that holds it with the best throughput per chunk in flight, so faster sources take more
+chunks; but a partition's chunks stay on the remote of the chunk before them (its "home")
+while the other remotes are kept busy by their own partitions, since each switch costs a
+batch more (``lead_for``)."""
 
 from __future__ import annotations
 
@@ -23,6 +26,10 @@ BACKOFF_MAX_S = 30.0
 # the remote of the chunk just before keeps the next one while its rate per chunk in flight
 # is at least this share of the best (a chunk from another remote is fetched with a lead)
 SAME_SOURCE_SHARE = 0.5
+# a remote with fewer chunks than this per lane in flight for the whole process has room: its
+# link would idle soon, so a partition at home elsewhere sends it its next chunk; with this
+# many, it is busy with its own partitions, and the others' chunks stay at their homes
+SPARE_BELOW = MAX_BUSY
 
 
 @dataclass
@@ -40,6 +47,8 @@ class SourceHealth:
     unhealthy_until: float = 0.0
     last_error: str | None = None
     last_failure: float = float("-inf")
+    # closed chunks of every partition in flight on it now (``ChunkPlan`` counts them)
+    chunks: int = 0
     # told (name, why) when it starts backing off, (name, None) when a fetch succeeds again
     watcher: Callable[[str, str | None], None] | None = field(
         default=None, repr=False, compare=False
@@ -127,35 +136,58 @@ def pick_source(
     now: float,
     before: str | None = None,
 ) -> str | None:
-    """The remote to fetch ``offset`` from: it must hold the offset, be healthy and not be
-    excluded for this partition; among those, the best throughput per chunk in flight wins
-    (an unmeasured remote counts as fast as the fastest, so it gets tried). A remote read
-    over several lanes counts as that many times as fast and may queue that many times more.
-    ``before``, the remote of the chunk ending at ``offset``, keeps it while it has room and
-    ``SAME_SOURCE_SHARE`` of the best's score: a chunk from another remote carries the batch
-    below its start for the agreement check (``lead_for``), one batch more per switch."""
-    holders = [
-        n
-        for n in usable_sources(offset, ends, health, excluded, now)
-        if busy.get(n, 0) < MAX_BUSY * health[n].lanes
-    ]
+    """The remote to fetch ``offset`` from, None to wait: it must hold the offset, be healthy,
+    not be excluded for this partition and have room for it (``busy``: this partition's
+    chunks in flight per remote; ``MAX_BUSY`` per lane). Among those, the best throughput per
+    chunk in flight in the whole process wins (an unmeasured remote counts as fast as the
+    fastest, so it gets tried; one read over several lanes counts as that many times as
+    fast). ``before``, the remote of the chunk ending at ``offset``, is the partition's home
+    (``home_choice``): a chunk from another remote carries the batch below its start for the
+    agreement check (``lead_for``), one batch more per switch."""
+    usable = usable_sources(offset, ends, health, excluded, now)
+    holders = [n for n in usable if busy.get(n, 0) < MAX_BUSY * health[n].lanes]
     if not holders:
         return None
-    fastest = max((health[n].bytes_per_s for n in holders), default=0.0) or 1.0
+    fastest = max((health[n].bytes_per_s for n in usable), default=0.0) or 1.0
 
     def score(name: str) -> tuple[float, int]:
         # a fetch's measured rate is one lane's: the remote moves about that much per lane
         rate = (health[name].bytes_per_s or fastest) * health[name].lanes
-        return (rate / (1 + busy.get(name, 0)), -health[name].rank)
+        return (rate / (1 + load(name, health, busy)), -health[name].rank)
 
-    best = max(holders, key=score)
-    if (
-        before is not None
-        and before in holders
-        and score(before)[0] >= SAME_SOURCE_SHARE * score(best)[0]
-    ):
-        return before
-    return best
+    spare = [n for n in holders if load(n, health, busy) < SPARE_BELOW * health[n].lanes]
+    if before is None or before not in usable:
+        return max(spare or holders, key=score)
+    return home_choice(before, holders, spare, score)
+
+
+def load(name: str, health: Mapping[str, SourceHealth], busy: Mapping[str, int]) -> int:
+    """Chunks in flight on remote ``name``: the process's, at least this partition's."""
+    return max(health[name].chunks, busy.get(name, 0))
+
+
+def home_choice(
+    home: str,
+    holders: Collection[str],
+    spare: Collection[str],
+    score: Callable[[str], tuple[float, int]],
+) -> str | None:
+    """The remote for a partition's next chunk whose chunk before it came from ``home``
+    (usable still), None to wait for room there. ``holders``: the remotes with room for it;
+    ``spare``: those of them whose links would idle soon (``SPARE_BELOW``). Where home's own
+    link would idle, home keeps it unless another is far faster (``SAME_SOURCE_SHARE``);
+    else it goes where a link would idle (a switch costs one batch, an idle link all of its
+    rate). With every link busy it stays at home, or waits for room there: elsewhere it
+    would only take a turn from another partition, and the rates measured per chunk vary
+    too much with what shares its request to say more (3 remotes, 8 partitions: chunks
+    moved between busy remotes by those rates, one lead each)."""
+    if home in spare:
+        best = max(holders, key=score)
+        return best if score(home)[0] < SAME_SOURCE_SHARE * score(best)[0] else home
+    away = [n for n in spare if n != home]
+    if away:
+        return max(away, key=score)
+    return home if home in holders else None
 
 
 def tail_source(

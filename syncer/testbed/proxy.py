@@ -151,6 +151,23 @@ class LinkProxy:
             sender.cancel()
 
 
+async def _closed(*writers: asyncio.StreamWriter) -> None:
+    """Close ``writers`` and give their transports the loop turn that finishes the close:
+    a transport left closing when a test's event loop ended was collected during the next
+    test, whose run then failed on its unclosed-socket warning."""
+    for writer in writers:
+        writer.close()
+    waits = [asyncio.ensure_future(writer.wait_closed()) for writer in writers]
+    try:
+        await asyncio.wait(waits, timeout=1.0)
+    finally:
+        for wait in waits:
+            if wait.done() and not wait.cancelled():
+                wait.exception()  # a reset peer: retrieved, nothing to do
+            else:
+                wait.cancel()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -176,20 +193,3 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
-
-
-async def _closed(*writers: asyncio.StreamWriter) -> None:
-    """Close ``writers`` and give their transports the loop turn that finishes the close:
-    a transport left closing when a test's event loop ended was collected during the next
-    test, whose run then failed on its unclosed-socket warning."""
-    for writer in writers:
-        writer.close()
-    waits = [asyncio.ensure_future(writer.wait_closed()) for writer in writers]
-    try:
-        await asyncio.wait(waits, timeout=1.0)
-    finally:
-        for wait in waits:
-            if wait.done() and not wait.cancelled():
-                wait.exception()  # a reset peer: retrieved, nothing to do
-            else:
-                wait.cancel()

@@ -162,6 +162,10 @@ class History:
         tickets += [self.other, *self.writing]
         held = sum(t.nbytes for t in {id(t): t for t in tickets}.values() if not t.released)
         assert self.memory.used == held  # every byte reserved is held by exactly one ticket
+        # what every partition's choice of remote sees: this plan's closed chunks in flight
+        for name, health in self.health.items():
+            closed = [c for c in plan.inflight.values() if c.remote == name and c.end is not None]
+            assert health.chunks == len(closed), (name, health.chunks, plan.inflight)
         if not self.dropped_any:
             self.check_nothing_forgotten()
 
@@ -202,6 +206,7 @@ class History:
         self.plan.clear()
         self.answered_writes()
         assert self.memory.used == 0  # every byte reserved came back
+        assert all(h.chunks == 0 for h in self.health.values())  # and every chunk counted
 
     def log_end_within(self, target: int) -> int:
         return max(nxt for _b, nxt, _r in self.log.batches if nxt <= target)
@@ -437,9 +442,12 @@ def answer_by_bytes(log: Log, start: int, end: int, limit: int) -> FetchedPartit
     from the one holding ``start``, at least one (the cut one past them is dropped)."""
     held, size = [], 0
     for _base, nxt, raw in log.batches:
-        if nxt > start and (not held or size + len(raw) <= limit):
-            held.append(raw)
-            size += len(raw)
+        if nxt <= start or nxt > end:
+            continue
+        if held and size + len(raw) > limit:
+            break  # a broker stops at the first batch that does not fit, it skips none
+        held.append(raw)
+        size += len(raw)
     return FetchedPartition(0, end, end, 0, (), b"".join(held))
 
 

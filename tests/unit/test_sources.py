@@ -113,3 +113,46 @@ def test_the_remote_before_keeps_the_next_chunk_while_it_has_room_and_is_as_fast
     # a remote that does not hold the offset, or is excluded, is never kept
     assert pick_source(160, ENDS, health(), {}, (), 0.0, before="a") == "b"
     assert pick_source(50, ENDS, h, {}, ("b",), 0.0, before="b") == "a"
+
+
+def test_a_partition_stays_at_home_while_the_other_remotes_are_busy_with_their_own() -> None:
+    # the process has MAX_BUSY or more chunks in flight on each: every link is busy
+    h = health(a=2e6, b=2e6)
+    h["a"].chunks, h["b"].chunks = 5, 4
+    assert pick_source(50, ENDS, h, {"a": 1}, (), 0.0, before="a") == "a"
+    # no room at home for this partition: it waits rather than take a turn on b's link
+    assert pick_source(50, ENDS, h, {"a": MAX_BUSY}, (), 0.0, before="a") is None
+    # with no home yet (the local log, or a chunk already written, is below it), the least
+    # loaded remote takes it
+    assert pick_source(50, ENDS, h, {"a": 1}, (), 0.0) == "b"
+
+
+def test_a_partition_moves_to_a_remote_whose_link_would_idle() -> None:
+    # b's own partitions are done: fewer than MAX_BUSY chunks in flight on it
+    h = health(a=2e6, b=2e6)
+    h["a"].chunks, h["b"].chunks = 5, MAX_BUSY - 1
+    assert pick_source(50, ENDS, h, {"a": 1}, (), 0.0, before="a") == "b"
+    assert pick_source(50, ENDS, h, {"a": MAX_BUSY}, (), 0.0, before="a") == "b"
+    # its next chunk stays there (b is its home now), and home itself idling keeps it too
+    assert pick_source(50, ENDS, h, {"b": 1}, (), 0.0, before="b") == "b"
+    h["a"].chunks = 1
+    assert pick_source(50, ENDS, h, {"a": 1}, (), 0.0, before="a") == "a"
+
+
+def test_a_slower_home_keeps_its_partition_while_every_link_is_busy() -> None:
+    # moving would make no link busier, only take a turn from another partition
+    h = health(a=10e6, b=1e6)
+    h["a"].chunks, h["b"].chunks = 4, 4
+    assert pick_source(50, ENDS, h, {"b": 1}, (), 0.0, before="b") == "b"
+    assert pick_source(50, ENDS, h, {"b": MAX_BUSY}, (), 0.0, before="b") is None
+    # where its own link would idle as well, a far faster one takes it (as with no home)
+    h["a"].chunks, h["b"].chunks = 1, 1
+    assert pick_source(50, ENDS, h, {"b": 1}, (), 0.0, before="b") == "a"
+
+
+def test_a_failing_or_excluded_home_is_not_waited_for() -> None:
+    h = health(a=2e6, b=2e6)
+    h["a"].chunks, h["b"].chunks = 4, 4
+    h["b"].failed(0.0, "link cut")  # it backs off: its partitions go to the others
+    assert pick_source(50, ENDS, h, {"b": MAX_BUSY}, (), 0.5, before="b") == "a"
+    assert pick_source(50, ENDS, h, {"b": MAX_BUSY}, ("b",), 2.0, before="b") == "a"
