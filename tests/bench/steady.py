@@ -61,6 +61,12 @@ def main() -> None:
         " are kept: both go to OUT/steady-timeline-*.json (tests/bench/hop_timeline.py reads them)",
     )
     parser.add_argument(
+        "--rate",
+        type=float,
+        default=RATE_BYTES / 1e6,
+        help="MB/s into the remote (below 5 the two cores are not both busy)",
+    )
+    parser.add_argument(
         "--copiers", default="syncer,mm2", help="which to run, comma-separated (syncer,mm2)"
     )
     args = parser.parse_args()
@@ -82,14 +88,12 @@ def main() -> None:
             proc, target = start_copier(copier, work, bed, local, east, topic, args.tasks, trace)
             try:
                 asyncio.run(wait_for_topic(local, target))
-                console.print(
-                    f"{copier}: producing {RATE_BYTES / 1e6:.0f} MB/s for {args.seconds:.0f} s"
-                )
+                console.print(f"{copier}: producing {args.rate:g} MB/s for {args.seconds:.0f} s")
                 cpu_before, started = cpu_seconds(proc.pid), time.monotonic()
                 kept = args.out / f"steady-timeline-{copier}-readers.json"
                 kept = kept if args.timeline else None
                 results[copier] = asyncio.run(
-                    measure(bed, east, local, topic, target, args.seconds, kept)
+                    measure(bed, east, local, topic, target, args.seconds, kept, args.rate * 1e6)
                 )
                 cpu[copier] = (cpu_seconds(proc.pid) - cpu_before) / (time.monotonic() - started)
             finally:
@@ -204,10 +208,11 @@ async def measure(
     target: str,
     seconds: float,
     kept: Path | None = None,
+    rate: float = RATE_BYTES,
 ) -> Latencies:
     """Latencies of every record produced after the warm-up, read from both clusters; with
     ``kept``, every arrival goes there as JSON too."""
-    records = int(RATE_BYTES / RECORD_SIZE * seconds)
+    records = int(rate / RECORD_SIZE * seconds)
     readers = [
         asyncio.create_task(arrivals(local, target, records, seconds)),
         asyncio.create_task(arrivals(east, topic, records, seconds)),
@@ -221,7 +226,7 @@ async def measure(
             record_size=RECORD_SIZE,
             jars=bed.jars,
             producer_props={"linger.ms": "0", "batch.size": "16384", "acks": "all"},
-            throughput=int(RATE_BYTES / RECORD_SIZE),
+            throughput=int(rate / RECORD_SIZE),
         ),
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.DEVNULL,
@@ -270,7 +275,7 @@ def report(
 ) -> None:
     when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     table = Table(
-        title=f"steady state: {RATE_BYTES / 1e6:.0f} MB/s of {RECORD_SIZE} B records,"
+        title=f"steady state: {args.rate:g} MB/s of {RECORD_SIZE} B records,"
         f" {PARTITIONS} partitions, {args.seconds:.0f} s, loopback · {when}"
     )
     columns = (
@@ -324,13 +329,13 @@ def report(
         "benchmark": "steady",
         "date": when,
         "machine": machine(),
-        "rate_bytes_per_s": RATE_BYTES,
+        "rate_bytes_per_s": args.rate * 1e6,
         "seconds": args.seconds,
         "rows": rows,
         "ratios": ratios,
     }
     (args.out / "bench-steady.json").write_text(json.dumps(document, indent=2) + "\n")
-    plot(results, args.out / "bench-steady.png", when)
+    plot(results, args.out / "bench-steady.png", f"{args.rate:g} MB/s · {when}")
     console.print(f"wrote {args.out / 'bench-steady.json'} and {args.out / 'bench-steady.png'}")
 
 
@@ -353,7 +358,7 @@ def plot(results: dict[str, Latencies], path: Path, when: str) -> None:
     ax.set_xscale("log")
     ax.set_xlabel("latency, ms (log)")
     ax.set_ylabel("fraction of records")
-    ax.set_title(f"steady state, {RATE_BYTES / 1e6:.0f} MB/s · {when}", fontsize=9)
+    ax.set_title(f"steady state, {when}", fontsize=9)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
     save(fig, path)
