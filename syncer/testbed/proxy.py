@@ -101,19 +101,18 @@ class LinkProxy:
         assert task is not None
         self._links.add(task)
         self.accepted += 1
+        # the accepted side is closed however this ends: a cut while the broker was still
+        # being dialled left it open, and its unclosed socket failed a later test
+        opened: list[asyncio.StreamWriter] = [writer]
         try:
             up_reader, up_writer = await asyncio.open_connection(*self.target)
-        except OSError:
-            self._links.discard(task)
-            await _closed(writer)
-            return
-        try:
+            opened.append(up_writer)
             await asyncio.gather(self._pump(reader, up_writer), self._pump(up_reader, writer))
         except (OSError, asyncio.IncompleteReadError, asyncio.CancelledError):
-            pass  # a cut, or the other side went away
+            pass  # a cut, the broker down, or the other side went away
         finally:
             self._links.discard(task)
-            await _closed(writer, up_writer)
+            await _closed(*opened)
 
     async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         bucket = _Bucket(self.rate) if self.rate else None
