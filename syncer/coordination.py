@@ -317,14 +317,16 @@ class GroupMember:
 
     async def _revoked(self, revoked: set[TP]) -> None:
         self.membership.revoke(revoked)
-        if revoked:
+        began = time.monotonic()
+        await self.on_revoked(revoked)
+        if revoked:  # the member joins the rebalance once this returns
             log.info(
-                "group %s: member %s gives up %d partitions",
+                "group %s: member %s gives up %d partitions (drained in %.1f s)",
                 self.group.group,
                 self.name,
                 len(revoked),
+                time.monotonic() - began,
             )
-        await self.on_revoked(revoked)
 
     def update_gaps(self, gaps: Mapping[TP, int]) -> None:
         self.assignor.gaps = dict(gaps)

@@ -39,7 +39,7 @@ from syncer.ratelimit import ByteRate
 from syncer.retry import retried
 from syncer.sources import SourceHealth
 from syncer.status import PartitionStatus, RemoteStatus, Snapshot, Summary
-from syncer.tasks import cancel_and_wait, unless_stopped
+from syncer.tasks import cancel_and_wait, unless_stopped, waiting_at
 from syncer.topic_ids import LOCAL, remote_label
 from syncer.topics import TopicPlan
 from syncer.writer import Writer
@@ -183,7 +183,11 @@ class Syncer:
         """Wait for stopping copiers to drain, bounded; cancel the ones that do not."""
         tasks = [t for t in tasks if not t.done()]
         if tasks:
-            _done, late = await asyncio.wait(tasks, timeout=self.config.copier.shutdown_timeout_s)
+            timeout = self.config.copier.shutdown_timeout_s
+            _done, late = await asyncio.wait(tasks, timeout=timeout)
+            if late:
+                where = ", ".join(sorted(f"{t.get_name()} in {waiting_at(t)}" for t in late))
+                log.warning("%d copiers did not drain within %.0f s: %s", len(late), timeout, where)
             await cancel_and_wait(*late, msg="shutdown timeout")
 
     # the two modes ----------------------------------------------------------------------

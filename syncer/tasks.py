@@ -61,6 +61,22 @@ def _name(task: asyncio.Future[Any]) -> str:
     return task.get_name() if isinstance(task, asyncio.Task) else repr(task)
 
 
+def waiting_at(task: asyncio.Future[Any]) -> str:
+    """Where ``task`` waits now: the chain of coroutines it awaits through, innermost last
+    (function and line of each), for a log line about a task that did not end in time."""
+    if not isinstance(task, asyncio.Task):
+        return repr(task)
+    where: list[str] = []
+    awaited: Any = task.get_coro()
+    while awaited is not None and len(where) < 30:
+        frame = getattr(awaited, "cr_frame", None) or getattr(awaited, "gi_frame", None)
+        if frame is None:
+            break
+        where.append(f"{frame.f_code.co_name}:{frame.f_lineno}")
+        awaited = getattr(awaited, "cr_await", None) or getattr(awaited, "gi_yieldfrom", None)
+    return " > ".join(where) or "not waiting"
+
+
 async def unless_stopped(work: Awaitable[T], stop: asyncio.Event, name: str) -> T | None:
     """``work``'s result, or None if ``stop`` is set first: then ``work`` is cancelled and
     waited for. A daemon asked to stop must not wait for work that may retry for as long as

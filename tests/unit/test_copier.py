@@ -1,13 +1,21 @@
 """The copier's own decisions on plain values (the ones over a partition's remotes are in
-test_partition): how long it waits before resuming from the local end after an error."""
+test_partition): how long it waits before resuming from the local end after an error, and
+what a stop asked for in the middle of a chunk still sends."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 
+from syncer.batches import Batch
+from syncer.chunk_types import Chunk, Fetched
+from syncer.clusters import TP, FetchedPartition
 from syncer.config import CopierConfig
 from syncer.copier import PartitionCopier, next_backoff
+from syncer.identity import WriterIdentity
+from syncer.status import PartitionStatus
+from syncer.writes import Sent
+from tests.unit.test_holes import batch
 
 CONFIG = CopierConfig(retry_backoff_ms=200, retry_backoff_max_ms=1_000)
 
@@ -71,3 +79,67 @@ async def test_a_back_off_without_a_stop_lasts_its_time() -> None:
     started = time.monotonic()
     await copier._pause(0.05)
     assert time.monotonic() - started >= 0.05
+
+
+class GatedWrites:
+    """A partition's writes as the copier sees them: ``room()`` waits for the test to open
+    it, once per batch; what was submitted is kept."""
+
+    def __init__(self) -> None:
+        self.gate = asyncio.Queue[None]()
+        self.sent: list[int] = []
+
+    async def room(self) -> None:
+        await self.gate.get()
+
+    def submit(self, sent: Sent, raw: bytes | bytearray) -> None:
+        self.sent.append(sent.base_offset)
+
+
+def writing_copier(writes: GatedWrites) -> PartitionCopier:
+    copier = object.__new__(PartitionCopier)
+    copier.tp = TP("t", 0)
+    copier._stopping = False
+    copier._stop_requested = asyncio.Event()
+    copier.chunks = Chunks()  # type: ignore[assignment]
+    copier.writes = writes  # type: ignore[assignment]
+    copier.identity = WriterIdentity(producer_id=7, producer_epoch=0)
+    copier.status = PartitionStatus(copier.tp)
+    copier.fill_holes = False
+    return copier
+
+
+def fetched(batches: list[Batch]) -> Fetched:
+    records = b"".join(bytes(b.raw) for b in batches)
+    end = batches[-1].next_offset
+    partition = FetchedPartition(0, end, end, 0, (), records)
+    return Fetched(Chunk(0, end, "east"), partition, batches, end, 0)
+
+
+async def test_a_stop_asked_for_while_a_chunk_is_written_sends_none_of_the_rest() -> None:
+    # a revoked copier writing the rest of a chunk of ~500 small batches one at a time
+    # (acks=all, its producer state unproven after a local broker's kill) drained for 22 to
+    # 33 s, and the whole group's rebalance waited for it
+    writes = GatedWrites()
+    copier = writing_copier(writes)
+    got = fetched([batch(offset, 5) for offset in range(0, 50, 5)])
+    writing = asyncio.create_task(copier._write(got, 0))
+    for _ in range(3):
+        writes.gate.put_nowait(None)
+    while len(writes.sent) < 3:
+        await asyncio.sleep(0)
+    copier.request_stop()
+    writes.gate.put_nowait(None)  # the fourth batch's room comes after the stop
+    frontier = await asyncio.wait_for(writing, 1)
+    assert writes.sent == [0, 5, 10]
+    assert frontier == 15  # where the next owner resumes (the local end will say so too)
+
+
+async def test_a_chunk_written_with_no_stop_is_sent_whole() -> None:
+    writes = GatedWrites()
+    copier = writing_copier(writes)
+    got = fetched([batch(offset, 5) for offset in range(0, 50, 5)])
+    for _ in range(10):
+        writes.gate.put_nowait(None)
+    assert await asyncio.wait_for(copier._write(got, 0), 1) == 50
+    assert writes.sent == list(range(0, 50, 5))

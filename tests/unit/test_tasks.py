@@ -8,7 +8,7 @@ import gc
 
 import pytest
 
-from syncer.tasks import cancel_and_wait, map_at_most, once_set, unless_stopped
+from syncer.tasks import cancel_and_wait, map_at_most, once_set, unless_stopped, waiting_at
 
 
 async def forever() -> None:
@@ -245,3 +245,20 @@ async def test_map_at_most_keeps_order_and_never_runs_more_than_it_may() -> None
     assert most == 4
     assert len(tasks_seen) == 4  # four tasks take the items in turn, not one task per item
     assert await map_at_most(4, work, []) == []
+
+
+async def test_waiting_at_names_each_coroutine_down_to_the_one_that_waits() -> None:
+    async def inner() -> None:
+        await asyncio.Event().wait()
+
+    async def outer() -> None:
+        await inner()
+
+    task = asyncio.create_task(outer())
+    await asyncio.sleep(0)
+    try:
+        chain = [step.split(":")[0] for step in waiting_at(task).split(" > ")]
+        assert chain[:3] == ["outer", "inner", "wait"]
+    finally:
+        await cancel_and_wait(task)
+    assert waiting_at(task) == "not waiting"
