@@ -8,6 +8,7 @@ tests assert 5 s (a shared 2-core machine is noisy) and log the figures."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import time
@@ -20,6 +21,7 @@ from aiokafka.structs import TopicPartition
 
 from syncer.clusters import Cluster
 from syncer.config import ClusterConfig
+from syncer.errors import SyncerError
 from syncer.syncer import Syncer
 from syncer.testbed import Testbed
 from syncer.testbed.probe import Placement, placements_async
@@ -35,11 +37,23 @@ SETTLE_S = 5.0  # how long after a move has finished its stall still counts
 Sample = tuple[float, int, int]  # (monotonic time, local end, remote end) of one partition
 
 
-async def keep_producing(bootstrap: str, topic: str, stop: asyncio.Event) -> int:
-    """Small batches to every partition in turn until ``stop``; how many records."""
+async def keep_producing(
+    bootstrap: str, topic: str, stop: asyncio.Event, *, apart: bool = False
+) -> int:
+    """Small batches to every partition in turn until ``stop``; how many records. ``apart``:
+    each partition written on its own (10 records at a time), so one whose leader is gone
+    holds up only its own writes, not the others' (acks=all waits for a new leader)."""
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
     await producer.start()
     sent = 0
+    if apart:
+        try:
+            counts = await asyncio.gather(
+                *(produce_to(producer, topic, p, stop) for p in range(PARTITIONS))
+            )
+        finally:
+            await producer.stop()
+        return sum(counts)
     try:
         while not stop.is_set():
             futures = [
@@ -54,6 +68,25 @@ async def keep_producing(bootstrap: str, topic: str, stop: asyncio.Event) -> int
             await asyncio.sleep(0.02)
     finally:
         await producer.stop()
+    return sent
+
+
+async def produce_to(
+    producer: AIOKafkaProducer, topic: str, partition: int, stop: asyncio.Event
+) -> int:
+    """``keep_producing``'s writes to one partition; how many records."""
+    sent = 0
+    while not stop.is_set():
+        futures = [
+            await producer.send(
+                topic, b"value-%d" % (sent + i), key=b"k%d" % i, partition=partition
+            )
+            for i in range(10)
+        ]
+        for future in futures:
+            await future
+        sent += len(futures)
+        await asyncio.sleep(0.02)
     return sent
 
 
@@ -171,9 +204,12 @@ def longest_stall(samples: Sequence[Sample], since: float, until: float) -> floa
 
 
 def longest_gap(samples: Sequence[Sample], since: float, until: float) -> float:
-    """The longest time between two samples in [since, until]: how blind the sampler was."""
-    times = [at for at, _l, _r in samples if since <= at <= until]
-    return max((b - a for a, b in itertools.pairwise(times)), default=0.0)
+    """The longest time between two samples that overlaps [since, until]: how blind the
+    sampler was (a gap that began before ``since`` counts)."""
+    times = [at for at, _l, _r in samples]
+    return max(
+        (b - a for a, b in itertools.pairwise(times) if b >= since and a <= until), default=0.0
+    )
 
 
 def test_a_stall_is_a_stretch_the_local_end_stood_still_behind_the_remote() -> None:
@@ -193,6 +229,8 @@ def test_a_stall_is_a_stretch_the_local_end_stood_still_behind_the_remote() -> N
     assert abs(longest_stall(samples, 0.65, 1.0) - 0.1) < 1e-9
     assert longest_stall(samples[:1], 0.0, 1.0) == 0.0
     assert abs(longest_gap(samples, 0.0, 0.3) - 0.1) < 1e-9
+    blind = [(0.0, 1, 2), (0.1, 1, 2), (9.8, 3, 3), (9.9, 3, 3)]
+    assert abs(longest_gap(blind, 5.0, 9.9) - 9.7) < 1e-9  # the gap began before the window
 
 
 async def sample_ends(
@@ -204,8 +242,10 @@ async def sample_ends(
     period_s: float = 0.1,
 ) -> None:
     """Both ends of every partition every ``period_s`` until ``stop``. A partition whose
-    local end cannot be read (its leader moving) is left out of that round, each partition
-    asked on its own so the others still count."""
+    end cannot be read on either side (its leader moving or dead) is left out of that round:
+    each local partition is asked on its own, the remote's partitions one request per leader,
+    so the others still count (asked all at once, the sampler was blind to every partition
+    for the ~10 s a killed remote node still led some)."""
     tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
 
     async def one(cluster: Cluster, tp: TopicPartition) -> int | None:
@@ -214,21 +254,31 @@ async def sample_ends(
         except Exception:  # a moving leader: this round goes without
             return None
 
+    async def led_by_one(cluster: Cluster, group: list[TopicPartition]) -> dict[Any, int]:
+        try:
+            return await asyncio.wait_for(cluster.latest(group), 1.0)
+        except Exception:  # its leader moving or dead: this round goes without them
+            return {}
+
+    async def remote_ends(cluster: Cluster) -> dict[Any, int]:
+        by_leader: dict[int, list[TopicPartition]] = {}
+        for tp in tps:
+            with contextlib.suppress(SyncerError):  # no leader known: asked for next round
+                by_leader.setdefault(cluster.leader(tp), []).append(tp)
+        found = await asyncio.gather(*(led_by_one(cluster, g) for g in by_leader.values()))
+        return {tp: end for answer in found for tp, end in answer.items()}
+
     async with (
         Cluster(ClusterConfig(local, name="sample-local"), role="test") as here,
         Cluster(ClusterConfig(remote, name="sample-remote"), role="test") as there,
     ):
         while not stop.is_set():
             at = time.monotonic()
-            try:
-                remote_ends = await asyncio.wait_for(there.latest(tps), 1.0)
-            except Exception:
-                await asyncio.sleep(period_s)
-                continue
+            remote = await remote_ends(there)
             local_ends = await asyncio.gather(*(one(here, tp) for tp in tps))
             for tp, end in zip(tps, local_ends, strict=True):
-                if end is not None:
-                    into[tp.partition].append((at, end, remote_ends[tp]))
+                if end is not None and tp in remote:
+                    into[tp.partition].append((at, end, remote[tp]))
             await asyncio.sleep(max(0.0, period_s - (time.monotonic() - at)))
 
 
