@@ -45,43 +45,36 @@ async def keep_producing(
     holds up only its own writes, not the others' (acks=all waits for a new leader)."""
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
     await producer.start()
-    sent = 0
     if apart:
-        try:
-            counts = await asyncio.gather(
-                *(produce_to(producer, topic, p, stop) for p in range(PARTITIONS))
-            )
-        finally:
-            await producer.stop()
-        return sum(counts)
+        writers = [produce_to(producer, topic, [p], 10, stop) for p in range(PARTITIONS)]
+    else:
+        writers = [produce_to(producer, topic, range(PARTITIONS), 60, stop)]
     try:
-        while not stop.is_set():
-            futures = [
-                await producer.send(
-                    topic, b"value-%d" % (sent + i), key=b"k%d" % i, partition=i % PARTITIONS
-                )
-                for i in range(60)
-            ]
-            for future in futures:
-                await future
-            sent += len(futures)
-            await asyncio.sleep(0.02)
+        counts = await asyncio.gather(*writers)
     finally:
         await producer.stop()
-    return sent
+    return sum(counts)
 
 
 async def produce_to(
-    producer: AIOKafkaProducer, topic: str, partition: int, stop: asyncio.Event
+    producer: AIOKafkaProducer,
+    topic: str,
+    partitions: Sequence[int],
+    per_round: int,
+    stop: asyncio.Event,
 ) -> int:
-    """``keep_producing``'s writes to one partition; how many records."""
+    """Rounds of ``per_round`` records over ``partitions`` in turn, each round awaited,
+    until ``stop``; how many records."""
     sent = 0
     while not stop.is_set():
         futures = [
             await producer.send(
-                topic, b"value-%d" % (sent + i), key=b"k%d" % i, partition=partition
+                topic,
+                b"value-%d" % (sent + i),
+                key=b"k%d" % i,
+                partition=partitions[i % len(partitions)],
             )
-            for i in range(10)
+            for i in range(per_round)
         ]
         for future in futures:
             await future
