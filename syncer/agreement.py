@@ -317,13 +317,31 @@ class Agreement:
     async def _remote_digests(
         self, remote: str, low: int, high: int, max_bytes: int = BELOW_BYTES
     ) -> dict[int, bytes]:
+        """Digests of ``remote``'s records in ``[low, high)``, read in a fetch of this
+        partition alone: a broker sends a batch over a partition's limit only for the first
+        partition of an answer that has records (KIP-74), so in a request shared with other
+        partitions the answer could be a cut slice, taken for "nothing to compare"."""
         ends = self.sources.ends
         low = max(low, ends[remote].start) if remote in ends else low
+        where = f"{self.where}: comparing remote {remote} at {low}"
+        source = self.fetchers[remote].lanes[0].cluster
         try:
-            answer = await asyncio.wait_for(
-                self.fetchers[remote].fetch(self.tp, low, max_bytes), LOOKUP_TIMEOUT_S
+            node = await source.leader_for(self.tp)
+            fetched = await asyncio.wait_for(
+                source.fetch(
+                    node,
+                    {self.tp: low},
+                    max_wait_ms=0,
+                    max_bytes=max_bytes,
+                    partition_max_bytes=max_bytes,
+                ),
+                LOOKUP_TIMEOUT_S,
             )
-            batches = records_of(answer, f"{self.where}: comparing remote {remote} at {low}")
+            answer = fetched[self.tp]
+            batches = records_of(answer, where)
+            end = answer.stable_end
+            if low < end and not any(b.next_offset > low for b in batches):
+                raise TransientClusterError(f"{where}: no records below its end {end}")
         except (TransientClusterError, TimeoutError, OSError) as exc:
             self.sources.health(remote).failed(time.monotonic(), f"{type(exc).__name__}: {exc}")
             raise CheckFailed(f"comparing {remote}'s records at {low}: {exc}") from exc

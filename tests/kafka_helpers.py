@@ -185,6 +185,19 @@ async def alter_topic(bootstrap: str, topic: str, settings: dict[str, str]) -> N
         await admin.close()
 
 
+def kcat_lines(bootstrap: str, topic: str, partition: int) -> list[str]:
+    """Offset, key and value of every record, as kcat (librdkafka, not our code) reads them."""
+    read = ["kcat", "-C", "-q", "-e", "-b", bootstrap, "-t", topic, "-p", str(partition)]
+    out = subprocess.run(
+        [*read, "-o", "beginning", "-f", "%o %k %s\\n"],
+        capture_output=True,
+        check=True,
+        text=True,
+        timeout=60,
+    )
+    return out.stdout.splitlines()
+
+
 async def read_partition(bootstrap: str, topic: str, partition: int = 0) -> list[Rec]:
     """Every record of a partition, offset by offset (read_uncommitted: what is in the log)."""
     consumer = AIOKafkaConsumer(

@@ -4,6 +4,7 @@ once; a remote that dies loses its chunks to the others; a remote that disagrees
 from __future__ import annotations
 
 import asyncio
+import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -13,7 +14,14 @@ from syncer.status import State
 from syncer.syncer import Syncer
 from syncer.testbed import ClusterSpec, Testbed
 from tests.integration.test_faults import delete_topic
-from tests.kafka_helpers import batch_digests, create_topic, make_config, produce, read_partition
+from tests.kafka_helpers import (
+    batch_digests,
+    create_topic,
+    kcat_lines,
+    make_config,
+    produce,
+    read_partition,
+)
 
 SMALL_CHUNKS = {"partition_fetch_max_bytes": 8192, "fetch_max_bytes": 65536, "max_chunks": 6}
 
@@ -195,3 +203,33 @@ async def test_two_remotes_that_diverge_mid_gap_never_interleave(
     (kept,) = {"east", "west"} - set(status.dropped)
     expected = await read_partition({"east": east, "west": west}[kept], topic)
     assert await read_partition(local, topic) == expected  # one history, offset by offset
+
+
+async def test_a_remote_of_another_history_is_compared_on_every_partition_of_a_request(
+    local: str, east: str, west: str, topic: str
+) -> None:
+    """The comparisons of many partitions starting at once share fetch requests; a broker
+    sends a batch over a partition's limit only for the first partition of an answer that
+    has records (KIP-74), so each partition's comparison must get its own batch whole, not
+    take a cut slice for "nothing to compare" and write another history on top."""
+    partitions = 8
+    await create_topic(east, topic, partitions)
+    await create_topic(west, topic, partitions)
+    for p in range(partitions):
+        await produce(east, topic, [(b"k%d" % i, b"e" * 300) for i in range(300)], partition=p)
+        await produce(west, topic, [(b"k%d" % i, b"w" * 300) for i in range(600)], partition=p)
+    await mirror(east, local, topic)  # local: east's history, 300 records a partition
+    before = [await read_partition(local, topic, p) for p in range(partitions)]
+    syncer = syncer_for(local, {"west": west}, topic)  # west never held it
+    async with syncer:
+        await syncer.catch_up()
+    statuses = syncer.statuses()
+    assert len(statuses) == partitions
+    for status in statuses:
+        assert status.state is State.HALTED, (status.tp, status.state, status.local_end)
+        assert "differs from remote west" in (status.error or ""), status.error
+    assert [await read_partition(local, topic, p) for p in range(partitions)] == before
+    if shutil.which("kcat"):  # an independent reader: east's records only, each partition
+        for p in range(partitions):
+            lines = await asyncio.to_thread(kcat_lines, local, topic, p)
+            assert len(lines) == 300 and lines[-1] == f"299 k299 {'e' * 300}", lines[-1][:20]

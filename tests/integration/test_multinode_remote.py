@@ -19,7 +19,6 @@ import logging
 import os
 import shutil
 import signal
-import subprocess
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -45,7 +44,7 @@ from tests.integration.test_multinode import (
     wait_for,
     wait_placed,
 )
-from tests.kafka_helpers import make_config, read_partition
+from tests.kafka_helpers import kcat_lines, make_config, read_partition
 
 log = logging.getLogger(__name__)
 
@@ -72,19 +71,6 @@ Check = Callable[[list[Placement]], bool]
 def in_sync(node: int) -> Check:
     """A check on placements: ``node`` is back in the ISR of every partition it holds."""
     return lambda placed: all(node in p.isr for p in placed if node in p.replicas)
-
-
-def kcat_lines(bootstrap: str, topic: str, partition: int) -> list[str]:
-    """Offset, key and value of every record, as kcat (librdkafka, not our code) reads them."""
-    read = ["kcat", "-C", "-q", "-e", "-b", bootstrap, "-t", topic, "-p", str(partition)]
-    out = subprocess.run(
-        [*read, "-o", "beginning", "-f", "%o %k %s\\n"],
-        capture_output=True,
-        check=True,
-        text=True,
-        timeout=60,
-    )
-    return out.stdout.splitlines()
 
 
 class RemoteFaults:

@@ -13,6 +13,7 @@ import pytest
 
 from syncer.agreement import (
     Agreement,
+    CheckFailed,
     Comparison,
     Proof,
     SourceDropped,
@@ -93,9 +94,11 @@ class Side:
 
     async def fetch(self, *args: Any, **kwargs: Any) -> Any:
         self.fetches += 1
-        if args and isinstance(args[0], int):  # Cluster.fetch(node, wants, ...)
+        if args and isinstance(args[0], int):  # Cluster.fetch(node, wants, ...): alone
             return {TPX: answer(self.raw, self.end)}
-        return answer(self.raw, self.end)  # Lanes.fetch(tp, offset, max_bytes)
+        # Lanes.fetch(tp, offset, max_bytes): a request shared with other partitions, where
+        # a broker cuts a batch over the partition's limit unless it comes first (KIP-74)
+        return answer(self.raw[:1], self.end)
 
     async def leader_for(self, tp: TP) -> int:
         return 1
@@ -148,6 +151,27 @@ THEIRS = build(9, [(b"k", b"theirs")])
 
 async def test_a_different_record_below_the_local_end_halts_the_only_remote() -> None:
     check, _ = agreement(OURS, east=THEIRS)
+    with pytest.raises(PartitionHalted, match="the local record at offset 9 differs"):
+        await check.check(chunk_at(10), 10)
+
+
+async def test_a_remote_is_compared_from_a_fetch_of_the_partition_alone() -> None:
+    """Its lanes' shared requests could answer with a cut slice (``Side``), which compares
+    nothing: the partition's batch is read in a fetch of its own."""
+    check, _ = agreement(OURS, east=THEIRS)
+    with pytest.raises(PartitionHalted, match="the local record at offset 9 differs"):
+        await check.check(chunk_at(10), 10)
+
+
+async def test_an_answer_with_no_whole_batch_below_the_remote_end_fails_the_check() -> None:
+    """Not "nothing to compare", which would let the chunk through unchecked: the check
+    fails, the remote's health says so, and the chunk is tried again later."""
+    check, sources = agreement(OURS, east=THEIRS[:20])  # a batch cut short, end 100
+    with pytest.raises(CheckFailed, match="no records below its end 100"):
+        await check.check(chunk_at(10), 10)
+    assert check.sources.health("east").errors == 1
+    assert "east" not in check.checked and not check.sources.dropped
+    sources["east"].raw = THEIRS  # its answer whole: now told
     with pytest.raises(PartitionHalted, match="the local record at offset 9 differs"):
         await check.check(chunk_at(10), 10)
 
