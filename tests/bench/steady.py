@@ -1,10 +1,11 @@
 """Benchmark (not a test): steady state. A producer writes a fixed 5 MB/s (1 KiB records) into
 the remote while a copier that is already running keeps local in step; a consumer on the local
 cluster measures each record's end-to-end latency (its CreateTime at the producer to its
-arrival from the local cluster; both copiers keep the source's timestamps). syncer (`run`)
-first, then MirrorMaker 2, each on its own topic. Records of the first 25 s do not count: on
-brokers just started, the first copier measured would otherwise pay for their JIT warm-up
-(syncer's p99 was 50-100 ms in its first 20 s and 9 ms after).
+arrival from the local cluster; every copier keeps the source's timestamps). syncer (`run`)
+first, then the hop's floor (`tests/bench/floor.py`: the least a one-threaded asyncio copier
+can do, no checks), then MirrorMaker 2, each on its own topic. Records of the first 25 s do
+not count: on brokers just started, the first copier measured would otherwise pay for their
+JIT warm-up (syncer's p99 was 50-100 ms in its first 20 s and 9 ms after).
 
     make bench-steady     # or: python -m tests.bench.steady [--seconds 60] [--out results]
 
@@ -67,7 +68,10 @@ def main() -> None:
         help="MB/s into the remote (below 5 the two cores are not both busy)",
     )
     parser.add_argument(
-        "--copiers", default="syncer,mm2", help="which to run, comma-separated (syncer,mm2)"
+        "--copiers",
+        default="syncer,floor,mm2",
+        help="which to run, comma-separated: syncer, floor (tests/bench/floor.py: the least a"
+        " one-threaded asyncio copier can do, the hop's floor for one of syncer's kind), mm2",
     )
     args = parser.parse_args()
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
@@ -96,6 +100,10 @@ def main() -> None:
                     measure(bed, east, local, topic, target, args.seconds, kept, args.rate * 1e6)
                 )
                 cpu[copier] = (cpu_seconds(proc.pid) - cpu_before) / (time.monotonic() - started)
+            except Exception:
+                tail = (work / f"{copier}.log").read_text().splitlines()[-20:]
+                console.print(f"{copier} failed; the end of its log:", *tail, sep="\n")
+                raise
             finally:
                 proc.send_signal(signal.SIGTERM)
                 try:
@@ -134,6 +142,11 @@ def start_copier(
         cmd = [sys.executable, "-m", "syncer", "run", "-c", str(config)]
         env = {**os.environ, **({HOP_TRACE: str(trace.resolve())} if trace else {})}
         return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env), topic
+    if copier == "floor":  # the hop's floor for a one-threaded asyncio copier (floor.py)
+        asyncio.run(create_topic(local, topic, PARTITIONS))
+        cmd = [sys.executable, "-m", "tests.bench.floor", "--remote", east, "--local", local]
+        cmd += ["--topic", topic, "--partitions", str(PARTITIONS)]
+        return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT), topic
     props = work / "mm2-steady.properties"
     props.write_text(
         MM2_PROPERTIES.format(remote=east, local=local, topic=topic, tasks=tasks)
@@ -323,8 +336,20 @@ def report(
             "hop p50 (syncer / MM2)": s["hop_p50_ms"] / m["hop_p50_ms"],
             "hop p99 (syncer / MM2)": s["hop_p99_ms"] / m["hop_p99_ms"],
         }
-        for name, value in ratios.items():
-            console.print(f"{name}: {value:.2f}x")
+    if "floor" in rows and "mm2" in rows:
+        f, m = rows["floor"], rows["mm2"]
+        ratios |= {
+            "hop p50 (floor / MM2)": f["hop_p50_ms"] / m["hop_p50_ms"],
+            "hop p99 (floor / MM2)": f["hop_p99_ms"] / m["hop_p99_ms"],
+        }
+    if "floor" in rows and "syncer" in rows:
+        f, s = rows["floor"], rows["syncer"]
+        ratios |= {
+            "hop p50 (syncer / floor)": s["hop_p50_ms"] / f["hop_p50_ms"],
+            "hop p99 (syncer / floor)": s["hop_p99_ms"] / f["hop_p99_ms"],
+        }
+    for name, value in ratios.items():
+        console.print(f"{name}: {value:.2f}x")
     document = {
         "benchmark": "steady",
         "date": when,
@@ -342,7 +367,7 @@ def report(
 def plot(results: dict[str, Latencies], path: Path, when: str) -> None:
     fig, ax = axes()
     for (copier, latencies), color in zip(
-        results.items(), ("tab:blue", "tab:orange"), strict=False
+        results.items(), ("tab:blue", "tab:green", "tab:orange"), strict=False
     ):
         name = "MirrorMaker 2" if copier == "mm2" else copier
         for values, label, style in (
