@@ -47,6 +47,7 @@ from tests.kafka_helpers import create_topic
 PARTITIONS = 8
 RECORD_SIZE = 1024
 RATE_BYTES = 5_000_000
+WARMUP_TOPIC = "steady.warmup"
 WARMUP_S = 25.0  # the brokers and both copiers warm up (JIT) before records count
 
 
@@ -54,6 +55,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seconds", type=float, default=60.0, help="producing time per copier")
     parser.add_argument("--tasks", type=int, default=8, help="MirrorMaker 2 tasks.max")
+    parser.add_argument(
+        "--warmup",
+        type=float,
+        default=0.0,
+        help="seconds of a copy that is not counted, before the first copier",
+    )
+    parser.add_argument(
+        "--warmup-copier", default="floor", help="the copier of the warm-up: syncer, floor, mm2"
+    )
     parser.add_argument("--out", type=Path, default=Path("results"))
     parser.add_argument(
         "--timeline",
@@ -84,22 +94,32 @@ def main() -> None:
     try:
         bed.up([ClusterSpec("local"), ClusterSpec("east")])
         local, east = bed.clusters["local"].bootstrap, bed.clusters["east"].bootstrap
-        for copier in args.copiers.split(","):
-            topic = f"steady.{copier}"
+        # --warmup: a copy nobody counts before the first copier. Syncer's hop came out
+        # slower measured first than last (2026-12-02: p50 2.5-10.3 ms in seven runs first,
+        # 1.3 and 1.4 ms in two last); a 60 s warm-up, by the floor or by syncer, did not
+        # change it (3.9, 6.7 ms), so it is off unless asked for and the cause is not known
+        rounds = [(args.warmup_copier, WARMUP_TOPIC, args.warmup)] if args.warmup > 0 else []
+        rounds += [(copier, f"steady.{copier}", args.seconds) for copier in args.copiers.split(",")]
+        for copier, topic, seconds in rounds:
+            counted = topic != WARMUP_TOPIC
             asyncio.run(create_topic(east, topic, PARTITIONS))
-            console.print(f"{copier}: starting ...")
+            what = copier if counted else f"warm-up ({copier}, not counted)"
+            console.print(f"{what}: starting ...")
             trace = args.out / "steady-timeline-syncer.json" if args.timeline else None
             proc, target = start_copier(copier, work, bed, local, east, topic, args.tasks, trace)
             try:
                 asyncio.run(wait_for_topic(local, target))
-                console.print(f"{copier}: producing {args.rate:g} MB/s for {args.seconds:.0f} s")
+                console.print(f"{what}: producing {args.rate:g} MB/s for {seconds:.0f} s")
                 cpu_before, started = cpu_seconds(proc.pid), time.monotonic()
                 kept = args.out / f"steady-timeline-{copier}-readers.json"
-                kept = kept if args.timeline else None
-                results[copier] = asyncio.run(
-                    measure(bed, east, local, topic, target, args.seconds, kept, args.rate * 1e6)
+                kept = kept if args.timeline and counted else None
+                latencies = asyncio.run(
+                    measure(bed, east, local, topic, target, seconds, kept, args.rate * 1e6)
                 )
-                cpu[copier] = (cpu_seconds(proc.pid) - cpu_before) / (time.monotonic() - started)
+                if counted:
+                    results[copier] = latencies
+                    used = cpu_seconds(proc.pid) - cpu_before
+                    cpu[copier] = used / (time.monotonic() - started)
             except Exception:
                 tail = (work / f"{copier}.log").read_text().splitlines()[-20:]
                 console.print(f"{copier} failed; the end of its log:", *tail, sep="\n")
