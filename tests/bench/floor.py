@@ -6,11 +6,13 @@ Per partition, one long-polled Fetch v13 on a connection of its own to the remot
 reads a connection's next request only once it answered the one before), and writes on one
 of four connections to local. Everything happens in the socket's read callback
 (``asyncio.Protocol.data_received``), with no task, future or loop turn between: the answer is
-split into its batches, each batch stamped as a client must send it (base offset 0, no
-producer id, a fresh CRC) and written as its own Produce v13 (acks=all), then the partition's
-next poll is written. No checks of any kind, no budget, no retries: a produce error or a
-fetch error ends the process (exit 3). Offsets match the remote's because both topics start
-empty and every batch is written in order. Single-node clusters only (the bench's).
+split into its batches (``batches.split_batches``), each stamped as syncer stamps it
+(``batches.rewrite_for_local``: one idempotent producer id, sequence = offset, a fresh CRC) and
+written as its own Produce v13 (acks=all), then the partition's next poll is written. No
+checks of the records, no budget, no retries: a fetch error, a produce error, or a batch that
+landed at another offset than its source's ends the process (exit 3), naming both. Offsets
+match the remote's because both topics start empty and every batch is written in order.
+Single-node clusters only (the bench's).
 
     python -m tests.bench.floor --remote HOST:PORT --local HOST:PORT --topic T --partitions N
 """
@@ -21,16 +23,16 @@ import argparse
 import asyncio
 import os
 import socket
-import struct
 import sys
 import uuid
+from collections import deque
 from collections.abc import Callable
 from io import BytesIO
 from typing import Any
 
-import crc32c
 import uvloop
 
+from syncer.batches import rewrite_for_local, split_batches
 from syncer.clusters import Cluster
 from syncer.config import ClusterConfig
 from syncer.protocol.fetch import fetch_v13_frame, read_fetch_v13
@@ -41,33 +43,26 @@ POLL_WAIT_MS = 500
 FETCH_BYTES = 1 << 20
 READ_COMMITTED = 1
 _HEADER_V1 = 5  # an answer's correlation id and (flexible) tagged fields
-_BATCH_HEAD = struct.Struct(">qi")  # base offset, batch length
-_LAST_DELTA = struct.Struct(">i")
-_WRITER = struct.Struct(">qhi")  # producer id, epoch, base sequence
-_CRC = struct.Struct(">I")
 
 
-def batches(records: bytes) -> list[tuple[int, bytes]]:
-    """The whole batches in a fetch answer's records, as (offset after the batch, bytes)."""
-    out, pos = [], 0
-    while pos + 12 <= len(records):
-        base, length = _BATCH_HEAD.unpack_from(records, pos)
-        end = pos + 12 + length
-        if end > len(records):
-            break  # cut by the fetch's byte limit: asked again from its offset
-        (delta,) = _LAST_DELTA.unpack_from(records, pos + 23)
-        out.append((base + delta + 1, records[pos:end]))
-        pos = end
-    return out
+def writes_of(
+    records: bytes, offset: int, writer: tuple[int, int]
+) -> tuple[list[tuple[int, bytes | bytearray]], int]:
+    """The whole batches of a fetch answer's ``records`` from ``offset`` on, each as (its
+    source offset, stamped for local with ``writer``: producer id and epoch), and the offset
+    to poll next (a batch cut by the fetch's byte limit is asked again from its start)."""
+    out = []
+    for batch in split_batches(records):
+        if batch.next_offset <= offset:
+            continue  # before the offset asked: a broker answers from the batch holding it
+        out.append((batch.base_offset, rewrite_for_local(batch, *writer)))
+        offset = batch.next_offset
+    return out, offset
 
 
-def stamped(batch: bytes) -> bytearray:
-    """``batch`` as a client sends it: base offset 0, no producer, a fresh CRC."""
-    out = bytearray(batch)
-    out[0:8] = bytes(8)
-    _WRITER.pack_into(out, 43, -1, -1, -1)
-    _CRC.pack_into(out, 17, crc32c.crc32c(memoryview(out)[21:]))
-    return out
+def fail(why: str) -> None:
+    print(f"floor: {why}", file=sys.stderr, flush=True)
+    os._exit(3)
 
 
 class Framed(asyncio.Protocol):
@@ -102,27 +97,45 @@ class Framed(asyncio.Protocol):
         return self.correlation
 
 
-def fail(why: str) -> None:
-    print(f"floor: {why}", file=sys.stderr, flush=True)
-    os._exit(3)
+class Writes(Framed):
+    """A connection to local, one batch per request: each answer is checked against the
+    partition and source offset of the batch it answers (a connection answers in order)."""
 
+    def __init__(self) -> None:
+        super().__init__(self.produced)
+        self.expected: deque[tuple[int, int]] = deque()  # (partition, source offset)
 
-def produced(answer: bytes) -> None:
-    response = ProduceResponse_v13.decode(BytesIO(answer[_HEADER_V1:]))
-    for _topic, partitions, *_ in response.responses:
-        for partition, code, *_ in partitions:
-            if code:
-                fail(f"produce to partition {partition} answered error {code}")
+    def send(
+        self, topic_id: uuid.UUID, partition: int, source: int, batch: bytes | bytearray
+    ) -> None:
+        topics = {topic_id: [(partition, batch)]}
+        self.transport.writelines(produce_v13_frame(self.next_id(), "floor", -1, 30_000, topics))
+        self.expected.append((partition, source))
+
+    def produced(self, answer: bytes) -> None:
+        partition, source = self.expected.popleft()
+        response = ProduceResponse_v13.decode(BytesIO(answer[_HEADER_V1:]))
+        for _topic, partitions, *_ in response.responses:
+            for index, code, base_offset, *_ in partitions:
+                if code:
+                    fail(f"produce of offset {source} to partition {index} answered error {code}")
+                if (index, base_offset) != (partition, source):
+                    fail(
+                        f"partition {partition}: the batch of source offset {source} landed"
+                        f" at local offset {base_offset} of partition {index}"
+                    )
 
 
 class Partition:
     """One partition's poll, and the writes of what it brings."""
 
-    def __init__(self, number: int, remote_id: uuid.UUID, local_id: uuid.UUID) -> None:
-        self.number, self.remote_id, self.local_id = number, remote_id, local_id
+    def __init__(
+        self, number: int, ids: tuple[uuid.UUID, uuid.UUID], writer: tuple[int, int]
+    ) -> None:
+        self.number, (self.remote_id, self.local_id), self.writer = number, ids, writer
         self.offset = 0
         self.fetch: Framed | None = None
-        self.write: Framed | None = None
+        self.write: Writes | None = None
 
     def poll(self) -> None:
         assert self.fetch is not None and self.fetch.transport is not None
@@ -133,17 +146,13 @@ class Partition:
         self.fetch.transport.write(frame)
 
     def fetched(self, answer: bytes) -> None:
-        assert self.write is not None and self.write.transport is not None
+        assert self.write is not None
         for part in read_fetch_v13(answer, _HEADER_V1).partitions:
             if part.error_code:
                 fail(f"fetch of partition {self.number} answered error {part.error_code}")
-            for after, batch in batches(part.records):
-                if after <= self.offset:
-                    continue  # a batch before the offset asked (the broker starts at one)
-                topics = {self.local_id: [(self.number, stamped(batch))]}
-                frame = produce_v13_frame(self.write.next_id(), "floor", -1, 30_000, topics)
-                self.write.transport.writelines(frame)
-                self.offset = after
+            writes, self.offset = writes_of(part.records, self.offset, self.writer)
+            for source, batch in writes:
+                self.write.send(self.local_id, self.number, source, batch)
         self.poll()
 
 
@@ -157,16 +166,18 @@ async def topic_id(bootstrap: str, topic: str) -> uuid.UUID:
 
 
 async def copy(remote: str, local: str, topic: str, partitions: int) -> None:
-    remote_id, local_id = await topic_id(remote, topic), await topic_id(local, topic)
+    ids = await topic_id(remote, topic), await topic_id(local, topic)
+    async with Cluster(ClusterConfig(local, name="floor"), role="floor") as cluster:
+        writer = await cluster.init_producer_id()
     loop = asyncio.get_running_loop()
     r_host, r_port = remote.rsplit(":", 1)
     l_host, l_port = local.rsplit(":", 1)
     writes = []
     for _ in range(WRITE_CONNECTIONS):
-        _t, conn = await loop.create_connection(lambda: Framed(produced), l_host, int(l_port))
+        _t, conn = await loop.create_connection(Writes, l_host, int(l_port))
         writes.append(conn)
     for number in range(partitions):
-        part = Partition(number, remote_id, local_id)
+        part = Partition(number, ids, writer)
         part.write = writes[number % WRITE_CONNECTIONS]
         _t, part.fetch = await loop.create_connection(
             lambda p=part: Framed(p.fetched), r_host, int(r_port)
@@ -178,9 +189,8 @@ async def copy(remote: str, local: str, topic: str, partitions: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--remote", required=True)
-    parser.add_argument("--local", required=True)
-    parser.add_argument("--topic", required=True)
+    for name in ("--remote", "--local", "--topic"):
+        parser.add_argument(name, required=True)
     parser.add_argument("--partitions", type=int, required=True)
     args = parser.parse_args()
     uvloop.run(copy(args.remote, args.local, args.topic, args.partitions))

@@ -1,28 +1,30 @@
-"""The hop's floor copier (tests/bench/floor.py): how it splits a fetch answer and stamps
-each batch. Its numbers come from `make bench-steady`; what it writes must still be what a
-broker takes, offset for offset."""
+"""The hop's floor copier (tests/bench/floor.py): what it writes of a fetch answer. Its numbers
+come from `make bench-steady`; what it writes must still be what a broker takes, offset for
+offset, stamped as syncer stamps it."""
 
 from __future__ import annotations
 
-from syncer.batches import split_batches
-from tests.bench.floor import batches, stamped
+from syncer.batches import sequence_for, split_batches
+from tests.bench.floor import writes_of
 from tests.unit.test_batches import GZIP, build
 
 
-def test_an_answer_splits_into_its_whole_batches_each_with_the_offset_after_it() -> None:
+def test_an_answer_is_written_batch_by_batch_from_the_offset_asked() -> None:
+    before = build(98, [(b"z", b"0"), (b"y", b"1")])  # a broker answers from the batch holding it
     payload = build(100, [(b"a", b"1"), (None, b"2")]) + build(102, [(b"c", None)], codec=GZIP)
     cut = build(103, [(b"d", b"4")])
-    found = batches(payload + cut[:-3])  # the last batch cut by the fetch's byte limit
-    assert [after for after, _raw in found] == [102, 103]
-    assert b"".join(raw for _after, raw in found) == payload
+    writes, next_offset = writes_of(before + payload + cut[:-3], 100, (7, 2))
+    assert [source for source, _raw in writes] == [100, 102]
+    assert next_offset == 103  # the cut batch is asked again from its start
 
 
-def test_a_stamped_batch_is_one_a_client_may_send_with_the_same_records() -> None:
+def test_each_write_is_stamped_for_local_with_the_same_records() -> None:
     raw = build(5000, [(b"k", b"v"), (b"k2", None)], codec=GZIP)
-    (out,) = split_batches(bytes(stamped(raw)))
-    (source,) = split_batches(raw)
+    ((source, stamped),), _next = writes_of(raw, 5000, (7, 2))
+    (out,) = split_batches(bytes(stamped))
+    (batch,) = split_batches(raw)
+    assert source == 5000
     assert out.base_offset == 0  # the broker assigns it: the local log's end
-    assert (out.producer_id, out.producer_epoch, out.base_sequence) == (-1, -1, -1)
+    assert (out.producer_id, out.producer_epoch, out.base_sequence) == (7, 2, sequence_for(5000))
     assert out.crc_ok()
-    assert out.raw[21:43] == source.raw[21:43]  # attributes, deltas and timestamps kept
-    assert out.raw[61:] == source.raw[61:]  # the records themselves
+    assert out.raw[61:] == batch.raw[61:]  # the records themselves
