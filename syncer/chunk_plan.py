@@ -95,7 +95,8 @@ class ChunkPlan:
         """The chunks to fetch now, each holding its ticket: while the reorder budget and
         the byte budget allow, re-fetches first, then new chunks up to ``target``, else
         (caught up) one long poll at the tail; and the chunk at ``frontier`` if none holds
-        it. Call ``discard_excluded`` first."""
+        it, unless the chunk in flight just past it will bring it (``_brought_after``).
+        Call ``discard_excluded`` first."""
         self.target = target
         self.next_fetch = max(self.next_fetch, frontier)
         self.todo = [(s, e) for s, e in self.todo if s < target and e > frontier]
@@ -259,7 +260,10 @@ class ChunkPlan:
         answer on the same link (a partition's chunks stay on one remote): a traced copy
         from 3 remotes brought such batches twice."""
         span = self.sizes.shape.records if self.sizes.shape else 0
-        return end - start < span and self._successor_covers(start, end) is None
+        if end - start >= span or self._successor_covers(start, end) is not None:
+            return False
+        # not behind a long poll: it answers only when the remote grows, from ``end`` on
+        return not any(c.start == end and self.polls(c) for c in self.inflight.values())
 
     def _successor_covers(self, start: int, end: int) -> bool | None:
         """Does the chunk that starts at ``end`` also hold ``[start, end)``? Its first batch

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from syncer import sources
@@ -98,8 +98,23 @@ class History:
         if plan.starved:
             assert not plan.inflight and not plan.ready and not self.memory.has_room()
         elif self.frontier < self.target and self.holders(self.frontier):
-            # the chunk every write waits for is fetched, however full the buffer is
-            assert self.covered(self.frontier), (self.frontier, plan.inflight, plan.ready)
+            # the chunk every write waits for is fetched, however full the buffer is, or
+            # the chunk in flight just past it will bring it
+            assert self.covered(self.frontier) or self.brought_by_next(self.frontier), (
+                self.frontier,
+                plan.inflight,
+                plan.ready,
+            )
+
+    def brought_by_next(self, offset: int) -> bool:
+        """A chunk in flight that answers at once (no long poll) starts less than a batch's
+        span past ``offset``: its answer begins at the batch holding ``offset``, or shows that
+        it does not (then ``offset`` is fetched at the next launch)."""
+        plan = self.plan
+        span = plan.sizes.shape.records if plan.sizes.shape else 0
+        return any(
+            offset < c.start < offset + span and not plan.polls(c) for c in plan.inflight.values()
+        )
 
     def holders(self, offset: int) -> list[str]:
         return usable_sources(offset, self.ends, self.health, self.excluded, self.now)
@@ -252,6 +267,18 @@ def history(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
+@example(
+    # found: west dropped with its chunks in flight; the frontier's rest (one offset) waits
+    # for east's chunk just past it
+    layout=[(0, 2), (0, 1), (0, 1), (0, 3), (0, 2), (0, 1)],
+    remotes=["east", "west"],
+    cuts=[0, 40, 0],
+    limit=3000,
+    full=False,
+    actions=[("launch", 0)] * 13
+    + [("answer", 1), ("take", 0), ("launch", 0), ("drop", 0), ("launch", 0)]
+    + [("answer", 104), ("take", 1)],
+)
 @given(
     layout=LAYOUTS,
     remotes=st.sampled_from([["east"], ["east", "west"], ["west", "east", "north"]]),
@@ -328,6 +355,18 @@ def test_a_range_the_next_chunk_does_not_hold_is_fetched_again() -> None:
     run.answer(chunk_at(run, 2), 3)  # its first batch begins at 2, not before
     again = run.plan.launches(0, 8, run.now)  # the frontier's chunk is still in flight
     assert (1, 2) in [(c.start, c.end) for c in again]
+
+
+def test_a_rest_shorter_than_a_batch_is_not_left_to_a_long_poll_after_it() -> None:
+    """The frontier's answer fell short of its chunk's end by less than a batch, and what
+    is in flight from that end is a long poll at the remote's end: it answers only when the
+    remote grows, from that end on, so the rest is fetched now (it waited for the poll)."""
+    run = history([(0, 4), (0, 4)], ["west"], [0, 0, 0], 1 << 30, False, BatchShape(4, 1 << 20))
+    poll = run.plan.launches(8, 8, run.now)  # caught up: a poll at the tail
+    assert [(c.start, c.end) for c in poll] == [(8, None)] and run.plan.polls(poll[0])
+    run.plan.todo.append((6, 8))  # the frontier's answer ended at 6 of [4, 8)
+    launched = run.plan.launches(6, 8, run.now)
+    assert [(c.start, c.end) for c in launched] == [(6, 8)]
 
 
 def test_an_open_fetch_goes_on_where_the_last_answer_ended() -> None:
