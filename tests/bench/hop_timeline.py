@@ -2,7 +2,7 @@
 arrivals, syncer's own notes: ``syncer.hop_trace``) and sets each record counted beside the
 steps of its copy, all on one wall clock. Prints each step's p50 / p90 / p99 in ms.
 
-    python -m tests.bench.hop_timeline [results]
+    python -m tests.bench.hop_timeline [results] [2]   # 2: syncer's second round (abba)
 """
 
 from __future__ import annotations
@@ -133,9 +133,11 @@ def produce_by_depth(notes: list[list[Any]]) -> dict[str, list[float]]:
 
 def main() -> None:
     where = Path(sys.argv[1] if len(sys.argv) > 1 else "results")
-    readers = json.loads((where / "steady-timeline-syncer-readers.json").read_text())
-    notes = json.loads((where / "steady-timeline-syncer.json").read_text())["rows"]
-    found = steps(readers, notes, "steady.syncer")
+    second = len(sys.argv) > 2 and sys.argv[2] == "2"
+    stem, topic = ("syncer-2", "steady.syncer.2") if second else ("syncer", "steady.syncer")
+    readers = json.loads((where / f"steady-timeline-{stem}-readers.json").read_text())
+    notes = json.loads((where / f"steady-timeline-{stem}.json").read_text())["rows"]
+    found = steps(readers, notes, topic)
     print(f"{'step':32} {'records':>8} {'p50':>8} {'p90':>8} {'p99':>8}  ms")
     for name, meaning in STEPS:
         values = found.get(name, [])

@@ -3,9 +3,13 @@ the remote while a copier that is already running keeps local in step; a consume
 cluster measures each record's end-to-end latency (its CreateTime at the producer to its
 arrival from the local cluster; every copier keeps the source's timestamps). syncer (`run`)
 first, then the hop's floor (`tests/bench/floor.py`: the least a one-threaded asyncio copier
-can do, no checks), then MirrorMaker 2, each on its own topic. Records of the first 25 s do
-not count: on brokers just started, the first copier measured would otherwise pay for their
-JIT warm-up (syncer's p99 was 50-100 ms in its first 20 s and 9 ms after).
+can do, no checks), then MirrorMaker 2, each on its own topic; then (``--order abba``, the
+default) each again in the reverse order, so that every copier is measured once early and
+once late and what the order does falls on all alike (measured once, first, syncer's hop p50
+came out 2.5-10.3 ms where last it was 1.3-1.4). Each copier's rows pool its two rounds.
+Records of the first 25 s of a round do not count: on brokers just started, the first copier
+measured would otherwise pay for their JIT warm-up (syncer's p99 was 50-100 ms in its first
+20 s and 9 ms after).
 
     make bench-steady     # or: python -m tests.bench.steady [--seconds 60] [--out results]
 
@@ -16,7 +20,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import datetime
+import gc
 import json
 import logging
 import os
@@ -26,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -64,6 +71,13 @@ def main() -> None:
     parser.add_argument(
         "--warmup-copier", default="floor", help="the copier of the warm-up: syncer, floor, mm2"
     )
+    parser.add_argument(
+        "--order",
+        choices=("abba", "once"),
+        default="abba",
+        help="abba: the copiers in order, then again in reverse (each measured early and late);"
+        " once: each once, in order",
+    )
     parser.add_argument("--out", type=Path, default=Path("results"))
     parser.add_argument(
         "--timeline",
@@ -89,8 +103,8 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="syncer-bench-steady-"))
     bed = Testbed(work / "bed")
     console = Console(width=120)
-    results: dict[str, Latencies] = {}
-    cpu: dict[str, float] = {}  # copier → CPU while measured, fraction of a core
+    results: dict[str, Latencies] = {}  # by round: "syncer", then "syncer #2"
+    cpu: dict[str, float] = {}  # round → CPU while measured, fraction of a core
     try:
         bed.up([ClusterSpec("local"), ClusterSpec("east")])
         local, east = bed.clusters["local"].bootstrap, bed.clusters["east"].bootstrap
@@ -98,28 +112,29 @@ def main() -> None:
         # slower measured first than last (2026-12-02: p50 2.5-10.3 ms in seven runs first,
         # 1.3 and 1.4 ms in two last); a 60 s warm-up, by the floor or by syncer, did not
         # change it (3.9, 6.7 ms), so it is off unless asked for and the cause is not known
-        rounds = [(args.warmup_copier, WARMUP_TOPIC, args.warmup)] if args.warmup > 0 else []
-        rounds += [(copier, f"steady.{copier}", args.seconds) for copier in args.copiers.split(",")]
-        for copier, topic, seconds in rounds:
+        warmup = [("", args.warmup_copier, WARMUP_TOPIC)] if args.warmup > 0 else []
+        for name, copier, topic in warmup + rounds_of(args.copiers.split(","), args.order):
             counted = topic != WARMUP_TOPIC
+            seconds = args.seconds if counted else args.warmup
             asyncio.run(create_topic(east, topic, PARTITIONS))
-            what = copier if counted else f"warm-up ({copier}, not counted)"
+            what = name if counted else f"warm-up ({copier}, not counted)"
             console.print(f"{what}: starting ...")
-            trace = args.out / "steady-timeline-syncer.json" if args.timeline else None
+            trace = args.out / timeline_file(name) if args.timeline else None
             proc, target = start_copier(copier, work, bed, local, east, topic, args.tasks, trace)
             try:
                 asyncio.run(wait_for_topic(local, target))
                 console.print(f"{what}: producing {args.rate:g} MB/s for {seconds:.0f} s")
                 cpu_before, started = cpu_seconds(proc.pid), time.monotonic()
-                kept = args.out / f"steady-timeline-{copier}-readers.json"
+                kept = args.out / timeline_file(name, "readers")
                 kept = kept if args.timeline and counted else None
-                latencies = asyncio.run(
-                    measure(bed, east, local, topic, target, seconds, kept, args.rate * 1e6)
-                )
+                with no_collector_pauses():
+                    latencies = asyncio.run(
+                        measure(bed, east, local, topic, target, seconds, kept, args.rate * 1e6)
+                    )
                 if counted:
-                    results[copier] = latencies
+                    results[name] = latencies
                     used = cpu_seconds(proc.pid) - cpu_before
-                    cpu[copier] = used / (time.monotonic() - started)
+                    cpu[name] = used / (time.monotonic() - started)
             except Exception:
                 tail = (work / f"{copier}.log").read_text().splitlines()[-20:]
                 console.print(f"{copier} failed; the end of its log:", *tail, sep="\n")
@@ -134,6 +149,50 @@ def main() -> None:
     finally:
         bed.down()
         shutil.rmtree(work, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def no_collector_pauses() -> Iterator[None]:
+    """No cyclic garbage collection in this process while it measures: its two readers keep
+    an arrival per record (350,000 a round), and collecting them stopped both readers for
+    56-127 ms at a time (gen 2, 7 times in a run; gen 1 up to 23 ms), which a record that
+    had reached one reader and not the other counted as its hop."""
+    gc.collect()
+    gc.freeze()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+        gc.unfreeze()
+        gc.collect()
+
+
+def rounds_of(copiers: list[str], order: str) -> list[tuple[str, str, str]]:
+    """(round's name, copier, topic) in the order they run: ``abba`` runs the copiers, then
+    again in reverse, the second round of each named ``<copier> #2`` on a topic of its own."""
+    rounds = [(copier, copier, f"steady.{copier}") for copier in copiers]
+    if order == "abba":
+        rounds += [(f"{c} #2", c, f"steady.{c}.2") for c in reversed(copiers)]
+    return rounds
+
+
+def timeline_file(round_name: str, part: str = "") -> str:
+    """Where ``--timeline`` keeps a round's notes (``part`` "readers": its readers')."""
+    stem = "-".join(["steady-timeline", round_name.replace(" #", "-"), *([part] if part else [])])
+    return f"{stem}.json"
+
+
+def pooled(results: dict[str, Latencies]) -> dict[str, Latencies]:
+    """Each copier's rounds as one: "syncer" and "syncer #2" pooled under "syncer"."""
+    out: dict[str, Latencies] = {}
+    for name, latencies in results.items():
+        into = out.setdefault(name.split(" #")[0], Latencies())
+        into.end_to_end += latencies.end_to_end
+        into.source += latencies.source
+        into.hop += latencies.hop
+        into.unmatched += latencies.unmatched
+    return out
 
 
 def start_copier(
@@ -300,12 +359,53 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+def row_of(latencies: Latencies, cpu: float) -> dict[str, float]:
+    e2e, source, hop = latencies.end_to_end, latencies.source, latencies.hop
+    return {
+        "records": len(e2e),
+        "p50_ms": percentile(e2e, 0.50),
+        "p99_ms": percentile(e2e, 0.99),
+        "max_ms": max(e2e),
+        "source_p50_ms": percentile(source, 0.50),
+        "source_p99_ms": percentile(source, 0.99),
+        "hop_p50_ms": percentile(hop, 0.50),
+        "hop_p99_ms": percentile(hop, 0.99),
+        "hop_max_ms": max(hop),
+        "unmatched": latencies.unmatched,
+        "cpu_fraction_of_a_core": cpu,
+    }
+
+
+def ratios_of(rows: dict[str, dict[str, float]]) -> dict[str, float]:
+    """Each pair's p50 / p99 ratios, of the copiers in ``rows``."""
+    pairs = (("syncer", "mm2", "syncer / MM2"), ("floor", "mm2", "floor / MM2"))
+    pairs += (("syncer", "floor", "syncer / floor"),)
+    ratios = {}
+    for a, b, name in pairs:
+        if a not in rows or b not in rows:
+            continue
+        x, y = rows[a], rows[b]
+        if name == "syncer / MM2":
+            ratios |= {
+                f"p50 ({name})": x["p50_ms"] / y["p50_ms"],
+                f"p99 ({name})": x["p99_ms"] / y["p99_ms"],
+            }
+        ratios |= {
+            f"hop p50 ({name})": x["hop_p50_ms"] / y["hop_p50_ms"],
+            f"hop p99 ({name})": x["hop_p99_ms"] / y["hop_p99_ms"],
+            f"CPU ({name})": x["cpu_fraction_of_a_core"] / y["cpu_fraction_of_a_core"],
+        }
+    return ratios
+
+
 def report(
     console: Console,
     args: argparse.Namespace,
     results: dict[str, Latencies],
     cpu: dict[str, float],
 ) -> None:
+    """A table of every round and, where each copier ran twice, of each copier's rounds
+    pooled; the ratios are the pooled ones."""
     when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     table = Table(
         title=f"steady state: {args.rate:g} MB/s of {RECORD_SIZE} B records,"
@@ -321,25 +421,17 @@ def report(
     )
     for column in columns:
         table.add_column(column, justify="left" if column == "copier" else "right")
-    rows = {}
-    for copier, latencies in results.items():
-        e2e, source, hop = latencies.end_to_end, latencies.source, latencies.hop
-        rows[copier] = {
-            "records": len(e2e),
-            "p50_ms": percentile(e2e, 0.50),
-            "p99_ms": percentile(e2e, 0.99),
-            "max_ms": max(e2e),
-            "source_p50_ms": percentile(source, 0.50),
-            "source_p99_ms": percentile(source, 0.99),
-            "hop_p50_ms": percentile(hop, 0.50),
-            "hop_p99_ms": percentile(hop, 0.99),
-            "hop_max_ms": max(hop),
-            "unmatched": latencies.unmatched,
-            "cpu_fraction_of_a_core": cpu[copier],
-        }
-        r = rows[copier]
+    by_round = {name: row_of(latencies, cpu[name]) for name, latencies in results.items()}
+    rows = {}  # by copier, its rounds pooled
+    for copier, latencies in pooled(results).items():
+        cpus = [c for name, c in cpu.items() if name.split(" #")[0] == copier]
+        rows[copier] = row_of(latencies, sum(cpus) / len(cpus))
+    shown = list(by_round.items())
+    if len(rows) < len(by_round):
+        shown += [(f"{copier}, pooled", row) for copier, row in rows.items()]
+    for name, r in shown:
         table.add_row(
-            copier,
+            name,
             f"{r['records']:,}",
             f"{r['p50_ms']:.1f} / {r['p99_ms']:.1f} / {r['max_ms']:.0f}",
             f"{r['source_p50_ms']:.1f} / {r['source_p99_ms']:.1f}",
@@ -347,27 +439,7 @@ def report(
             f"{100 * r['cpu_fraction_of_a_core']:.0f}",
         )
     console.print(table)
-    ratios = {}
-    if "syncer" in rows and "mm2" in rows:
-        s, m = rows["syncer"], rows["mm2"]
-        ratios = {
-            "p50 (syncer / MM2)": s["p50_ms"] / m["p50_ms"],
-            "p99 (syncer / MM2)": s["p99_ms"] / m["p99_ms"],
-            "hop p50 (syncer / MM2)": s["hop_p50_ms"] / m["hop_p50_ms"],
-            "hop p99 (syncer / MM2)": s["hop_p99_ms"] / m["hop_p99_ms"],
-        }
-    if "floor" in rows and "mm2" in rows:
-        f, m = rows["floor"], rows["mm2"]
-        ratios |= {
-            "hop p50 (floor / MM2)": f["hop_p50_ms"] / m["hop_p50_ms"],
-            "hop p99 (floor / MM2)": f["hop_p99_ms"] / m["hop_p99_ms"],
-        }
-    if "floor" in rows and "syncer" in rows:
-        f, s = rows["floor"], rows["syncer"]
-        ratios |= {
-            "hop p50 (syncer / floor)": s["hop_p50_ms"] / f["hop_p50_ms"],
-            "hop p99 (syncer / floor)": s["hop_p99_ms"] / f["hop_p99_ms"],
-        }
+    ratios = ratios_of(rows)
     for name, value in ratios.items():
         console.print(f"{name}: {value:.2f}x")
     document = {
@@ -376,11 +448,13 @@ def report(
         "machine": machine(),
         "rate_bytes_per_s": args.rate * 1e6,
         "seconds": args.seconds,
+        "order": args.order,
         "rows": rows,
+        "rounds": by_round,
         "ratios": ratios,
     }
     (args.out / "bench-steady.json").write_text(json.dumps(document, indent=2) + "\n")
-    plot(results, args.out / "bench-steady.png", f"{args.rate:g} MB/s · {when}")
+    plot(pooled(results), args.out / "bench-steady.png", f"{args.rate:g} MB/s · {when}")
     console.print(f"wrote {args.out / 'bench-steady.json'} and {args.out / 'bench-steady.png'}")
 
 

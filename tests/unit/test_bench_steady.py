@@ -1,0 +1,51 @@
+"""The steady bench's bookkeeping (``tests/bench/steady.py``): the ABBA order puts every
+copier once early and once late, and a copier's rounds pool into one row."""
+
+from __future__ import annotations
+
+from tests.bench.steady import Latencies, pooled, ratios_of, rounds_of, row_of, timeline_file
+
+
+def test_abba_runs_each_copier_early_and_late_on_topics_of_their_own() -> None:
+    rounds = rounds_of(["syncer", "floor", "mm2"], "abba")
+    assert [copier for _n, copier, _t in rounds] == [
+        "syncer",
+        "floor",
+        "mm2",
+        "mm2",
+        "floor",
+        "syncer",
+    ]
+    # the positions of each copier add up alike: a drift along the run falls on all
+    positions = {
+        c: sum(i for i, (_n, x, _t) in enumerate(rounds) if x == c) for c in ("syncer", "mm2")
+    }
+    assert positions == {"syncer": 5, "mm2": 5}
+    topics = [t for _n, _c, t in rounds]
+    assert (
+        len(set(topics)) == 6 and topics[0] == "steady.syncer" and topics[-1] == "steady.syncer.2"
+    )
+    assert rounds_of(["syncer", "mm2"], "once") == [
+        ("syncer", "syncer", "steady.syncer"),
+        ("mm2", "mm2", "steady.mm2"),
+    ]
+
+
+def test_the_first_rounds_timeline_keeps_its_old_names() -> None:
+    assert timeline_file("syncer") == "steady-timeline-syncer.json"
+    assert timeline_file("syncer", "readers") == "steady-timeline-syncer-readers.json"
+    assert timeline_file("syncer #2", "readers") == "steady-timeline-syncer-2-readers.json"
+
+
+def test_a_copiers_rounds_pool_into_one_row() -> None:
+    early = Latencies([1.0, 2.0], [0.5, 0.5], [0.5, 1.5], unmatched=1)
+    late = Latencies([3.0, 4.0], [0.5, 0.5], [2.5, 3.5])
+    mm2 = Latencies([2.0] * 4, [0.5] * 4, [1.0] * 4)
+    together = pooled({"syncer": early, "mm2": mm2, "syncer #2": late})
+    assert sorted(together) == ["mm2", "syncer"]
+    assert together["syncer"].hop == [0.5, 1.5, 2.5, 3.5] and together["syncer"].unmatched == 1
+    rows = {name: row_of(latencies, 0.2) for name, latencies in together.items()}
+    assert rows["syncer"]["hop_p50_ms"] == 2.5  # of the four, not of either round
+    ratios = ratios_of(rows)
+    assert ratios["hop p50 (syncer / MM2)"] == 2.5 and ratios["CPU (syncer / MM2)"] == 1.0
+    assert "hop p50 (floor / MM2)" not in ratios
