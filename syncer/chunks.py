@@ -1,16 +1,18 @@
 """The gap of one partition as chunks fetched in parallel from any remote that holds them,
 and a bounded reorder buffer that hands them back strictly in offset order. What to fetch,
 from where, and what is ready is decided by ``chunk_plan.ChunkPlan``; this module owns the
-fetch tasks: one per chunk the plan launches, each answer or failure fed back to it. The
-copier waits on one future that the fetcher sets as it hands an answer back (``answered``),
-not on ``asyncio.wait``: it writes the records in the next loop turn, not three turns on."""
+fetches: one per chunk the plan launches, each answer or failure fed back to it. A fetch is
+the fetcher's own future, no task of ours around it (a task per chunk cost a creation and
+two steps of the loop per answer, ahead of the copier's write). The copier waits on one
+future that the fetcher sets as it hands an answer back (``answered``), not on
+``asyncio.wait``: it writes the records in the next loop turn, not three turns on."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Coroutine, Mapping
+from collections.abc import Awaitable, Mapping
 from functools import partial
 from typing import Any
 
@@ -40,28 +42,16 @@ log = logging.getLogger(__name__)
 ONE_SOURCE_HOLD_S = 300.0
 
 
-def _drop(answer: Awaitable[Any], _task: object) -> None:
-    """A chunk's task ended: if it was cancelled before it awaited its fetch, the fetch is
-    given up (queued, its future; a failure nobody awaited is taken) or closed (never
-    started, a coroutine)."""
-    if isinstance(answer, asyncio.Future):
-        if answer.done() and not answer.cancelled():
-            answer.exception()
-        answer.cancel()
-    elif isinstance(answer, Coroutine):
-        answer.close()
-
-
-def _retrieve(task: asyncio.Task[Any]) -> None:
+def _retrieve(task: asyncio.Future[Any]) -> None:
     """Take a thrown-away fetch's outcome, so that none goes unretrieved."""
     if task.done() and not task.cancelled():
         task.exception()
 
 
 class ChunkScheduler:
-    """Per partition: the fetch tasks of the chunks its plan launches. Each fetch is timed
-    once, by the fetcher (from when its request goes out; its wait in the queue is bounded
-    there too), so a chunk's task always ends."""
+    """Per partition: the fetches of the chunks its plan launches. Each fetch is timed once,
+    by the fetcher (from when its request goes out; its wait in the queue is bounded there
+    too), so a chunk's fetch always ends."""
 
     def __init__(
         self,
@@ -84,7 +74,10 @@ class ChunkScheduler:
             config.max_chunks,
             self.memory,
         )
-        self._tasks: dict[int, asyncio.Task[tuple[FetchedPartition, float]]] = {}  # by number
+        # each chunk's fetch, by number: the fetcher's future (or a task, where a lane must
+        # learn the leader first), and when it was asked
+        self._tasks: dict[int, asyncio.Future[FetchedPartition]] = {}
+        self._asked: dict[int, float] = {}
         self._stopping = False
         # what ``next_ready`` waits on: a fetch task ending, or a stop
         self._wake: asyncio.Future[None] | None = None
@@ -129,6 +122,7 @@ class ChunkScheduler:
         self.plan.clear()
         tasks = list(self._tasks.values())
         self._tasks.clear()
+        self._asked.clear()
         # their outcomes (cancelled, or an error) are not needed; a cancellation of the
         # caller itself (the copier's) is raised, not swallowed
         await cancel_and_wait(*tasks)
@@ -138,9 +132,11 @@ class ChunkScheduler:
         self._drop_excluded()
         for chunk in self.plan.launches(frontier, target, time.monotonic()):
             answer = self._ask(chunk, self.plan.ask_bytes(chunk), self.plan.polls(chunk))
-            task = asyncio.create_task(self._fetch(answer, time.monotonic()))
-            task.add_done_callback(partial(_drop, answer))
-            self._tasks[chunk.number] = task
+            fetch = asyncio.ensure_future(answer)  # a future already, but for a coroutine
+            # a failure, or a stop, wakes the copier too (an answer woke it as it was set)
+            fetch.add_done_callback(partial(self._ended, chunk.number))
+            self._tasks[chunk.number] = fetch
+            self._asked[chunk.number] = time.monotonic()
             log.debug(
                 "%s[%d]: chunk %s..%s from %s (lead %d)",
                 self.tp.topic,
@@ -173,21 +169,11 @@ class ChunkScheduler:
             answered=self._wake_copier,
         )
 
-    async def _fetch(
-        self, answer: Awaitable[FetchedPartition], started: float
-    ) -> tuple[FetchedPartition, float]:
-        """A chunk's task: its answer, timed from when it was asked. One that fails or is
-        cancelled wakes the copier as it ends."""
-        try:
-            fetched = await answer
-        finally:
+    def _ended(self, number: int, fetch: asyncio.Future[FetchedPartition]) -> None:
+        """Chunk ``number``'s fetch ended: the copier looks, unless it took the outcome
+        already (woken by ``answered``, it may wait for another fetch by now)."""
+        if self._tasks.get(number) is fetch:
             self._wake_copier()
-        self._quiet = not fetched.records
-        seconds = time.monotonic() - started
-        if RECORDER is not None:
-            RECORDER.chunks.fetch_s.add(seconds)
-            RECORDER.chunks.fetch_bytes.add(len(fetched.records))
-        return fetched, seconds
 
     async def next_ready(self, frontier: int) -> Fetched | None:
         """``_next_ready``, timed for ``waits`` when that counts."""
@@ -234,7 +220,8 @@ class ChunkScheduler:
             for number, task in list(self._tasks.items()):
                 if task.done():
                     del self._tasks[number]
-                    self._complete(task, self.plan.inflight[number])
+                    asked = self._asked.pop(number)
+                    self._complete(task, asked, self.plan.inflight[number])
             self.launch(frontier, self.plan.target)
 
     def _drop_excluded(self) -> None:
@@ -242,16 +229,21 @@ class ChunkScheduler:
         what they fetched and fetches their ranges again from the others)."""
         for chunk in self.plan.discard_excluded():
             task = self._tasks.pop(chunk.number)
+            del self._asked[chunk.number]
             task.cancel()
             task.add_done_callback(_retrieve)
 
-    def _complete(self, task: asyncio.Task[tuple[FetchedPartition, float]], chunk: Chunk) -> None:
+    def _complete(self, task: asyncio.Future[FetchedPartition], asked: float, chunk: Chunk) -> None:
+        """A chunk's fetch ended (answered, failed, or cancelled by a stop): fed to the plan,
+        or the partition halts (raised)."""
         if chunk.remote in self.sources.dropped:  # dropped while it was in flight
             _retrieve(task)
             self.plan.failed(chunk)
             return
         try:
-            fetched, seconds = task.result()
+            fetched = task.result()
+            seconds = time.monotonic() - asked  # to now: the copier's step follows the answer
+            self._counted(fetched, seconds)
             verdict = self._judge(chunk, fetched)
         except (TransientClusterError, TimeoutError, OSError) as exc:
             self._remote_failed(chunk, exc)
@@ -275,6 +267,13 @@ class ChunkScheduler:
             got.covered_end,
             got.size,
         )
+
+    def _counted(self, fetched: FetchedPartition, seconds: float) -> None:
+        """An answer came: the next empty poll may be held (``_holds``) if it brought none."""
+        self._quiet = not fetched.records
+        if RECORDER is not None:
+            RECORDER.chunks.fetch_s.add(seconds)
+            RECORDER.chunks.fetch_bytes.add(len(fetched.records))
 
     def _leader_moved(self, chunk: Chunk, fetched: FetchedPartition) -> None:
         """Fetched again at once: the fetcher holds it until the metadata refresh the answer

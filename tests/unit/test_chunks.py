@@ -322,7 +322,7 @@ async def test_the_first_empty_poll_after_records_comes_back_so_the_copier_knows
     sources = PartitionSources(TP("t", 0), health, {"east": RemoteEnds(0, 10)})
     scheduler = ChunkScheduler(TP("t", 0), {"east": fetcher}, sources, CONFIG)  # type: ignore[dict-item]
     for _ in range(5):
-        await scheduler._fetch(scheduler._ask(Chunk(10, None, "east"), None, True), 0.0)
+        scheduler._counted(await scheduler._ask(Chunk(10, None, "east"), None, True), 0.0)
     assert fetcher.held == [False, False, True, True, False]
     await scheduler.close()
 
@@ -335,9 +335,9 @@ async def test_a_partition_with_one_remote_lets_its_empty_polls_be_held_long() -
     one, two = Answers(b""), Answers(b"", b"")
     sources = PartitionSources(TP("t", 0), health, {"east": RemoteEnds(0, 10)})
     alone = ChunkScheduler(TP("t", 0), {"east": one}, sources, CONFIG)  # type: ignore[dict-item]
-    await alone._fetch(alone._ask(Chunk(10, None, "east"), None, True), 0.0)
+    await alone._ask(Chunk(10, None, "east"), None, True)
     both = ChunkScheduler(TP("t", 0), {"east": two, "west": two}, sources, CONFIG)  # type: ignore[dict-item]
-    await both._fetch(both._ask(Chunk(10, None, "east"), None, True), 0.0)
+    await both._ask(Chunk(10, None, "east"), None, True)
     assert one.hold_s == [ONE_SOURCE_HOLD_S] and two.hold_s == [None]
     await alone.close()
     await both.close()
