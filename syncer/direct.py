@@ -29,11 +29,11 @@ from syncer.connection import TP
 from syncer.hop_trace import TRACE
 from syncer.protocol import ProduceRequest_v13
 from syncer.protocol.fetch import FetchAnswer, LeanFetchRequest_v13, fetch_v13_frame
-from syncer.protocol.produce import produce_v13_frame
+from syncer.protocol.produce import LeanProduceRequest_v13, produce_v13_frame
 
 # what aiokafka's reader asks of the request an answer belongs to: its header's version and
 # the answer's type (a flexible request's answer has header v1)
-_ANSWER_OF = ProduceRequest_v13(None, -1, 0, [], {})
+_ANSWER_OF = LeanProduceRequest_v13(None, -1, 0, [], {})
 _FETCH_ANSWER_OF = LeanFetchRequest_v13(-1, 0, 1, 0, 0, 0, -1, [], [], "", {})
 
 

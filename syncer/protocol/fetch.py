@@ -26,6 +26,7 @@ from syncer.protocol.common import (
     FETCH,
     Uuid,
 )
+from syncer.protocol.lean import Reader, ResponseHeader, read_header_v1
 
 # fetch ----------------------------------------------------------------------------------
 
@@ -253,48 +254,6 @@ def fetch_v13_frame(
     return _SIZE.pack(len(body)) + body
 
 
-class _Reader:
-    """Kafka's flexible encoding, read from ``data`` at ``pos`` on."""
-
-    def __init__(self, data: bytes, pos: int) -> None:
-        self.data, self.pos = data, pos
-
-    def uvarint(self) -> int:
-        value = shift = 0
-        while True:
-            byte = self.data[self.pos]
-            self.pos += 1
-            value |= (byte & 0x7F) << shift
-            if not byte & 0x80:
-                return value
-            shift += 7
-            if shift > 28:
-                raise ValueError(f"invalid varint at {self.pos}")
-
-    def take(self, fmt: struct.Struct) -> tuple[Any, ...]:
-        values = fmt.unpack_from(self.data, self.pos)
-        self.pos += fmt.size
-        return values
-
-    def skip_tags(self) -> None:
-        for _ in range(self.uvarint()):
-            self.uvarint()  # the tag
-            size = self.uvarint()
-            self.pos += size
-        if self.pos > len(self.data):
-            raise ValueError("buffer underrun in tagged fields")
-
-    def compact_bytes(self) -> bytes:
-        size = self.uvarint() - 1
-        if size <= 0:
-            return b""
-        end = self.pos + size
-        if end > len(self.data):
-            raise ValueError("buffer underrun decoding bytes")
-        value, self.pos = self.data[self.pos : end], end
-        return value
-
-
 @dataclass(frozen=True, slots=True)
 class FetchAnswer:
     """A decoded Fetch v13 answer: its own error code and session id, and every partition
@@ -307,12 +266,11 @@ class FetchAnswer:
 
 def read_fetch_v13(data: bytes, pos: int = 0) -> FetchAnswer:
     """The Fetch v13 answer whose body starts at ``pos`` of ``data`` (past its header)."""
-    reader = _Reader(data, pos)
+    reader = Reader(data, pos)
     _throttle, top_error, session_id = reader.take(_ANSWER_HEAD)
     out: list[FetchedById] = []
     for _ in range(reader.uvarint() - 1):
-        topic_id = uuid.UUID(bytes=data[reader.pos : reader.pos + 16])
-        reader.pos += 16
+        topic_id = reader.topic_id()
         for _ in range(reader.uvarint() - 1):
             partition, code, hw, lso, start = reader.take(_PARTITION_HEAD)
             aborted = []
@@ -343,7 +301,10 @@ class LeanFetchResponse:
 
 
 class LeanFetchRequest_v13(FetchRequest_v13):
-    """A Fetch v13 request as aiokafka's reader sees it: header v1 answers, decoded by
-    ``LeanFetchResponse``."""
+    """A Fetch v13 request as aiokafka's reader sees it: header v1 answers, read by
+    ``read_header_v1`` and decoded by ``LeanFetchResponse``."""
 
     RESPONSE_TYPE = LeanFetchResponse  # type: ignore[assignment]  # decodes as aiokafka's would
+
+    def parse_response_header(self, read_buffer: BytesIO) -> ResponseHeader:
+        return read_header_v1(read_buffer)

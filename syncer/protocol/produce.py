@@ -6,6 +6,7 @@ import struct
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
+from io import BytesIO
 from typing import Any
 
 from aiokafka.protocol.api import Request, RequestStruct, Response
@@ -25,6 +26,7 @@ from syncer.protocol.common import (
     PRODUCE_BY_ID,
     Uuid,
 )
+from syncer.protocol.lean import Reader, ResponseHeader, read_header_v1
 
 # produce --------------------------------------------------------------------------------
 
@@ -127,8 +129,62 @@ class ProducedById:
     message: str | None  # the broker's own words on an error, if it gave any
 
 
-def produced_by_id(response: ProduceResponse_v13) -> list[ProducedById]:
+@dataclass(frozen=True, slots=True)
+class ProduceAnswer:
+    """A Produce v13 answer as ``read_produce_v13`` decodes it: every partition."""
+
+    partitions: list[ProducedById]
+
+
+_PRODUCED = struct.Struct(">ihqqq")  # index, error code, base offset, append time, log start
+_BATCH_INDEX = struct.Struct(">i")
+_THROTTLE = struct.Struct(">i")
+
+
+def read_produce_v13(data: bytes, pos: int = 0) -> ProduceAnswer:
+    """The Produce v13 answer whose body starts at ``pos`` of ``data`` (past its header)."""
+    reader = Reader(data, pos)
+    out: list[ProducedById] = []
+    for _ in range(reader.uvarint() - 1):
+        topic_id = reader.topic_id()
+        for _ in range(reader.uvarint() - 1):
+            index, code, base_offset, _append_time, _start = reader.take(_PRODUCED)
+            for _ in range(reader.uvarint() - 1):  # record errors: the message says it
+                reader.take(_BATCH_INDEX)
+                reader.compact_string()
+                reader.skip_tags()
+            message = reader.compact_string()
+            reader.skip_tags()  # the current leader, on NOT_LEADER_OR_FOLLOWER
+            out.append(ProducedById(topic_id, index, code, base_offset, message))
+        reader.skip_tags()
+    reader.take(_THROTTLE)
+    reader.skip_tags()  # node endpoints
+    return ProduceAnswer(out)
+
+
+class LeanProduceResponse:
+    """What aiokafka's reader decodes a produce answer with (its request's
+    ``RESPONSE_TYPE``), for the produces written by ``direct.write_produce``."""
+
+    @classmethod
+    def decode(cls, buffer: BytesIO) -> ProduceAnswer:
+        return read_produce_v13(buffer.getvalue(), buffer.tell())
+
+
+class LeanProduceRequest_v13(ProduceRequest_v13):
+    """A Produce v13 request as aiokafka's reader sees it: header v1 answers, read by
+    ``read_header_v1`` and decoded by ``LeanProduceResponse``."""
+
+    RESPONSE_TYPE = LeanProduceResponse  # type: ignore[assignment]  # decodes as aiokafka's would
+
+    def parse_response_header(self, read_buffer: BytesIO) -> ResponseHeader:
+        return read_header_v1(read_buffer)
+
+
+def produced_by_id(response: ProduceResponse_v13 | ProduceAnswer) -> list[ProducedById]:
     """Every partition of the answer."""
+    if isinstance(response, ProduceAnswer):
+        return response.partitions
     return [
         ProducedById(topic_id, index, code, base_offset, message)
         for topic_id, partitions, *_ in response.responses

@@ -15,7 +15,7 @@ from aiokafka.conn import AIOKafkaConnection
 
 from syncer.clusters import TP
 from syncer.direct import answer, by_id, open_connection, write_produce
-from syncer.protocol import ProduceByIdRequest, ProduceResponse_v13
+from syncer.protocol import ProduceByIdRequest, ProducedById, ProduceResponse_v13, produced_by_id
 from syncer.protocol.produce import produce_v13_frame, uvarint
 
 ORDERS = uuid.UUID("11111111-2222-3333-4444-555555555555")
@@ -104,7 +104,10 @@ async def test_the_answer_reaches_its_request_through_aiokafkas_reader() -> None
         body = ProduceResponse_v13([(ORDERS, landed, {})], 0, {}).encode()
         conn._handle_frame(struct.pack(">i", correlation_id) + b"\x00" + body)
     got = [await answer(conn, first), await answer(conn, second)]
-    assert [r.responses[0][1][0][:3] for r in got] == [(0, 0, 5), (1, 0, 9)]
+    assert [produced_by_id(r) for r in got] == [
+        [ProducedById(ORDERS, 0, 0, 5, None)],
+        [ProducedById(ORDERS, 1, 0, 9, None)],
+    ]
 
 
 async def test_an_unanswered_request_times_out_and_closes_its_connection() -> None:
