@@ -6,7 +6,6 @@ import struct
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from io import BytesIO
 from typing import Any
 
 from aiokafka.protocol.api import Request, RequestStruct, Response
@@ -26,7 +25,7 @@ from syncer.protocol.common import (
     FETCH,
     Uuid,
 )
-from syncer.protocol.lean import Reader, ResponseHeader, read_header_v1
+from syncer.protocol.lean import LeanAnswer, LeanHeader, Reader
 
 # fetch ----------------------------------------------------------------------------------
 
@@ -291,20 +290,8 @@ def read_fetch_v13(data: bytes, pos: int = 0) -> FetchAnswer:
     return FetchAnswer(top_error, session_id, out)
 
 
-class LeanFetchResponse:
-    """What aiokafka's reader decodes a fetch answer with (its request's ``RESPONSE_TYPE``),
-    for the fetches written by ``direct.write_fetch``: ``read_fetch_v13``'s answer."""
+class LeanFetchRequest_v13(LeanHeader, FetchRequest_v13):
+    """A Fetch v13 request as aiokafka's reader sees it, for the fetches written by
+    ``direct.write_fetch``: its answer decoded by ``read_fetch_v13``."""
 
-    @classmethod
-    def decode(cls, buffer: BytesIO) -> FetchAnswer:
-        return read_fetch_v13(buffer.getvalue(), buffer.tell())
-
-
-class LeanFetchRequest_v13(FetchRequest_v13):
-    """A Fetch v13 request as aiokafka's reader sees it: header v1 answers, read by
-    ``read_header_v1`` and decoded by ``LeanFetchResponse``."""
-
-    RESPONSE_TYPE = LeanFetchResponse  # type: ignore[assignment]  # decodes as aiokafka's would
-
-    def parse_response_header(self, read_buffer: BytesIO) -> ResponseHeader:
-        return read_header_v1(read_buffer)
+    RESPONSE_TYPE = LeanAnswer(read_fetch_v13)  # type: ignore[assignment]  # as aiokafka's would

@@ -8,11 +8,13 @@ from __future__ import annotations
 import functools
 import struct
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from io import BytesIO
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 _INT32 = struct.Struct(">i")
+T = TypeVar("T")
 
 
 class Reader:
@@ -96,3 +98,22 @@ def read_header_v1(buffer: BytesIO) -> ResponseHeader:
     reader.skip_tags()
     buffer.seek(reader.pos)
     return ResponseHeader(correlation_id)
+
+
+class LeanAnswer(Generic[T]):
+    """What aiokafka's reader decodes an answer with (its request's ``RESPONSE_TYPE``): ``read``
+    over the frame's bytes, from the body on."""
+
+    def __init__(self, read: Callable[[bytes, int], T]) -> None:
+        self.read = read
+
+    def decode(self, buffer: BytesIO) -> T:
+        return self.read(buffer.getvalue(), buffer.tell())
+
+
+class LeanHeader:
+    """For a request struct written by ``syncer.direct``: aiokafka's reader reads its answers'
+    header (v1) with ``read_header_v1``."""
+
+    def parse_response_header(self, read_buffer: BytesIO) -> ResponseHeader:
+        return read_header_v1(read_buffer)

@@ -6,7 +6,6 @@ import struct
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from io import BytesIO
 from typing import Any
 
 from aiokafka.protocol.api import Request, RequestStruct, Response
@@ -26,7 +25,7 @@ from syncer.protocol.common import (
     PRODUCE_BY_ID,
     Uuid,
 )
-from syncer.protocol.lean import Reader, ResponseHeader, read_header_v1
+from syncer.protocol.lean import LeanAnswer, LeanHeader, Reader
 
 # produce --------------------------------------------------------------------------------
 
@@ -162,23 +161,11 @@ def read_produce_v13(data: bytes, pos: int = 0) -> ProduceAnswer:
     return ProduceAnswer(out)
 
 
-class LeanProduceResponse:
-    """What aiokafka's reader decodes a produce answer with (its request's
-    ``RESPONSE_TYPE``), for the produces written by ``direct.write_produce``."""
+class LeanProduceRequest_v13(LeanHeader, ProduceRequest_v13):
+    """A Produce v13 request as aiokafka's reader sees it, for the produces written by
+    ``direct.write_produce``: its answer decoded by ``read_produce_v13``."""
 
-    @classmethod
-    def decode(cls, buffer: BytesIO) -> ProduceAnswer:
-        return read_produce_v13(buffer.getvalue(), buffer.tell())
-
-
-class LeanProduceRequest_v13(ProduceRequest_v13):
-    """A Produce v13 request as aiokafka's reader sees it: header v1 answers, read by
-    ``read_header_v1`` and decoded by ``LeanProduceResponse``."""
-
-    RESPONSE_TYPE = LeanProduceResponse  # type: ignore[assignment]  # decodes as aiokafka's would
-
-    def parse_response_header(self, read_buffer: BytesIO) -> ResponseHeader:
-        return read_header_v1(read_buffer)
+    RESPONSE_TYPE = LeanAnswer(read_produce_v13)  # type: ignore[assignment]  # as aiokafka's would
 
 
 def produced_by_id(response: ProduceResponse_v13 | ProduceAnswer) -> list[ProducedById]:
