@@ -75,9 +75,8 @@ class ChunkScheduler:
             self.memory,
         )
         # each chunk's fetch, by number: the fetcher's future (or a task, where a lane must
-        # learn the leader first), and when it was asked
+        # learn the leader first)
         self._tasks: dict[int, asyncio.Future[FetchedPartition]] = {}
-        self._asked: dict[int, float] = {}
         self._stopping = False
         # what ``next_ready`` waits on: a fetch task ending, or a stop
         self._wake: asyncio.Future[None] | None = None
@@ -122,7 +121,6 @@ class ChunkScheduler:
         self.plan.clear()
         tasks = list(self._tasks.values())
         self._tasks.clear()
-        self._asked.clear()
         # their outcomes (cancelled, or an error) are not needed; a cancellation of the
         # caller itself (the copier's) is raised, not swallowed
         await cancel_and_wait(*tasks)
@@ -136,7 +134,6 @@ class ChunkScheduler:
             # a failure, or a stop, wakes the copier too (an answer woke it as it was set)
             fetch.add_done_callback(partial(self._ended, chunk.number))
             self._tasks[chunk.number] = fetch
-            self._asked[chunk.number] = time.monotonic()
             log.debug(
                 "%s[%d]: chunk %s..%s from %s (lead %d)",
                 self.tp.topic,
@@ -220,8 +217,7 @@ class ChunkScheduler:
             for number, task in list(self._tasks.items()):
                 if task.done():
                     del self._tasks[number]
-                    asked = self._asked.pop(number)
-                    self._complete(task, asked, self.plan.inflight[number])
+                    self._complete(task, self.plan.inflight[number])
             self.launch(frontier, self.plan.target)
 
     def _drop_excluded(self) -> None:
@@ -229,11 +225,10 @@ class ChunkScheduler:
         what they fetched and fetches their ranges again from the others)."""
         for chunk in self.plan.discard_excluded():
             task = self._tasks.pop(chunk.number)
-            del self._asked[chunk.number]
             task.cancel()
             task.add_done_callback(_retrieve)
 
-    def _complete(self, task: asyncio.Future[FetchedPartition], asked: float, chunk: Chunk) -> None:
+    def _complete(self, task: asyncio.Future[FetchedPartition], chunk: Chunk) -> None:
         """A chunk's fetch ended (answered, failed, or cancelled by a stop): fed to the plan,
         or the partition halts (raised)."""
         if chunk.remote in self.sources.dropped:  # dropped while it was in flight
@@ -242,7 +237,7 @@ class ChunkScheduler:
             return
         try:
             fetched = task.result()
-            seconds = time.monotonic() - asked  # to now: the copier's step follows the answer
+            seconds = time.monotonic() - chunk.launched  # the copier's step follows the answer
             self._counted(fetched, seconds)
             verdict = self._judge(chunk, fetched)
         except (TransientClusterError, TimeoutError, OSError) as exc:
