@@ -8,6 +8,7 @@ assignment: every assigned partition stays paused, so it never fetches from them
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import socket
@@ -41,6 +42,7 @@ log = logging.getLogger(__name__)
 
 ASSIGNOR_NAME = "syncer-gap-sticky"
 POLL_RETRY_S = 1.0  # the pause before polling again after a retriable error
+UNKNOWN_RETRY_S = 1.0  # between metadata asks for topics given out unknown
 # the group's consumer never reads (every partition paused), yet aiokafka's fetch loop looks
 # at every assigned partition each time it wakes: each poll, and every consumer_timeout_ms
 # (200 ms by default). At 3,333 partitions a member that woke 6 times a second spent about
@@ -61,11 +63,16 @@ class GapStickyAssignor(AbstractPartitionAssignor):  # type: ignore[misc]
     def __init__(self) -> None:
         self.gaps: dict[TP, int] = {}
         self.owned: set[TP] = set()
+        # told the topics given out whose partitions the leader's metadata does not know
+        self.on_unknown: Callable[[set[str]], None] = lambda topics: None
 
     def assign(
         self, cluster: Any, members: Mapping[str, ConsumerProtocolMemberMetadata]
     ) -> dict[str, ConsumerProtocolMemberAssignment]:
         topics = common_topics(meta.subscription for meta in members.values())
+        unknown = {topic for topic in topics if not cluster.partitions_for_topic(topic)}
+        if unknown:
+            self.on_unknown(unknown)
         gaps = subscribed_gaps(topics, cluster.partitions_for_topic, self.gaps)
         owned = {member: decode_owned(meta.user_data) for member, meta in members.items()}
         plan = assign(owned, weights_from_gaps(gaps))
@@ -190,6 +197,8 @@ class GroupMember:
         self._consumer: AIOKafkaConsumer | None = None
         self._topics: tuple[str, ...] = ()
         self._poll_task: asyncio.Task[None] | None = None
+        self._looking: asyncio.Task[None] | None = None  # for topics the leader did not know
+        self.assignor.on_unknown = self._look_for
 
     def __repr__(self) -> str:
         return f"<GroupMember {self.group.group}/{self.name} [owns: {len(self.assigned)}]>"
@@ -293,6 +302,35 @@ class GroupMember:
                 )
                 await asyncio.sleep(POLL_RETRY_S)
 
+    def _look_for(self, topics: set[str]) -> None:
+        """As group leader, this member gave out ``topics`` without their partitions: its
+        consumer's metadata did not know them yet (a topic just created, on a broker not told
+        yet). Its metadata is asked again until it knows them; aiokafka rejoins the group as
+        it sees their partitions. Left to aiokafka's own refresh (every 5 minutes), the
+        whole group owned nothing that long (a 3-node local cluster, two members, at start)."""
+        if self._looking is None or self._looking.done():
+            self._looking = asyncio.create_task(self._refresh_until_known(topics))
+
+    async def _refresh_until_known(self, topics: set[str]) -> None:
+        consumer = self._consumer
+        if consumer is None:
+            return
+        client = consumer._client
+        while consumer is self._consumer:  # not a consumer this member stopped since
+            cluster = client.cluster
+            missing = {t for t in topics if not cluster.partitions_for_topic(t)}
+            if not missing or not missing <= set(self._topics):
+                return  # known now (the rejoin follows), or no longer subscribed
+            log.info(
+                "group %s: the leader's metadata lacks %s: asking again",
+                self.group.group,
+                ", ".join(sorted(missing)),
+            )
+            # bounded: aiokafka's update was seen never to end after a broker restart
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(client.force_metadata_update(), 10)
+            await asyncio.sleep(UNKNOWN_RETRY_S)
+
     def _poll_died(self, task: asyncio.Task[None]) -> None:
         if not task.cancelled() and task.exception() is not None:
             log.error(
@@ -335,9 +373,9 @@ class GroupMember:
         """Leave the group (the others take over at once); idempotent. The consumer is
         closed even when the caller is cancelled while the poll task ends."""
         task, self._poll_task = self._poll_task, None
+        looking, self._looking = self._looking, None
         try:
-            if task is not None:
-                await cancel_and_wait(task)
+            await cancel_and_wait(*(t for t in (task, looking) if t is not None))
         finally:
             consumer, self._consumer = self._consumer, None
             self._topics = ()  # a restarted member subscribes again

@@ -322,6 +322,21 @@ def test_only_subscribed_topics_are_assigned_and_junk_user_data_owns_nothing() -
     assert len(plan["old"]) == len(plan["new"]) == 1
 
 
+def test_a_topic_given_out_before_the_leader_knows_its_partitions_is_told() -> None:
+    # the leader's metadata lacks it (just created): nothing of it is given out, and the
+    # member is told, so that it asks its metadata again until it knows (aiokafka then
+    # rejoins); left alone, aiokafka looks again only after 5 minutes
+    leader = GapStickyAssignor()
+    told: list[set[str]] = []
+    leader.on_unknown = told.append
+    members = {m: ConsumerProtocol.METADATA(0, ["t", "new"], b"") for m in ("a", "b")}
+    plan = leader.assign(Metadata({"t": 2}), members)
+    assert told == [{"new"}]
+    assert {tp for a in plan.values() for tp in a.partitions()} == {TP("t", 0), TP("t", 1)}
+    leader.assign(Metadata({"t": 2, "new": 1}), members)
+    assert told == [{"new"}]  # known now: nothing more to tell
+
+
 def test_the_leaders_measured_gaps_weigh_partitions() -> None:
     leader = GapStickyAssignor()
     leader.gaps = {TP("t", 0): 1_000_000}  # the rest caught up or never measured
