@@ -164,9 +164,18 @@ async def test_json_logs_and_a_watched_status(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # Ctrl-C as a terminal sends it: a test run started in the background (``make test
+        # &``) ignores SIGINT, and a child keeps that (it hung here, and its leftover
+        # process failed the next test)
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     time.sleep(4)
     watching.send_signal(signal.SIGINT)
-    out, err = watching.communicate(timeout=30)
+    try:
+        out, err = watching.communicate(timeout=30)
+    finally:
+        if watching.poll() is None:  # never left running for a later test to find
+            watching.kill()
+            watching.communicate()
     assert watching.returncode == 0, err
     assert "records/s" in out and topic in out
