@@ -35,6 +35,9 @@ class FetchConnections:
     def polls_full(self, node: int) -> bool:
         return len(self.polling[node]) >= len(POLL_CONNECTIONS)
 
+    def free_polls(self, node: int) -> int:
+        return len(POLL_CONNECTIONS) - len(self.polling[node])
+
     def data_room(self, node: int) -> bool:
         return self.data_busy[node] < PIPELINE
 

@@ -95,6 +95,9 @@ class Fetcher(RequestLoop):
             config.fetch_max_wait_ms, min(QUIET_WAIT_MS, config.chunk_timeout_ms // 3)
         )
         self._brought: dict[TP, float] = {}  # when each partition's fetch last held records
+        # answers are being handed back: the polls the copiers' steps ask for meanwhile go
+        # out right after (``_send_now``), not one by one ahead of the steps still to come
+        self._handing = False
         self.fetches = 0
         self.pending_bytes = 0  # asked for and not answered yet: how loaded this lane is
         self.pending: dict[TP, int] = {}  # fetches waiting or in flight, per partition
@@ -155,21 +158,28 @@ class Fetcher(RequestLoop):
         self.pending[tp] = self.pending.get(tp, 0) + 1
         future.add_done_callback(lambda _: self._done(tp, want))
         if at_once:
-            try:
-                self._dispatch()
-            except Exception:
-                self._wakeup.set()  # a bug: the loop's pass meets it again and dies of it
+            self._send_now()
         return future
 
     def _idle(self) -> bool:
-        """Nothing to gather a poll with: the loop runs, has no pass to make and no other
-        fetch waits. Then a partition's poll is written at once, in its copier's turn; else
-        in the loop's pass, with the others of the turn. A caught-up partition's next poll,
-        asked as its copier takes an answer, goes in the pass the freed poll connection
-        wakes, right after the copier's step: behind the copier's write of that answer
-        (written first, the poll put its own syscall ahead of every record's produce)."""
+        """Nothing to gather a poll with: the loop runs, has no pass to make, no other fetch
+        waits and no answer is being handed back. Then a partition's poll is written at
+        once, in its copier's turn; else in the loop's pass, with the others. A caught-up
+        partition's next poll goes behind its copier's write of what the last one brought
+        (written first, the poll put its own syscall ahead of every record's produce): asked
+        by the copier's step as the answer is handed back, it goes right after the steps of
+        that answer (``_send_now``); asked in the copier's task, in the pass the freed poll
+        connection wakes, right after the task's step."""
         running = self._task is not None and not self._task.done()
-        return running and not self._wakeup.is_set() and not self._wants
+        return running and not self._wakeup.is_set() and not self._wants and not self._handing
+
+    def _send_now(self) -> None:
+        """The loop's pass, made now."""
+        try:
+            while self._dispatch():
+                pass
+        except Exception:
+            self._wakeup.set()  # a bug: the loop's pass meets it again and dies of it
 
     def _done(self, tp: TP, want: Want) -> None:
         """``want`` was answered, failed, or given up by its caller (its future cancelled)."""
@@ -241,16 +251,35 @@ class Fetcher(RequestLoop):
             if not self.brokers.holds(node, now):
                 by_node.setdefault((node, RequestKind.QUIET), {})
         for (node, kind), wants in by_node.items():
-            wait_ms = self.config.fetch_max_wait_ms
-            if kind is RequestKind.DATA:
-                # a broker fills an answer in the request's order until its max_bytes is
-                # spent: the partitions that brought records longest ago go first
-                wants = dict(sorted(wants.items(), key=lambda w: self._brought.get(w[0], 0.0)))
-                wait_ms = 0
-            elif kind is RequestKind.QUIET:
-                wait_ms = self._quiet_wait_ms
-            self._send(node, self.connections.take(node, kind), wants, wait_ms)
+            wait_ms = self._wait_ms(kind)
+            for part in self._requests_of_kind(node, kind, wants):
+                self._send(node, self.connections.take(node, kind), part, wait_ms)
         return bool(by_node)
+
+    def _wait_ms(self, kind: RequestKind) -> int:
+        if kind is RequestKind.DATA:
+            return 0
+        if kind is RequestKind.QUIET:
+            return self._quiet_wait_ms
+        return self.config.fetch_max_wait_ms
+
+    def _requests_of_kind(
+        self, node: int, kind: RequestKind, wants: dict[TP, Want]
+    ) -> list[dict[TP, Want]]:
+        """The requests ``wants`` go in: polls spread over the free poll connections (a
+        partition polled alone is answered alone, as its records come, and its copier's step
+        waits for no other's), the rest in one. A broker fills an answer in the request's
+        order until its max_bytes is spent: in a data request, the partitions that brought
+        records longest ago go first."""
+        if kind is RequestKind.DATA:
+            return [dict(sorted(wants.items(), key=lambda w: self._brought.get(w[0], 0.0)))]
+        if kind is not RequestKind.POLL or len(wants) < 2:
+            return [wants]
+        parts: list[dict[TP, Want]] = [{} for _ in range(self.connections.free_polls(node))]
+        parts = parts[: len(wants)] or [{}]
+        for i, (tp, want) in enumerate(wants.items()):
+            parts[i % len(parts)][tp] = want
+        return parts
 
     def _kind(self, tp: TP, want: Want, node: int, quiet_since: float) -> RequestKind:
         poll = want.poll
@@ -314,11 +343,28 @@ class Fetcher(RequestLoop):
         back, or fail its fetches."""
         node, connection, out = request.node, request.connection, request.out
         quiet = connection == QUIET_CONNECTION
+        done = False
         try:
             result = await self._request(request, answer)
             if TRACE is not None:
                 fetch_answered(TRACE, self.cluster._client, request, result, DATA_CONNECTION)
-            self._answered(out, result, quiet)
+            # free before the answers are handed back: a caught-up partition's copier writes
+            # what its poll brought as it is handed back and asks its next poll, which goes
+            # out at once on a free connection (held, it waited for a pass and shared one
+            # request with the other partitions re-armed meanwhile: 2.6 partitions a poll
+            # against 1.2, each answer's partitions stepped one after another)
+            done = True
+            self.brokers.done(node, out)
+            self.connections.free(node, connection)
+            self._handing = True
+            try:
+                self._answered(out, result, quiet)
+            finally:
+                self._handing = False
+            self._send_now()  # the polls the copiers' steps asked for, behind their writes
+            # and the loop's pass after the copiers this woke (their polls go behind their
+            # steps' writes: asked while it is due, a poll waits for it)
+            self._wakeup.set()
         except Exception as exc:
             error = self.brokers.failed(node, out, exc, request.sent, request.seen)
             for want in self.quiet.fail(node) if quiet else wants.values():
@@ -327,8 +373,9 @@ class Fetcher(RequestLoop):
         finally:
             if isinstance(answer, Coroutine):
                 answer.close()  # never awaited if the task was cancelled before it began
-            self.brokers.done(node, out)
-            self._free(node, connection)
+            if not done:
+                self.brokers.done(node, out)
+                self._free(node, connection)
 
     def _answered(
         self, wants: Mapping[TP, Want], result: dict[TP, FetchedPartition], quiet: bool

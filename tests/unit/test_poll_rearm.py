@@ -188,9 +188,12 @@ async def test_a_caught_up_partitions_next_poll_is_written_right_after_its_copie
         await f.stop()
 
 
-async def test_polls_asked_in_one_turn_after_the_first_go_out_together() -> None:
+async def test_polls_asked_in_one_turn_after_the_first_go_out_in_the_pass_each_alone() -> None:
     """To an idle fetcher the first poll is written at once; the others of that turn wait
-    for the fetcher's pass, and go out in one request."""
+    for the fetcher's pass, which gives each its own request while poll connections are
+    free: a partition polled alone is answered as its own records come, and its copier's
+    step waits for no other partition's (in one request, 2.6 partitions a poll against 1.2,
+    stepped one after another, and coupled for good: each answer re-armed them together)."""
     broker = WritingBroker()
     config = CopierConfig(fetch_max_wait_ms=5_000, chunk_timeout_ms=10_000)
     f = Fetcher(broker, config, topic_ids={"t": uuid.uuid4()})  # type: ignore[arg-type]
@@ -201,7 +204,27 @@ async def test_polls_asked_in_one_turn_after_the_first_go_out_together() -> None
         assert [offset for offset, _turn in broker.written] == [0]  # A's, written at once
         for _ in range(5):
             await asyncio.sleep(0)
-        assert [sorted(o) for _c, o, _w in broker.requests] == [[A], [B, C]]
+        assert [sorted(o) for _c, o, _w in broker.requests] == [[A], [B], [C]]
+        assert len({c for c, _o, _w in broker.requests}) == 3  # on three connections
+        for poll in polls:
+            poll.cancel()
+    finally:
+        await f.stop()
+
+
+async def test_more_polls_than_free_connections_share_them_evenly() -> None:
+    broker = WritingBroker()
+    config = CopierConfig(fetch_max_wait_ms=5_000, chunk_timeout_ms=10_000)
+    f = Fetcher(broker, config, topic_ids={"t": uuid.uuid4()})  # type: ignore[arg-type]
+    f.start()
+    try:
+        await asyncio.sleep(0)
+        polls = [f.fetch(TP("t", p), 0, poll=True) for p in range(20)]
+        for _ in range(5):
+            await asyncio.sleep(0)
+        sizes = sorted(len(o) for _c, o, _w in broker.requests)
+        assert sizes == [1, 2, 2, 3, 3, 3, 3, 3]  # the first alone, 19 over the 7 left
+        assert sum(sizes) == 20 and len({c for c, _o, _w in broker.requests}) == 8
         for poll in polls:
             poll.cancel()
     finally:
