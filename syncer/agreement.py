@@ -157,6 +157,8 @@ class Agreement:
         """Raise ``SourceDropped`` if ``got``'s remote must not be written from,
         ``PartitionHalted`` if no remote is left, ``CheckFailed`` if a remote needed to
         tell did not answer."""
+        if self.check_now(got, frontier):
+            return
         remote = got.remote
         if remote in self.sources.dropped:
             raise SourceDropped(f"remote {remote} was dropped: {self.sources.dropped[remote]}")
@@ -178,6 +180,26 @@ class Agreement:
         self.checked.add(remote)
         self._failures[remote] = self.sources.health(remote).errors
         self._passed = got
+
+    def check_now(self, got: Fetched, frontier: int) -> bool:
+        """``check`` where it reads nothing: True once ``got`` passed; False if it needs a
+        comparison or its remote was dropped or failed since it was checked (nothing is
+        changed then: ``check`` decides)."""
+        remote = got.remote
+        failures = self.sources.health(remote).errors
+        if remote in self.sources.dropped or self._failures.get(remote) != failures:
+            return False
+        if got.covered_end <= frontier:
+            self._passed = None
+            return True  # nothing in it to write
+        if proof_needed(remote, frontier, self.last, remote in self.checked) is not Proof.CONTINUES:
+            return False
+        seen = self._chunks.get(remote, 0)
+        if seen % SAMPLE_EVERY == 0 and self._sample(got, frontier) is not None:
+            return False
+        self._chunks[remote] = seen + 1
+        self._passed = got
+        return True
 
     def written(self, got: Fetched) -> None:
         """The chunk just written. Only the digests of its last batches are kept, not the
@@ -253,9 +275,7 @@ class Agreement:
         listing of its ends confirms it; ``PartitionHalted`` if none is left. Nothing of its
         new history is written on top of what was copied; one merely seen below them has
         its next records compared with the local log (a new history may pass them soon)."""
-        for remote, ends in self.sources.usable().items():
-            if ends.end < self.sources.held(remote, copied_end):
-                self.checked.discard(remote)
+        self.ends_hold(copied_end)
         for remote in self.sources.shrunk(copied_end, time.monotonic()):
             source = self.fetchers[remote].lanes[0].cluster
             held = self.sources.held(remote, copied_end)
@@ -267,6 +287,15 @@ class Agreement:
             self.sources.update_end(remote, ends)
             if found is not None:
                 self._drop_or_halt(remote, f"its log ends at {ends.end}, below {held}", found)
+
+    def ends_hold(self, copied_end: int) -> bool:
+        """``check_ends`` where it lists nothing: each remote seen below what was copied from
+        it is compared again before it is written from; False if one lost records copied
+        from it (then ``check_ends`` lists its ends)."""
+        for remote, ends in self.sources.usable().items():
+            if ends.end < self.sources.held(remote, copied_end):
+                self.checked.discard(remote)
+        return not self.sources.shrunk(copied_end, time.monotonic())
 
     async def _local_reference(self, frontier: int) -> dict[int, bytes]:
         """Digests of the real records (not fillers) in the smallest window below
@@ -347,13 +376,22 @@ class Agreement:
             raise CheckFailed(f"comparing {remote}'s records at {low}: {exc}") from exc
         return record_digests(batches, low, high)
 
-    async def _against_remotes(self, got: Fetched, frontier: int) -> None:
-        """Above the frontier there is no local record to compare with: compare with another
-        remote that holds the offsets, and drop the one listed later if they differ."""
+    def _sample(self, got: Fetched, frontier: int) -> tuple[str, int, int] | None:
+        """The remote to compare ``got``'s records above ``frontier`` with, and the offsets
+        (``low`` to ``high``); None if no other remote holds them."""
         low, high = frontier, min(got.covered_end, frontier + SAMPLE_RECORDS)
         reference = self._reference(got.remote, low)
         if reference is None or high <= low:
+            return None
+        return reference, low, high
+
+    async def _against_remotes(self, got: Fetched, frontier: int) -> None:
+        """Above the frontier there is no local record to compare with: compare with another
+        remote that holds the offsets, and drop the one listed later if they differ."""
+        sample = self._sample(got, frontier)
+        if sample is None:
             return
+        reference, low, high = sample
         theirs = await self._remote_digests(reference, low, high, SAMPLE_BYTES)
         result = compare(record_digests(got.batches, low, high), theirs)
         if result.agrees:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
 from typing import Any
 
@@ -86,6 +86,14 @@ class ChunkScheduler:
         # for ``waits`` (the benchmark's counts): what ``next_ready`` last handed back, when
         self._handed: tuple[bool, float] | None = None  # (a chunk, or a want of budget)
         self._wakes = 0
+        # the copier's step taken in the fetcher's turn as an answer comes, while the copier
+        # waits in ``next_ready`` (``PartitionCopier._step_now``); None: the copier wakes
+        self.tail: Callable[[], None] | None = None
+        # the offset the copier waits at: ``next_ready``'s, moved on by the steps ``tail`` takes
+        self.frontier = 0
+        # what ``tail`` left to the copier's task: a chunk it took and could not write
+        # without a wait, or what it raised; ``next_ready`` returns or raises it
+        self._left: tuple[Fetched | None, Exception | None] | None = None
 
     def __repr__(self) -> str:
         plan = self.plan
@@ -163,8 +171,47 @@ class ChunkScheduler:
             poll=poll,
             hold=self._holds,
             hold_s=hold_s,
-            answered=self._wake_copier,
+            answered=self._answered,
         )
+
+    def _answered(self) -> None:
+        """A fetch was answered (in the fetcher's turn): the copier's step is taken now if
+        the copier waits for one (``tail``), else the copier wakes."""
+        parked = self._wake is not None and not self._wake.done()
+        if parked and self.tail is not None and not self._stopping:
+            self.tail()
+        else:
+            self._wake_copier()
+
+    def ready_now(self) -> Fetched | None:
+        """What the copier would take at ``frontier`` if it woke now, without waking it: the
+        fetches that ended fed to the plan and the chunk that continues at the frontier
+        taken; if none is here yet, the next fetches launched (else the copier's step
+        launches them, behind its writes, or ``leave`` does)."""
+        self._collect()
+        found = self._take()
+        if found is None:
+            self.launch(self.frontier, self.plan.target)
+        return found
+
+    def take_now(self) -> Fetched | None:
+        """A chunk fetched already that continues at ``frontier``, taken."""
+        return self._take() if self.plan.ready else None
+
+    @property
+    def fetching(self) -> bool:
+        return bool(self._tasks)
+
+    def leave(self, got: Fetched | None, error: Exception | None = None) -> None:
+        """Wake the copier with ``got`` (a chunk ``ready_now`` took: ``next_ready`` returns
+        it, the next fetches launched first, as when it wakes), or ``error`` (raised
+        there), or nothing (it looks again)."""
+        self._left = (got, error)
+        try:
+            if got is not None and error is None and not self._stopping:
+                self.launch(self.frontier, self.plan.target)
+        finally:
+            self._wake_copier()
 
     def _ended(self, number: int, fetch: asyncio.Future[FetchedPartition]) -> None:
         """Chunk ``number``'s fetch ended: the copier looks, unless it took the outcome
@@ -199,26 +246,45 @@ class ChunkScheduler:
         """The fetched chunk that continues at ``frontier``, waiting for it if it is in
         flight; None if nothing that could continue there is in flight, or if the copier is
         stopping (it need not wait for a long poll to end). Its ``ticket`` holds its bytes in
-        the budget: the copier releases it once its writes are answered."""
+        the budget: the copier releases it once its writes are answered. While it waits,
+        ``tail`` may take steps of the copier's and move ``frontier`` on."""
+        self.frontier = frontier
         while True:
-            self._drop_excluded()
-            found = self.plan.take(frontier)
+            found = self._take()
             if found is not None:
-                if TRACE is not None:
-                    tp, end = self.tp, found.covered_end
-                    TRACE.note("taken", tp.topic, tp.partition, frontier, end)
                 return found
             if not self._tasks or self._stopping:
                 return None
             if not any(task.done() for task in self._tasks.values()):
                 self._wake = asyncio.get_running_loop().create_future()
                 self._wakes += 1
-                await self._wake
-            for number, task in list(self._tasks.items()):
-                if task.done():
-                    del self._tasks[number]
-                    self._complete(task, self.plan.inflight[number])
-            self.launch(frontier, self.plan.target)
+                try:
+                    await self._wake
+                finally:
+                    left, self._left = self._left, None
+                if left is not None:
+                    got, error = left
+                    if error is not None:
+                        raise error
+                    if got is not None:
+                        return got
+            self._collect()
+            self.launch(self.frontier, self.plan.target)
+
+    def _take(self) -> Fetched | None:
+        self._drop_excluded()
+        found = self.plan.take(self.frontier)
+        if found is not None and TRACE is not None:
+            tp, end = self.tp, found.covered_end
+            TRACE.note("taken", tp.topic, tp.partition, self.frontier, end)
+        return found
+
+    def _collect(self) -> None:
+        """Feed the fetches that ended to the plan."""
+        for number, task in list(self._tasks.items()):
+            if task.done():
+                del self._tasks[number]
+                self._complete(task, self.plan.inflight[number])
 
     def _drop_excluded(self) -> None:
         """Cancel the fetches of remotes dropped for this partition (the plan throws away

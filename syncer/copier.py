@@ -25,47 +25,18 @@ from syncer.errors import (
     PartitionHalted,
     TransientClusterError,
 )
-from syncer.holes import Filler, HoleKind, scan
+from syncer.holes import FILLER_REASONS, Filler, Scan, scan
 from syncer.identity import WriterIdentity
 from syncer.landed import check_landed
 from syncer.lanes import Lanes
 from syncer.partition import PartitionSources
+from syncer.retry import next_backoff
 from syncer.status import PartitionStatus, State
+from syncer.waits import RECORDER
 from syncer.writer import Writer
 from syncer.writes import PartitionWrites, Resync, Sent
 
 log = logging.getLogger(__name__)
-
-# the value of a filler's header: why the offset holds no record of the source
-FILLER_REASONS = {
-    HoleKind.MISSING_OFFSETS: "missing",
-    HoleKind.COMPACTED_BATCH: "compacted",
-    HoleKind.CONTROL_BATCH: "marker",
-    HoleKind.ABORTED_DATA: "aborted",
-}
-
-
-def next_backoff(
-    backoff: float,
-    moved: bool,
-    config: CopierConfig,
-    *,
-    healthy_s: float = 0.0,
-    leader_moved: bool = False,
-) -> float:
-    """The wait before resuming after an error, given ``backoff``, the wait after the error
-    before it (0 if none). The first step again if this error follows a healthy stretch:
-    records were copied since the last retry resumed (``moved``), or it ran for longer than
-    the cap without an error (``healthy_s``), or it is a leader that moved (the metadata is
-    refreshed at once, and waiting longer would not bring the new leader sooner). Else twice
-    as long, up to the cap: an error that keeps coming back is not asked of the broker every
-    step. Decided when the error comes, so the first error after an hour of copying does not
-    wait out what was left of an old backoff (issue 19: up to ``retry_backoff_max_ms``)."""
-    first = config.retry_backoff_ms / 1000
-    cap = config.retry_backoff_max_ms / 1000
-    if moved or leader_moved or healthy_s > cap or backoff < first:
-        return first
-    return min(backoff * 2, cap)
 
 
 class PartitionCopier:
@@ -104,6 +75,11 @@ class PartitionCopier:
         self.agreement = Agreement(tp, local, fetchers, sources, identity.producer_id)
         self._stopping = False
         self._stop_requested = asyncio.Event()  # wakes a back-off when a stop is asked for
+        # the offset the next write continues at: the local end, or past the writes sent
+        self.frontier = 0
+        self._until: int | None = None  # a catch-up's end: its steps are all the task's
+        if RECORDER is None:  # the benchmark's clocks time the task's steps
+            self.chunks.tail = self._step_now
         self.writes = PartitionWrites(
             tp,
             local,
@@ -216,17 +192,19 @@ class PartitionCopier:
         log.error("%s[%d] halted: %s", self.tp.topic, self.tp.partition, exc)
 
     async def _copy(self, until: int | None) -> None:
-        frontier = await self.writes.checked_local_end(self._check_landed)
-        await self.chunks.reset(frontier)
+        self.frontier = await self.writes.checked_local_end(self._check_landed)
+        self._until = until
+        await self.chunks.reset(self.frontier)
         try:
             while not self._stopping:
                 target = self.sources.remote_end()
                 if until is not None:
                     target = min(until, target)
-                if until is not None and frontier >= target:
+                if until is not None and self.frontier >= target:
                     break
-                self.chunks.launch(frontier, target)
-                got = await self.chunks.next_ready(frontier)
+                self.chunks.launch(self.frontier, target)
+                got = await self.chunks.next_ready(self.frontier)
+                frontier = self.frontier  # moved on by the steps taken as answers came
                 self.writes.check_done()
                 await self.agreement.check_ends(frontier)  # a remote that lost copied records
                 if got is None and self._stopping:
@@ -235,8 +213,8 @@ class PartitionCopier:
                     await self.chunks.memory.room()  # other partitions hold the budget
                     continue
                 if got is None and (start := self._start_to_align(frontier)) is not None:
-                    frontier = await self._align_start(start)
-                    await self.chunks.reset(frontier)
+                    self.frontier = await self._align_start(start)
+                    await self.chunks.reset(self.frontier)
                     continue
                 if got is None:
                     self._no_source(frontier)
@@ -254,14 +232,63 @@ class PartitionCopier:
                     )
                     await self.chunks.reset(frontier)
                     continue
-                frontier = await self._write(got, frontier)
-                if not self._stopping:  # a stopping copier may have sent only a part of it
-                    self.agreement.written(got)
-                self._release_when_answered(got.ticket)
+                self.frontier = await self._write(got, frontier)
+                self._written(got)
                 del got  # the next fetch must not wait on its memory
         finally:
             await self.chunks.close()
         await self.writes.drain(0)
+
+    def _written(self, got: Fetched) -> None:
+        if not self._stopping:  # a stopping copier may have sent only a part of it
+            self.agreement.written(got)
+        self._release_when_answered(got.ticket)
+
+    def _step_now(self) -> None:
+        """An answer came while the copier waits for one: its steps taken now, in the
+        fetcher's turn, for as long as each continues at the frontier and needs no wait (a
+        caught-up partition's records are written as they arrive, not a loop turn or more
+        later, as a copier of the hop's floor does: ``tests/bench/floor.py``); the first
+        that would wait is left to the copier's task, and so is what one raises."""
+        try:
+            got = self.chunks.ready_now()
+            while got is not None:
+                if not self._write_now(got):
+                    self.chunks.leave(got)
+                    return
+                got = self.chunks.take_now()
+            if not self.chunks.fetching:
+                self.chunks.leave(None)  # nothing in flight: the copier looks why
+        except Exception as exc:  # raised in the copier's task, as if it had taken the step
+            self.chunks.leave(None, exc)
+
+    def _write_now(self, got: Fetched) -> bool:
+        """The copier's step for ``got`` (``_copy``'s loop), taken at once if nothing in it
+        waits: no remote's ends to list, no comparison to read, no hole, and room for every
+        batch behind the writes in flight (``PartitionWrites.room_now``). False: nothing of
+        it was done but what the copier's task does again (judging answered writes)."""
+        frontier = self.frontier
+        if self._until is not None or self._stopping:
+            return False
+        self.writes.check_done()
+        if not self.agreement.ends_hold(frontier):
+            return False
+        found = self._scan(got, frontier)
+        batches = [item for item in found.writable if isinstance(item, Batch)]
+        if found.hole is not None or len(batches) < len(found.writable):
+            return False  # a hole: halted, or filled with writes of their own
+        if not self.writes.room_now([batch.max_timestamp for batch in batches]):
+            return False
+        if not self.agreement.check_now(got, frontier):
+            return False
+        for batch in batches:
+            self._send(batch, got.remote, found.trim_first if batch is batches[0] else None)
+        if not batches:
+            self.status.state = State.CAUGHT_UP
+        self.frontier = self.chunks.frontier = found.next_offset
+        self._written(got)
+        self.chunks.launch(self.frontier, self.sources.remote_end())
+        return True
 
     async def _check_landed(self, low: int, high: int) -> None:
         """Compare local ``[low, high)`` with a remote that holds it; halt on a difference."""
@@ -329,13 +356,7 @@ class PartitionCopier:
         rest of a chunk written one batch at a time held a revoked partition, and with it
         its group's rebalance, for 22 to 33 s; the local end says where the next owner
         resumes)."""
-        found = scan(
-            got.batches,
-            frontier,
-            limit=got.fetched.stable_end,
-            aborted=got.fetched.aborted,
-            fill=self.fill_holes,
-        )
+        found = self._scan(got, frontier)
         for item in found.writable:
             await self.writes.room()
             if self._stopping:
@@ -354,6 +375,11 @@ class PartitionCopier:
         if not found.writable:
             self.status.state = State.CAUGHT_UP
         return found.next_offset
+
+    def _scan(self, got: Fetched, frontier: int) -> Scan:
+        fetched = got.fetched
+        limit, aborted = fetched.stable_end, fetched.aborted
+        return scan(got.batches, frontier, limit=limit, aborted=aborted, fill=self.fill_holes)
 
     async def _fill(self, hole: Filler, remote: str) -> None:
         """Write ``hole``'s offsets as filler records (around a compacted batch's records)."""

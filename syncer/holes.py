@@ -58,6 +58,15 @@ class HoleKind(Enum):
     ABORTED_DATA = "aborted transactional data"
 
 
+# the value of a filler's header: why the offset holds no record of the source
+FILLER_REASONS = {
+    HoleKind.MISSING_OFFSETS: "missing",
+    HoleKind.COMPACTED_BATCH: "compacted",
+    HoleKind.CONTROL_BATCH: "marker",
+    HoleKind.ABORTED_DATA: "aborted",
+}
+
+
 @dataclass(frozen=True, slots=True)
 class Hole:
     offset: int

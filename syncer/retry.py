@@ -16,6 +16,7 @@ from tenacity import (
     wait_random_exponential,
 )
 
+from syncer.config import CopierConfig
 from syncer.errors import SyncerError
 
 log = logging.getLogger(__name__)
@@ -56,3 +57,26 @@ async def retried(
         with attempt:
             return await call()
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def next_backoff(
+    backoff: float,
+    moved: bool,
+    config: CopierConfig,
+    *,
+    healthy_s: float = 0.0,
+    leader_moved: bool = False,
+) -> float:
+    """The wait before resuming after an error, given ``backoff``, the wait after the error
+    before it (0 if none). The first step again if this error follows a healthy stretch:
+    records were copied since the last retry resumed (``moved``), or it ran for longer than
+    the cap without an error (``healthy_s``), or it is a leader that moved (the metadata is
+    refreshed at once, and waiting longer would not bring the new leader sooner). Else twice
+    as long, up to the cap: an error that keeps coming back is not asked of the broker every
+    step. Decided when the error comes, so the first error after an hour of copying does not
+    wait out what was left of an old backoff (issue 19: up to ``retry_backoff_max_ms``)."""
+    first = config.retry_backoff_ms / 1000
+    cap = config.retry_backoff_max_ms / 1000
+    if moved or leader_moved or healthy_s > cap or backoff < first:
+        return first
+    return min(backoff * 2, cap)

@@ -11,7 +11,7 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 
@@ -120,11 +120,24 @@ class PartitionWrites:
         """Wait until the next write may be sent: behind the ones in flight only while the
         broker is known to hold our producer state and will still hold it should one of them
         be refused; otherwise once every earlier write is answered."""
+        await self.drain(self._in_flight_allowed(()))
+
+    def room_now(self, max_timestamps: Sequence[int]) -> bool:
+        """Could writes of these max timestamps all go out now, one after another, with no
+        ``room`` among them waiting? (Each counted in flight for the next, as it would be.)"""
+        if not max_timestamps:
+            return True
+        allowed = self._in_flight_allowed(max_timestamps[:-1])
+        return len(self._pending) + len(max_timestamps) - 1 <= allowed
+
+    def _in_flight_allowed(self, sending: Sequence[int]) -> int:
+        """How many writes may be in flight as the next is sent, with writes of max
+        timestamps ``sending`` sent first."""
         now_ms = int(time.time() * 1000)
-        in_flight = [sent.max_timestamp for sent, _future in self._pending]
+        in_flight = [*(sent.max_timestamp for sent, _future in self._pending), *sending]
         pipelined = self.state_clock.may_pipeline(self.proven_at, in_flight, now_ms)
         self.status.one_at_a_time = not pipelined
-        await self.drain(self.max_in_flight - 1 if pipelined else 0)
+        return self.max_in_flight - 1 if pipelined else 0
 
     def submit(self, sent: Sent, raw: bytes | bytearray) -> None:
         future = self.writer.submit(self.tp, raw)

@@ -399,3 +399,44 @@ async def test_a_remote_seen_ending_below_the_copy_has_its_next_records_compared
     await check.check_ends(11)  # within the grace: no halt, no drop
     assert check.sources.dropped == {}
     assert proof_needed("east", 11, check.last, "east" in check.checked) is Proof.LOCAL
+
+
+# --- the check without a read, for the copier's step in the fetcher's turn (issue 23) -------
+
+
+async def test_check_now_lets_through_only_what_needs_no_read() -> None:
+    same = build(9, [(b"k", b"same")])
+    check, sources = agreement(same, east=same)
+    assert not check.check_now(chunk_at(10), 10)  # not checked yet: the local log is read
+    assert check.last is None and not check.checked  # and nothing changed
+    first = chunk_at(10)
+    await check.check(first, 10)
+    check.written(first)
+    fetches = sources["east"].fetches
+    nxt = chunk_at(11)
+    assert check.check_now(nxt, 11)  # the remote that wrote the records below continues
+    check.written(nxt)
+    assert check.last is not None and check.last.high == 12
+    check.sources.health("east").failed(0.0, "link cut")
+    assert not check.check_now(chunk_at(12), 12)  # failed since: compared again, by check
+    assert sources["east"].fetches == fetches
+
+
+async def test_check_now_leaves_a_due_sample_of_another_remote_to_check() -> None:
+    same = build(9, [(b"k", b"same")])
+    check, sources = agreement(same, east=same, west=same)
+    sources["west"].raw = b"".join(build(o, [(b"k", b"next")]) for o in range(10, 60))
+    first = chunk_at(10)
+    await check.check(first, 10)
+    check.written(first)
+    passed = 0
+    for offset in range(11, 11 + 40):
+        got = chunk_at(offset)
+        if check.check_now(got, offset):
+            passed += 1
+        else:
+            before = sources["west"].fetches
+            await check.check(got, offset)  # every SAMPLE_EVERY chunks: west is read
+            assert sources["west"].fetches == before + 1
+        check.written(got)
+    assert passed == 39  # one sample due in 40 chunks, read by ``check``

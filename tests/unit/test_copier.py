@@ -11,8 +11,9 @@ from syncer.batches import Batch
 from syncer.chunk_types import Chunk, Fetched
 from syncer.clusters import TP, FetchedPartition
 from syncer.config import CopierConfig
-from syncer.copier import PartitionCopier, next_backoff
+from syncer.copier import PartitionCopier
 from syncer.identity import WriterIdentity
+from syncer.retry import next_backoff
 from syncer.status import PartitionStatus
 from syncer.writes import Sent
 from tests.unit.test_holes import batch

@@ -317,3 +317,25 @@ async def test_a_local_end_that_went_back_halts() -> None:
 
 async def unreachable_check(low: int, high: int) -> None:
     raise AssertionError(f"nothing to check, asked {low}..{high}")
+
+
+async def test_room_now_says_what_room_would_wait_for() -> None:
+    # the copier's step taken in the fetcher's turn (``room_now``) sends only what ``room``
+    # would let through without a wait, counting each batch of the step in flight
+    writer, _local, w = await started()
+    assert w.room_now([now_ms()])  # nothing in flight: one write goes, proven or not
+    assert not w.room_now([now_ms(), now_ms()])  # unproven: the second would wait
+    w.submit(batch(0), b"raw")
+    assert not w.room_now([now_ms()])
+    writer.sent[0].set_result(ProduceResult(0, 0))
+    await w.drain(0)
+    fresh = [now_ms()] * 5
+    assert w.room_now(fresh)  # proven and fresh: up to max_in_flight (5)
+    assert not w.room_now([*fresh, now_ms()])
+    w.submit(batch(10), b"raw")
+    assert w.room_now(fresh[:4]) and not w.room_now(fresh)
+    # a batch whose state may expire before the next arrives: nothing goes behind it
+    assert not w.room_now([now_ms() - 2 * DAY_MS, now_ms()])
+    assert w.room_now([now_ms(), now_ms() - 2 * DAY_MS])  # as ``room`` lets the last go
+    room = await waits_for_room(w)
+    assert room.done()  # and room agrees: one more fresh write goes now

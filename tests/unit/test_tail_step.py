@@ -1,0 +1,224 @@
+"""A caught-up copier writes what a poll brings in the fetcher's own loop turn (issue 23, the
+hop): ``ChunkScheduler`` calls the copier's ``_step_now`` as the answer comes while the
+copier waits, and the step is taken there if nothing in it waits, as the hop's floor does
+(``tests/bench/floor.py``); anything that would wait, or raise, is left to the copier's task.
+Driven here with a real ``PartitionCopier``, ``Fetcher`` and ``ChunkScheduler`` over a
+stand-in remote broker that answers real record batches and a stand-in writer whose answers
+the test gives; the local log itself is a stand-in too (its ends only)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from syncer.alignment import StateClock
+from syncer.clusters import TP, FetchedPartition, ProduceResult
+from syncer.config import CopierConfig
+from syncer.copier import PartitionCopier
+from syncer.holes import RemoteEnds
+from syncer.identity import WriterIdentity
+from syncer.lanes import Lanes
+from syncer.partition import PartitionSources
+from syncer.protocol.common import OUT_OF_ORDER_SEQUENCE
+from syncer.sources import SourceHealth
+from syncer.status import State
+from tests.unit.test_chunk_wakeup import records
+from tests.unit.test_fetcher import Broker, fetcher
+from tests.unit.test_poll_rearm import Turns
+
+A = TP("t", 0)
+DAY_MS = 86_400_000
+
+
+@dataclass
+class Remote(Broker):
+    """Answers real batches of ``A``, one per ``append``, and notes the loop turn each
+    answer is handed back in."""
+
+    turns: Turns | None = None
+    answered_in: list[int] = field(default_factory=list)
+    batches: list[bytes] = field(default_factory=list)
+
+    def append(self, tp: TP, records_: int = 1) -> None:
+        self.batches.append(records(self.ends.get(tp, 0), records_))
+        super().append(tp, records_)
+
+    async def fetch(self, node: int, wants: Mapping[TP, tuple[int, int]], **kw: Any) -> Any:
+        offset = wants[A][0]
+        await self.wait({A: offset}, kw["max_wait_ms"])
+        end = self.ends.get(A, 0)
+        got = b"".join(b for b in self.batches if int.from_bytes(b[:8], "big") >= offset)
+        self.answered_in.append(self.turns.count if self.turns else -1)
+        return {A: FetchedPartition(0, end, end, 0, (), got)}
+
+
+class Writer:
+    """Each batch submitted, with the loop turn it was submitted in; answered by the test."""
+
+    def __init__(self, turns: Turns) -> None:
+        self.turns = turns
+        self.sent: list[tuple[int, int, asyncio.Future[ProduceResult]]] = []
+
+    def submit(self, tp: TP, raw: bytes | bytearray) -> asyncio.Future[ProduceResult]:
+        future: asyncio.Future[ProduceResult] = asyncio.get_running_loop().create_future()
+        base = int.from_bytes(raw[53:57], "big")  # its sequence: the source offset
+        self.sent.append((base, self.turns.count, future))
+        return future
+
+    def forget(self, tp: TP) -> None:
+        pass
+
+    def answer(self, index: int, error_code: int = 0, base_offset: int | None = None) -> None:
+        base, _turn, future = self.sent[index]
+        future.set_result(ProduceResult(error_code, base if base_offset is None else base_offset))
+
+    def offsets(self) -> list[int]:
+        return [base for base, _turn, _future in self.sent]
+
+
+class Local:
+    """The local log's ends as the copier asks for them (empty at the start)."""
+
+    def __init__(self) -> None:
+        self.end = 0
+
+    async def latest(self, tps: list[TP]) -> dict[TP, int]:
+        return dict.fromkeys(tps, self.end)
+
+    async def ends(self, tps: list[TP]) -> dict[TP, tuple[int, int]]:
+        return dict.fromkeys(tps, (0, self.end))
+
+
+@dataclass
+class Rig:
+    remote: Remote
+    writer: Writer
+    local: Local
+    copier: PartitionCopier
+    task: asyncio.Task[Any]
+    turns: Turns
+
+    async def until(self, condition: Any, what: str) -> None:
+        for _ in range(500):
+            if condition():
+                return
+            await asyncio.sleep(0.002)
+        raise AssertionError(f"timed out waiting for {what}")
+
+    async def settle(self) -> None:
+        for _ in range(10):
+            await asyncio.sleep(0)
+
+
+async def rig(expiration_ms: int = DAY_MS) -> Rig:
+    turns = Turns()
+    remote = Remote(ends={A: 0}, turns=turns)
+    lanes = Lanes([fetcher(remote, wait_ms=5_000, timeout_ms=10_000)])
+    writer, local = Writer(turns), Local()
+    config = CopierConfig(max_in_flight=5, retry_backoff_ms=10, retry_backoff_max_ms=20)
+    sources = PartitionSources(A, {"east": SourceHealth("east", 0)}, {"east": RemoteEnds(0, 0)})
+    copier = PartitionCopier(
+        A,
+        local,  # type: ignore[arg-type]
+        writer,  # type: ignore[arg-type]
+        {"east": lanes},
+        WriterIdentity(producer_id=7, producer_epoch=0),
+        config,
+        sources,
+        state_clock=StateClock(expiration_ms),
+    )
+    task = asyncio.create_task(copier.run())
+    return Rig(remote, writer, local, copier, task, turns)
+
+
+async def stop(r: Rig) -> None:
+    r.copier.request_stop()
+    for i, (_base, _turn, future) in enumerate(r.writer.sent):
+        if not future.done():
+            r.writer.answer(i)
+    await asyncio.wait_for(r.task, 2)
+    r.turns.stop()
+    for lanes in r.copier.fetchers.values():
+        for lane in lanes.lanes:
+            await lane.stop()
+
+
+async def caught_up(r: Rig) -> None:
+    """The first records written by the copier's task (the first chunk is compared with the
+    local log first) and answered: from here the partition tails."""
+    r.remote.append(A, 3)
+    await r.until(lambda: r.writer.offsets() == [0], "the first write")
+    r.writer.answer(0)
+    await r.settle()
+
+
+async def test_a_polled_batch_is_written_in_the_turn_its_answer_comes() -> None:
+    r = await rig()
+    try:
+        await caught_up(r)
+        for n in range(3):
+            r.remote.append(A, 2)
+            await r.until(lambda n=n: len(r.writer.sent) == 2 + n, "the polled batch's write")
+            (base, written, _f), answered = r.writer.sent[-1], r.remote.answered_in[-1]
+            assert base == 3 + 2 * n
+            assert written == answered  # not a loop turn later, in the copier's task
+            r.writer.answer(1 + n)
+        assert r.copier.frontier == 9
+        assert r.copier.status.state is State.COPYING
+    finally:
+        await stop(r)
+
+
+async def test_with_the_producer_state_unproven_a_batch_waits_for_the_one_before() -> None:
+    # expiration unknown (0): the fence is never relied on, so a write goes only once the
+    # one before it is answered; the step that would have to wait is the task's
+    r = await rig(expiration_ms=0)
+    try:
+        await caught_up(r)
+        r.remote.append(A, 2)
+        await r.until(lambda: len(r.writer.sent) == 2, "the second write")
+        r.remote.append(A, 2)
+        await r.settle()
+        await asyncio.sleep(0.05)
+        assert r.writer.offsets() == [0, 3]  # the third waits for the second's answer
+        r.writer.answer(1)
+        await r.until(lambda: len(r.writer.sent) == 3, "the third write")
+        assert r.writer.offsets() == [0, 3, 5]
+    finally:
+        await stop(r)
+
+
+async def test_a_write_that_landed_elsewhere_halts_at_the_next_step() -> None:
+    r = await rig()
+    try:
+        await caught_up(r)
+        r.remote.append(A, 2)
+        await r.until(lambda: len(r.writer.sent) == 2, "the second write")
+        r.writer.answer(1, base_offset=4)  # the broker put offset 3's batch at 4
+        r.remote.append(A, 2)
+        await asyncio.wait_for(r.task, 2)
+        status = r.copier.status
+        assert status.state is State.HALTED
+        assert "remote offset 3 landed at local offset 4" in (status.error or "")
+        assert r.writer.offsets() == [0, 3]  # nothing written behind it
+    finally:
+        r.turns.stop()
+        await stop(r)
+
+
+async def test_a_refused_sequence_resumes_from_the_local_end() -> None:
+    r = await rig()
+    try:
+        await caught_up(r)
+        r.remote.append(A, 2)
+        await r.until(lambda: len(r.writer.sent) == 2, "the second write")
+        r.writer.answer(1, error_code=OUT_OF_ORDER_SEQUENCE)
+        r.local.end = 3  # what landed: the first write only
+        r.remote.append(A, 2)
+        await r.until(lambda: r.copier.status.retries == 1, "the resync")
+        assert r.copier.status.errors == {"resync": 1}
+        assert r.writer.offsets() == [0, 3]  # the step raised before it sent anything
+    finally:
+        await stop(r)
