@@ -27,6 +27,8 @@ from aiokafka import AIOKafkaClient
 from aiokafka.client import ConnectionGroup
 from aiokafka.protocol.metadata import MetadataRequest
 
+from syncer.frames import read_as_it_comes
+
 # the connection number metadata is asked on (syncer.fetcher's are 0 to 9)
 METADATA_CONNECTION = 10
 
@@ -48,7 +50,11 @@ class KafkaClient(AIOKafkaClient):  # type: ignore[misc]  # aiokafka has no type
         self, node_id: Any, *, group: Any = ConnectionGroup.DEFAULT, no_hint: bool = False
     ) -> Any:
         async with self._opening[(node_id, group)]:
-            return await super()._get_conn(node_id, group=group, no_hint=no_hint)
+            before = self._conns.get((node_id, group))
+            conn = await super()._get_conn(node_id, group=group, no_hint=no_hint)
+            if conn is not None and conn is not before:  # opened just now: nothing in flight
+                read_as_it_comes(conn)  # its answers handed on in the read callback
+            return conn
 
     async def metadata(self, node: int) -> Any:
         """Every topic's metadata, asked of ``node`` on the connection kept for it."""

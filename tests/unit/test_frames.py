@@ -1,0 +1,90 @@
+"""Answers handed to aiokafka as their bytes arrive (``syncer.frames``): each whole frame,
+however the socket cut it, goes to the connection's ``_handle_frame`` in the read callback,
+in order; a frame that cannot be handled, or a connection that ends, closes the connection
+and resolves what aiokafka's close waits for. Over a real socket pair, with a stand-in for
+aiokafka's connection (the real ones are every integration test's)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from typing import Any
+
+from syncer.frames import Frames
+
+
+class Conn:
+    host, port = "127.0.0.1", 0
+
+    def __init__(self, fail_on: bytes | None = None) -> None:
+        self.frames: list[bytes] = []
+        self.closed: list[Any] = []
+        self.fail_on = fail_on
+
+    def _handle_frame(self, frame: bytes) -> None:
+        if frame == self.fail_on:
+            raise ValueError("garbled")
+        self.frames.append(frame)
+
+    def close(self, reason: Any = None, exc: Any = None) -> None:
+        self.closed.append(reason)
+
+
+def framed(*payloads: bytes) -> bytes:
+    return b"".join(len(p).to_bytes(4, "big") + p for p in payloads)
+
+
+async def connected(conn: Conn) -> tuple[Frames, socket.socket, asyncio.Future[None]]:
+    ours, theirs = socket.socketpair()
+    closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    frames = Frames(conn, closed)  # type: ignore[arg-type]
+    await asyncio.get_running_loop().connect_accepted_socket(lambda: frames, ours)
+    return frames, theirs, closed
+
+
+async def test_every_whole_frame_is_handed_on_however_the_bytes_are_cut() -> None:
+    conn = Conn()
+    frames = Frames(conn, asyncio.get_running_loop().create_future())  # type: ignore[arg-type]
+    stream = framed(b"first", b"", b"x" * 70_000, b"last")
+    for cut in (1, 3, 4, 5, 4096):
+        conn.frames.clear()
+        for i in range(0, len(stream), cut):
+            frames.data_received(stream[i : i + cut])
+        assert conn.frames == [b"first", b"", b"x" * 70_000, b"last"]
+        assert not frames.buffer
+    frames.data_received(stream[:7])  # a frame not whole yet waits for the rest
+    assert conn.frames == [b"first", b"", b"x" * 70_000, b"last"]
+
+
+async def test_a_frame_is_handled_in_the_read_callback_itself() -> None:
+    conn = Conn()
+    _frames, theirs, _closed = await connected(conn)
+    handled_in: list[int] = []
+    turn = 0
+
+    def handle(frame: bytes) -> None:
+        handled_in.append(turn)
+
+    conn._handle_frame = handle  # type: ignore[method-assign]
+    theirs.sendall(framed(b"answer"))
+    for turn in range(1, 50):  # noqa: B007  # read by ``handle``
+        await asyncio.sleep(0)
+        if handled_in:
+            break
+    theirs.close()
+    assert len(handled_in) == 1  # one frame, handed on once (no reader task's turn after)
+
+
+async def test_a_frame_aiokafka_cannot_handle_closes_the_connection() -> None:
+    conn = Conn(fail_on=b"bad")
+    frames = Frames(conn, asyncio.get_running_loop().create_future())  # type: ignore[arg-type]
+    frames.data_received(framed(b"good", b"bad", b"never"))
+    assert conn.frames == [b"good"] and len(conn.closed) == 1
+
+
+async def test_a_connection_that_ends_closes_it_and_resolves_what_close_waits_for() -> None:
+    conn = Conn()
+    _frames, theirs, closed = await connected(conn)
+    theirs.close()
+    await asyncio.wait_for(closed, 1)
+    assert conn.closed  # aiokafka fails the requests still in flight
