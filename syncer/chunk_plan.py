@@ -11,7 +11,6 @@ answered (or it is thrown away)."""
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 from collections.abc import Callable, Mapping
 
@@ -121,11 +120,11 @@ class ChunkPlan:
         return started
 
     def _start(self, chunk: Chunk, now: float) -> Chunk:
-        lead = self._lead(chunk.start, chunk.end, chunk.remote, now)
-        chunk = dataclasses.replace(chunk, lead=lead)
-        ticket = self.memory.ticket(self._expected_bytes(chunk))
+        start, end, remote = chunk.start, chunk.end, chunk.remote
+        lead = self._lead(start, end, remote, now)
+        ticket = self.memory.ticket(self._expected_bytes(Chunk(start, end, remote, lead=lead)))
         number = next(self._numbers)
-        chunk = dataclasses.replace(chunk, launched=now, ticket=ticket, number=number)
+        chunk = Chunk(start, end, remote, now, ticket, number, lead)  # not ``replace``: 2x slower
         self.inflight[number] = chunk
         self._count(chunk, 1)
         return chunk

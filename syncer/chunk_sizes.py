@@ -144,7 +144,21 @@ class Sizes:
         self.record_bytes = float(DEFAULT_RECORD_BYTES)
         self.batch_bytes = float(DEFAULT_BATCH_BYTES)
         self._batches: deque[tuple[int, int]] = deque(maxlen=SHAPE_WINDOW)  # span, bytes
-        self.shape: BatchShape | None = None
+        self._shape: BatchShape | None = None
+        self._learned = True  # ``_shape`` is learned from ``_batches`` as they are now
+
+    @property
+    def shape(self) -> BatchShape | None:
+        """The batches' shape, learned when it is asked for (a caught-up partition's polls
+        seldom ask, and each answer would sort the window again)."""
+        if not self._learned:
+            self._shape = learned_shape(self._batches) or self._shape
+            self._learned = True
+        return self._shape
+
+    @shape.setter
+    def shape(self, shape: BatchShape | None) -> None:
+        self._shape, self._learned = shape, True
 
     def learn(self, size: int, records: int, batches: Sequence[tuple[int, int]]) -> None:
         """An answer of ``size`` bytes brought ``records`` records in ``batches`` (offsets
@@ -152,8 +166,9 @@ class Sizes:
         if records:
             self.record_bytes = 0.7 * self.record_bytes + 0.3 * (size / records)
             self.batch_bytes = 0.7 * self.batch_bytes + 0.3 * (size / len(batches or [0]))
-        self._batches.extend(batches)
-        self.shape = learned_shape(self._batches) or self.shape
+        if batches:
+            self._batches.extend(batches)
+            self._learned = False
 
     def lead_bytes(self) -> int:
         """What the batch below a chunk's start takes in its answer (a chunk with a lead)."""
