@@ -59,6 +59,10 @@ class ChunkPlan:
         self.starved = False  # the frontier's fetch waits for room in the byte budget
         self.writing: Fetched | None = None  # taken by the copier, its ticket with it
         self._numbers = itertools.count(1)
+        # chunk starts whose fetch with a lead brought the batch below and nothing more (a
+        # fetch that carries one batch, its limit below a batch's size): fetched again
+        # without a lead, or each try would bring that batch alone, for ever
+        self._leadless: set[int] = set()
 
     def __repr__(self) -> str:
         return (
@@ -98,6 +102,7 @@ class ChunkPlan:
         Call ``discard_excluded`` first."""
         self.target = target
         self.next_fetch = max(self.next_fetch, frontier)
+        self._leadless = {start for start in self._leadless if start >= frontier}
         self.todo = [(s, e) for s, e in self.todo if s < target and e > frontier]
         started: list[Chunk] = []
         while len(self.inflight) + len(self.ready) < self.chunk_budget and self.memory.has_room():
@@ -121,7 +126,7 @@ class ChunkPlan:
 
     def _start(self, chunk: Chunk, now: float) -> Chunk:
         start, end, remote = chunk.start, chunk.end, chunk.remote
-        lead = self._lead(start, end, remote, now)
+        lead = 0 if start in self._leadless else self._lead(start, end, remote, now)
         ticket = self.memory.ticket(self._expected_bytes(Chunk(start, end, remote, lead=lead)))
         number = next(self._numbers)
         chunk = Chunk(start, end, remote, now, ticket, number, lead)  # not ``replace``: 2x slower
@@ -287,6 +292,8 @@ class ChunkPlan:
         covered = max(covered, chunk.start)
         shapes = [(b.next_offset - b.base_offset, len(b.raw)) for b in batches if not b.is_control]
         self.sizes.learn(len(fetched.records), sum(b.record_count for b in batches), shapes)
+        if chunk.lead and covered <= chunk.start:
+            self._leadless.add(chunk.start)
         if chunk.end is not None and covered < chunk.end:
             self._fell_short(covered, chunk.end)
         self.next_fetch = max(self.next_fetch, covered)

@@ -626,3 +626,32 @@ def test_a_range_fetched_again_goes_to_the_remote_of_the_chunk_before_it() -> No
     again = plan.launches(10, end, 0.0)[0]
     assert (again.start, again.end) == (10, first.end)
     assert again.remote == first.remote and again.lead == 0
+
+
+def test_a_lead_that_left_no_room_for_the_chunk_is_not_asked_again() -> None:
+    """A fetch whose limit holds one batch brings only the batch below a chunk's start when
+    the chunk carries a lead: asked again the same way, it brings that batch again, for
+    ever (a remote killed mid-copy, 8 KiB partition fetches of 16 KiB batches: the other
+    remote's chunk came back covering nothing, thousands of times). The range is fetched
+    again without a lead (the agreement check reads the batch below on its own)."""
+    log = alike([(0, 10)] * 20)
+    end = log.batches[-1][1]
+    health = {n: SourceHealth(n, rank) for rank, n in enumerate(["east", "west"])}
+    one_batch = len(log.batches[0][2]) // 2  # below a batch: one per answer
+    ends = {n: RemoteEnds(0, end) for n in health}
+    plan = ChunkPlan(health, ends, {}, lambda _: one_batch, 4, ByteBudget(1 << 30))
+    plan.sizes.shape = BatchShape(10, len(log.batches[0][2]))
+    first = plan._start(Chunk(0, 10, "east"), 0.0)
+    plan.answered(first, answer_by_bytes(log, 0, end, one_batch))
+    assert plan.take(0) is not None  # written from east: what comes next from west is led
+    plan.failed(plan._start(Chunk(10, 20, "east"), 0.0))  # east is killed with it in flight
+    health["east"].failed(0.0, "killed")
+    leads = []
+    for _ in range(2):
+        again = next(c for c in plan.launches(10, end, 0.0) if (c.start, c.end) == (10, 20))
+        leads.append(again.lead)
+        got = plan.answered(again, answer_by_bytes(log, again.fetch_offset, end, one_batch))
+        if got.covered_end > 10:
+            break
+        assert plan.take(10) is None  # nothing to write: thrown away before the next launch
+    assert leads == [1, 0] and got.covered_end == 20  # then without it: the chunk's batch
