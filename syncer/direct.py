@@ -16,10 +16,11 @@ connection internals are read here (``_conns``, ``_writer``, ``_requests``,
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from aiokafka import errors as kafka_errors
@@ -30,6 +31,8 @@ from syncer.hop_trace import TRACE
 from syncer.protocol import ProduceRequest_v13
 from syncer.protocol.fetch import FetchAnswer, LeanFetchRequest_v13, fetch_v13_frame
 from syncer.protocol.produce import LeanProduceRequest_v13, produce_v13_frame
+
+log = logging.getLogger(__name__)
 
 # what aiokafka's reader asks of the request an answer belongs to: its header's version and
 # the answer's type (a flexible request's answer has header v1)
@@ -78,6 +81,28 @@ def write_produce(
     return future
 
 
+class HookedFuture(asyncio.Future[Any]):
+    """A request's future that calls ``hook`` with its answer as the answer is set: in the
+    read callback that handed the frame on (``syncer.frames``), not a loop turn later as its
+    awaiter would. What the hook raises is logged, never raised into aiokafka's reader (which
+    would close the connection); whoever awaits the future still gets the answer."""
+
+    def __init__(self, hook: Callable[[Any], None], conn: Any) -> None:
+        super().__init__()
+        self._hook = hook
+        self._conn = conn
+
+    def set_result(self, result: Any, /) -> None:
+        super().set_result(result)
+        if TRACE is not None:
+            whole = TRACE.whole_at.get(id(self._conn), 0.0)
+            TRACE.frame_at[id(self._conn)] = (whole, time.time())
+        try:
+            self._hook(result)
+        except Exception:
+            log.exception("handing on an answer from %s", self._conn.host)
+
+
 def write_fetch(
     conn: AIOKafkaConnection,
     max_wait_ms: int,
@@ -85,10 +110,12 @@ def write_fetch(
     isolation_level: int,
     topics: Mapping[uuid.UUID, list[tuple[int, int, int]]],
     rack_id: str,
+    on_answer: Callable[[FetchAnswer], None] | None = None,
 ) -> asyncio.Future[FetchAnswer]:
     """Write one sessionless Fetch v13 request on ``conn`` now (``fetch_v13_frame``); the
     future of its answer, decoded by ``read_fetch_v13`` in aiokafka's reader, failed if the
-    connection closes. Raises KafkaConnectionError if the connection broke."""
+    connection closes. ``on_answer``: called with the answer as it is set (``HookedFuture``).
+    Raises KafkaConnectionError if the connection broke."""
     writer = conn._writer
     if writer is None:
         raise kafka_errors.KafkaConnectionError(f"No connection to broker at {conn.host}")
@@ -103,7 +130,11 @@ def write_fetch(
         raise kafka_errors.KafkaConnectionError(f"Connection at {conn.host} broken") from err
     if TRACE is not None:
         TRACE.sent_at[id(conn)] = time.time()
-    future: asyncio.Future[FetchAnswer] = asyncio.get_running_loop().create_future()
+    future: asyncio.Future[FetchAnswer]
+    if on_answer is None:
+        future = asyncio.get_running_loop().create_future()
+    else:
+        future = HookedFuture(on_answer, conn)
     conn._requests.append((correlation_id, _FETCH_ANSWER_OF, future))
     return future
 

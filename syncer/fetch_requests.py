@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
 from syncer.clusters import TP, Cluster, FetchedPartition
@@ -36,15 +36,21 @@ class FetchRequests:
         self.by_id = topic_ids is not None
 
     def ask_now(
-        self, node: int, connection: int, offsets: dict[TP, tuple[int, int]], wait_ms: int
+        self,
+        node: int,
+        connection: int,
+        offsets: dict[TP, tuple[int, int]],
+        wait_ms: int,
+        on_answer: Callable[[dict[TP, FetchedPartition]], None] | None = None,
     ) -> Coroutine[Any, Any, dict[TP, FetchedPartition]] | None:
         """``ask`` without a session, its request written before this returns (by topic id,
-        on a connection open already: ``Cluster.fetch_by_id_now``) and its answer to await;
-        None where it cannot be (then ``ask``)."""
+        on a connection open already: ``Cluster.fetch_by_id_now``) and its answer to await
+        (and given to ``on_answer`` as it arrives); None where it cannot be (then ``ask``)."""
         if not (self.by_id and self.topic_ids):
             return None
+        sizes = self._sizes(connection, wait_ms)
         return self.cluster.fetch_by_id_now(
-            node, offsets, self.topic_ids, nearest=True, **self._sizes(connection, wait_ms)
+            node, offsets, self.topic_ids, nearest=True, on_answer=on_answer, **sizes
         )
 
     def _sizes(self, connection: int, wait_ms: int) -> dict[str, Any]:

@@ -76,9 +76,10 @@ def unknown_id(remote: str, topic_ids: Mapping[str, uuid.UUID], tp: TP) -> str:
     )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class SentRequest:
-    """One fetch request as it went out: where, for which fetches, what it asked."""
+    """One fetch request as it went out: where, for which fetches, what it asked, and
+    whether its outcome was dealt with (by its answer's hook or its task: once)."""
 
     node: int
     connection: int
@@ -87,6 +88,7 @@ class SentRequest:
     wait_ms: int
     sent: float
     seen: int  # the metadata generation it was routed by
+    concluded: bool = False
 
 
 async def failed_answer(exc: Exception) -> dict[TP, FetchedPartition]:

@@ -20,6 +20,7 @@ import time
 import uuid
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from functools import partial
 
 from syncer.broker_watch import BrokerWatch
 from syncer.cap_gate import CapGate
@@ -324,13 +325,14 @@ class Fetcher(RequestLoop):
         # joined the queue: on a thin link a chunk may wait behind another
         sent = time.monotonic()
         seen = self.brokers.sent(node, sent, out)
+        request = SentRequest(node, connection, out, offsets, wait_ms, sent, seen)
         answer: Awaitable[dict[TP, FetchedPartition]] | None = None
         if not quiet:
+            hook = partial(self._conclude, request, wants)
             try:
-                answer = self._requests_of.ask_now(node, connection, offsets, wait_ms)
+                answer = self._requests_of.ask_now(node, connection, offsets, wait_ms, hook)
             except TransientClusterError as exc:  # its connection broke as it was written
                 answer = failed_answer(exc)
-        request = SentRequest(node, connection, out, offsets, wait_ms, sent, seen)
         self._spawn(self._fetch(request, wants, answer))
 
     async def _fetch(
@@ -340,12 +342,42 @@ class Fetcher(RequestLoop):
         answer: Awaitable[dict[TP, FetchedPartition]] | None,
     ) -> None:
         """Await ``request``'s answer (``answer``, if it was written already) and hand it
-        back, or fail its fetches."""
+        back, or fail its fetches; unless its answer's hook did as it arrived (the task
+        then only sees the request through its timeout and its cancellation)."""
+        outcome: dict[TP, FetchedPartition] | Exception
+        try:
+            outcome = await self._request(request, answer)
+        except Exception as exc:
+            outcome = exc
+        except BaseException:  # cancelled (the fetcher stops): its fetches stay as they are
+            if not request.concluded:
+                request.concluded = True
+                self.brokers.done(request.node, request.out)
+                self._free(request.node, request.connection)
+            raise
+        finally:
+            if isinstance(answer, Coroutine):
+                answer.close()  # never awaited if the task was cancelled before it began
+        self._conclude(request, wants, outcome)
+
+    def _conclude(
+        self,
+        request: SentRequest,
+        wants: dict[TP, Want],
+        outcome: dict[TP, FetchedPartition] | Exception,
+    ) -> None:
+        """``request``'s answer handed back, or its fetches failed; once, whichever comes
+        first: its answer as it arrives (in the read callback), or its task."""
+        if request.concluded:
+            return
+        request.concluded = True
         node, connection, out = request.node, request.connection, request.out
         quiet = connection == QUIET_CONNECTION
         done = False
         try:
-            result = await self._request(request, answer)
+            if isinstance(outcome, Exception):
+                raise outcome
+            result = self._counted(request, outcome)
             if TRACE is not None:
                 fetch_answered(TRACE, self.cluster._client, request, result, DATA_CONNECTION)
             # free before the answers are handed back: a caught-up partition's copier writes
@@ -371,8 +403,6 @@ class Fetcher(RequestLoop):
                 if not want.future.done():
                     want.future.set_exception(error)
         finally:
-            if isinstance(answer, Coroutine):
-                answer.close()  # never awaited if the task was cancelled before it began
             if not done:
                 self.brokers.done(node, out)
                 self._free(node, connection)
@@ -418,17 +448,21 @@ class Fetcher(RequestLoop):
         self, request: SentRequest, answer: Awaitable[dict[TP, FetchedPartition]] | None
     ) -> dict[TP, FetchedPartition]:
         """One request's answer (``answer``, or asked now), cut off after the chunk timeout
-        (not by wait_for: on 3.11 its task costs a loop turn before the write, two after),
-        counted and paid for."""
+        (not by wait_for: on 3.11 its task costs a loop turn before the write, two after)."""
         node, connection = request.node, request.connection
         async with asyncio.timeout(self.config.chunk_timeout_ms / 1000):
             if answer is not None:
-                result = await answer
-            else:
-                session = self.quiet.sessions[node] if connection == QUIET_CONNECTION else None
-                result = await self._requests_of.ask(
-                    node, connection, request.offsets, request.wait_ms, session
-                )
+                return await answer
+            session = self.quiet.sessions[node] if connection == QUIET_CONNECTION else None
+            return await self._requests_of.ask(
+                node, connection, request.offsets, request.wait_ms, session
+            )
+
+    def _counted(
+        self, request: SentRequest, result: dict[TP, FetchedPartition]
+    ) -> dict[TP, FetchedPartition]:
+        """An answer came: counted, its broker known to answer, its bytes paid for."""
+        node = request.node
         self.fetches += 1
         self.brokers.answered(node)
         self.observe(time.monotonic() - request.sent)

@@ -11,7 +11,7 @@ import logging
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Collection, Coroutine, Iterable, Mapping
+from collections.abc import Callable, Collection, Coroutine, Iterable, Mapping
 from typing import Any
 
 from aiokafka import errors as kafka_errors
@@ -115,13 +115,15 @@ class Fetches(ClusterConnection):
         partition_max_bytes: int,
         connection: int = 0,
         nearest: bool = False,
+        on_answer: Callable[[dict[TP, FetchedPartition]], None] | None = None,
     ) -> Coroutine[Any, Any, dict[TP, FetchedPartition]] | None:
         """``fetch_by_id`` without a session, its request written before this returns (in
         the caller's loop turn, ``syncer.direct``) and its answer to await; None where it
         cannot be: the connection not open (or tuned) yet, no Fetch v13 on it, no topic of
         ``offsets`` with an id. Sent by ``send``, a request is written once a task runs it,
         a loop turn after it was asked for: a caught-up partition's next poll reached the
-        broker after the writes of the answer before it."""
+        broker after the writes of the answer before it. ``on_answer``: also called with the
+        answer as it arrives (in the read callback; the one awaited is the same)."""
         conn = open_connection(self._client, node, connection, FetchRequest_v13)
         if conn is None or (self._buffers and conn not in self._tuned):
             return None
@@ -135,12 +137,21 @@ class Fetches(ClusterConnection):
         topics: dict[uuid.UUID, list[tuple[int, int, int]]] = defaultdict(list)
         for (topic_id, partition), (offset, limit) in wanted.items():
             topics[topic_id].append((partition, offset, limit))
+        known = (names, out, seen)
+        decoded: list[dict[TP, FetchedPartition]] = []  # once, by whichever comes first
+        hook = None
+        if on_answer is not None:
+
+            def hook(response: FetchAnswer) -> None:
+                decoded.append(self._answered_by_id(node, response.partitions, *known))
+                on_answer(decoded[0])
+
         try:
-            future = write_fetch(conn, max_wait_ms, max_bytes, READ_COMMITTED, topics, rack)
+            future = write_fetch(conn, max_wait_ms, max_bytes, READ_COMMITTED, topics, rack, hook)
         except kafka_errors.KafkaError as exc:
             self._fetch_failed(node, asked)
             raise self.failed(node, exc) from exc
-        return self._fetched_now(node, (conn, future), asked, (names, out, seen))
+        return self._fetched_now(node, (conn, future), asked, known, decoded)
 
     async def _fetched_now(
         self,
@@ -148,8 +159,10 @@ class Fetches(ClusterConnection):
         written: tuple[Any, asyncio.Future[FetchAnswer]],
         asked: list[TP],
         known: tuple[dict[uuid.UUID, str], dict[TP, FetchedPartition], int],
+        decoded: list[dict[TP, FetchedPartition]],
     ) -> dict[TP, FetchedPartition]:
-        """The answer of a fetch written by ``fetch_by_id_now``, as ``fetch_by_id``'s."""
+        """The answer of a fetch written by ``fetch_by_id_now``, as ``fetch_by_id``'s (as
+        its hook had it, if it did)."""
         try:
             response = await answer(*written)
         except (kafka_errors.KafkaError, TimeoutError, OSError) as exc:
@@ -158,6 +171,8 @@ class Fetches(ClusterConnection):
         except BaseException:
             self._fetch_failed(node, asked)
             raise
+        if decoded:
+            return decoded[0]
         return self._answered_by_id(node, response.partitions, *known)
 
     @staticmethod

@@ -37,6 +37,7 @@ class HopTrace:
         self.path = path
         self.rows: list[tuple[Any, ...]] = []
         self.frame_at: dict[int, tuple[float, float]] = {}  # id(conn) → (whole, decoded)
+        self.whole_at: dict[int, float] = {}  # id(conn) → the frame being handled came whole
         self.sent_at: dict[int, float] = {}  # id(conn) → its last request written
 
     def note(self, kind: str, topic: str, partition: int, offset: int, *rest: Any) -> None:
@@ -52,9 +53,11 @@ def _wrap_connection(trace: HopTrace) -> None:
     send = AIOKafkaConnection.send
 
     def traced_handle_frame(self: AIOKafkaConnection, resp: bytes) -> None:
-        whole = time.time()
-        handle_frame(self, resp)
-        trace.frame_at[id(self)] = (whole, time.time())
+        whole = trace.whole_at[id(self)] = time.time()
+        handle_frame(self, resp)  # an answer handed on in it notes when it was decoded
+        trace.frame_at.setdefault(id(self), (whole, time.time()))
+        if trace.frame_at[id(self)][0] != whole:
+            trace.frame_at[id(self)] = (whole, time.time())
 
     def traced_send(self: AIOKafkaConnection, *args: Any, **kwargs: Any) -> Any:
         out = send(self, *args, **kwargs)

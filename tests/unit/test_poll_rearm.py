@@ -229,3 +229,59 @@ async def test_more_polls_than_free_connections_share_them_evenly() -> None:
             poll.cancel()
     finally:
         await f.stop()
+
+
+@dataclass
+class HookingBroker(WritingBroker):
+    """As a real connection with ``syncer.frames``: the answer is given to the request's
+    ``on_answer`` in the callback that sets it, with the turn noted; the awaited answer is
+    the same one."""
+
+    hooked_in: list[int] = field(default_factory=list)
+
+    def fetch_by_id_now(
+        self, node: int, offsets: Mapping[TP, tuple[int, int]], topic_ids: Any, **kw: Any
+    ) -> Any:
+        if A in offsets:
+            self.written.append((offsets[A][0], self.turns.count if self.turns else -1))
+        hook = kw["on_answer"]
+        answered: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+
+        def arrived(task: asyncio.Task[Any]) -> None:  # the read callback
+            self.hooked_in.append(self.turns.count if self.turns else -1)
+            answered.set_result(task.result())
+            hook(task.result())
+
+        asyncio.ensure_future(self._answer(dict(offsets), kw)).add_done_callback(arrived)
+
+        async def awaited() -> Any:
+            return await answered
+
+        return awaited()
+
+
+async def test_a_poll_answer_is_handed_back_in_the_callback_that_brings_it() -> None:
+    """The answer's hook hands it back as it arrives (syncer.frames reads it in the socket's
+    read callback); the request's task, a turn later, finds it done and does nothing more."""
+    broker = HookingBroker(ends={A: TAIL})
+    config = CopierConfig(fetch_max_wait_ms=5_000, chunk_timeout_ms=10_000)
+    f = Fetcher(broker, config, topic_ids={"t": uuid.uuid4()})  # type: ignore[arg-type]
+    f.start()
+    turns = Turns()
+    broker.turns = turns
+    try:
+        await asyncio.sleep(0)
+        handed_in: list[int] = []
+        poll = f.fetch(A, TAIL, poll=True, answered=lambda: handed_in.append(turns.count))
+        for _ in range(5):
+            await asyncio.sleep(0)
+        broker.append(A, 3)
+        got = await asyncio.wait_for(poll, 1)
+        assert got.records and handed_in == broker.hooked_in  # in the very same turn
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert f.fetches == 1  # concluded once: by the hook, not again by the task
+        assert f.connections.in_flight() == 0
+    finally:
+        turns.stop()
+        await f.stop()
