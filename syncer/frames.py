@@ -34,7 +34,8 @@ class Frames(asyncio.Protocol):
             end = 4 + int.from_bytes(buffer[:4], "big")
             if len(buffer) < end:
                 return
-            frame = bytes(buffer[4:end])
+            with memoryview(buffer) as view:  # one copy of the frame, not two
+                frame = bytes(view[4:end])
             del buffer[:end]
             try:
                 self.conn._handle_frame(frame)

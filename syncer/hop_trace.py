@@ -54,9 +54,9 @@ def _wrap_connection(trace: HopTrace) -> None:
 
     def traced_handle_frame(self: AIOKafkaConnection, resp: bytes) -> None:
         whole = trace.whole_at[id(self)] = time.time()
-        handle_frame(self, resp)  # an answer handed on in it notes when it was decoded
-        trace.frame_at.setdefault(id(self), (whole, time.time()))
-        if trace.frame_at[id(self)][0] != whole:
+        handle_frame(self, resp)
+        noted = trace.frame_at.get(id(self))
+        if noted is None or noted[0] != whole:  # not noted by an answer's hook inside it
             trace.frame_at[id(self)] = (whole, time.time())
 
     def traced_send(self: AIOKafkaConnection, *args: Any, **kwargs: Any) -> Any:

@@ -145,6 +145,13 @@ async def stop(r: Rig) -> None:
             await lane.stop()
 
 
+async def second_write(r: Rig) -> None:
+    """Caught up, then a polled batch written at offset 3 (the step in the fetcher's turn)."""
+    await caught_up(r)
+    r.remote.append(A, 2)
+    await r.until(lambda: len(r.writer.sent) == 2, "the second write")
+
+
 async def caught_up(r: Rig) -> None:
     """The first records written by the copier's task (the first chunk is compared with the
     local log first) and answered: from here the partition tails."""
@@ -193,9 +200,7 @@ async def test_with_the_producer_state_unproven_a_batch_waits_for_the_one_before
 async def test_a_write_that_landed_elsewhere_halts_at_the_next_step() -> None:
     r = await rig()
     try:
-        await caught_up(r)
-        r.remote.append(A, 2)
-        await r.until(lambda: len(r.writer.sent) == 2, "the second write")
+        await second_write(r)
         r.writer.answer(1, base_offset=4)  # the broker put offset 3's batch at 4
         r.remote.append(A, 2)
         await asyncio.wait_for(r.task, 2)
@@ -211,9 +216,7 @@ async def test_a_write_that_landed_elsewhere_halts_at_the_next_step() -> None:
 async def test_a_refused_sequence_resumes_from_the_local_end() -> None:
     r = await rig()
     try:
-        await caught_up(r)
-        r.remote.append(A, 2)
-        await r.until(lambda: len(r.writer.sent) == 2, "the second write")
+        await second_write(r)
         r.writer.answer(1, error_code=OUT_OF_ORDER_SEQUENCE)
         r.local.end = 3  # what landed: the first write only
         r.remote.append(A, 2)
