@@ -26,6 +26,7 @@ from syncer.check import exit_code, print_lines
 from syncer.clusters import TP, Cluster, ClusterSet
 from syncer.config import Config
 from syncer.errors import ExitCode, SyncerError
+from syncer.heap import settle_heap
 from syncer.http import StatusServer
 from syncer.preflight import log_preflight, preflight
 from syncer.progress import CatchUpProgress
@@ -184,8 +185,9 @@ def _run(args: argparse.Namespace) -> int:
             # `syncer check`'s lines, every WARN and FAIL logged, beside the copy: it neither
             # holds up nor refuses anything (a FAIL's refusal or halt is the copy's to make).
             # It starts once the first plan's local topics exist (or after 60 s): at 10,000
-            # partitions, 3 members' checks beside the creation took the broker's CPU
-            check = once_set(syncer.planned, 60.0, partial(log_preflight, config))
+            # partitions, 3 members' checks beside the creation took the broker's CPU. Then
+            # what the daemon keeps is frozen out of the collector's passes (syncer.heap)
+            check = once_set(syncer.planned, 60.0, partial(_check_then_settle, config))
             checks = asyncio.create_task(check, name="check")
             try:
                 summary = await syncer.run()
@@ -195,6 +197,13 @@ def _run(args: argparse.Namespace) -> int:
         return _exit_code(summary)
 
     return _run_async(main())
+
+
+async def _check_then_settle(config: Config) -> None:
+    try:
+        await log_preflight(config)
+    finally:
+        settle_heap()
 
 
 def _dump_tasks() -> None:
