@@ -26,7 +26,7 @@ from syncer.check import exit_code, print_lines
 from syncer.clusters import TP, Cluster, ClusterSet
 from syncer.config import Config
 from syncer.errors import ExitCode, SyncerError
-from syncer.heap import settle_heap
+from syncer.heap import keep_heap_settled
 from syncer.http import StatusServer
 from syncer.preflight import log_preflight, preflight
 from syncer.progress import CatchUpProgress
@@ -186,8 +186,9 @@ def _run(args: argparse.Namespace) -> int:
             # holds up nor refuses anything (a FAIL's refusal or halt is the copy's to make).
             # It starts once the first plan's local topics exist (or after 60 s): at 10,000
             # partitions, 3 members' checks beside the creation took the broker's CPU. Then
-            # what the daemon keeps is frozen out of the collector's passes (syncer.heap)
-            check = once_set(syncer.planned, 60.0, partial(_check_then_settle, config))
+            # what the daemon keeps is frozen out of the collector's passes, and thawed,
+            # collected and frozen again every 10 minutes (syncer.heap)
+            check = once_set(syncer.planned, 60.0, partial(_check_then_keep_settled, config))
             checks = asyncio.create_task(check, name="check")
             try:
                 summary = await syncer.run()
@@ -199,11 +200,9 @@ def _run(args: argparse.Namespace) -> int:
     return _run_async(main())
 
 
-async def _check_then_settle(config: Config) -> None:
-    try:
-        await log_preflight(config)
-    finally:
-        settle_heap()
+async def _check_then_keep_settled(config: Config) -> None:
+    await log_preflight(config)  # never raises: what ends it early is logged
+    await keep_heap_settled()
 
 
 def _dump_tasks() -> None:

@@ -8,24 +8,30 @@ time, every partition's copy with it (2026-12-04: two of a round's 17 bursts of 
 above the hop's p99 began with one). ``settle_heap`` collects once, then freezes what is
 left (``gc.freeze``): later passes only walk what was made since, and the loop's stops
 shrink to what the copy itself keeps (the same benchmark after: one 16 ms pass, the
-freeze's own, at the start; later full passes 4 and 6 ms). The price: a frozen object
-that later ends up in a garbage cycle (a copier of the first plan whose partition went to
-another member) is never collected, only what reference counting frees is; at most what
-the first plan held, once."""
+freeze's own, at the start; later full passes 4 and 6 ms).
+
+A frozen object that later ends up in a garbage cycle (a copier whose partition went to
+another member of the group) is not collected while frozen, so ``keep_heap_settled``
+thaws, collects and freezes again every ``SETTLE_EVERY_S``: what the plan dropped is freed
+within that, at the price of one full pass each time."""
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import logging
 import time
 
 log = logging.getLogger(__name__)
 
+SETTLE_EVERY_S = 600.0
+
 
 def settle_heap() -> None:
-    """Collect, then move every object still alive into the collector's permanent
-    generation, out of its passes (once the process has built what it keeps: the plan)."""
+    """Thaw what an earlier call froze, collect, then move every object still alive into
+    the collector's permanent generation, out of its passes."""
     started = time.monotonic()
+    gc.unfreeze()
     gc.collect()
     gc.freeze()
     log.debug(
@@ -33,3 +39,10 @@ def settle_heap() -> None:
         gc.get_freeze_count(),
         (time.monotonic() - started) * 1000,
     )
+
+
+async def keep_heap_settled() -> None:
+    """``settle_heap`` now and every ``SETTLE_EVERY_S`` after, until cancelled."""
+    while True:
+        settle_heap()
+        await asyncio.sleep(SETTLE_EVERY_S)
