@@ -186,9 +186,11 @@ def _run(args: argparse.Namespace) -> int:
             # holds up nor refuses anything (a FAIL's refusal or halt is the copy's to make).
             # It starts once the first plan's local topics exist (or after 60 s): at 10,000
             # partitions, 3 members' checks beside the creation took the broker's CPU. Then
-            # what the daemon keeps is frozen out of the collector's passes, and thawed,
-            # collected and frozen again every 10 minutes (syncer.heap)
-            check = once_set(syncer.planned, 60.0, partial(_check_then_keep_settled, config))
+            # what the daemon keeps is frozen out of the collector's passes (and thawed,
+            # collected and frozen again after its copiers change: syncer.heap)
+            check = once_set(
+                syncer.planned, 60.0, partial(_check_then_keep_settled, config, syncer)
+            )
             checks = asyncio.create_task(check, name="check")
             try:
                 summary = await syncer.run()
@@ -200,9 +202,9 @@ def _run(args: argparse.Namespace) -> int:
     return _run_async(main())
 
 
-async def _check_then_keep_settled(config: Config) -> None:
+async def _check_then_keep_settled(config: Config, syncer: Syncer) -> None:
     await log_preflight(config)  # never raises: what ends it early is logged
-    await keep_heap_settled()
+    await keep_heap_settled(lambda: syncer.copiers_changed)
 
 
 def _dump_tasks() -> None:

@@ -63,6 +63,7 @@ class Syncer:
         self.local = self.clusters.local
         self.remotes = self.clusters.remotes
         self.copiers: dict[TP, PartitionCopier] = {}
+        self.copiers_changed = 0  # copiers made and dropped so far (``syncer.heap``)
         self._tasks: dict[TP, asyncio.Task[PartitionStatus]] = {}
         self._fetchers: dict[str, Lanes] = {}
         self._writer: Writer | None = None
@@ -290,6 +291,7 @@ class Syncer:
         for tp in revoked:
             copier = self.copiers.pop(tp, None)
             if copier is not None:
+                self.copiers_changed += 1
                 copier.request_stop()
             task = self._tasks.pop(tp, None)
             if task is not None:
@@ -346,6 +348,7 @@ class Syncer:
 
     def _copier(self, tp: TP, ends: dict[str, RemoteEnds]) -> PartitionCopier:
         assert self._writer is not None and self._identity is not None
+        self.copiers_changed += 1
         sources = self.topics.sources.get(tp.topic) or tuple(ends) or tuple(self._fetchers)
         fetchers = {name: self._fetchers[name] for name in sources}
         health = {name: self.health[name] for name in fetchers}

@@ -1,6 +1,6 @@
 """syncer.heap: `syncer run` freezes what it keeps out of the collector's passes once its
-first plan is made and checked, and thaws, collects and freezes again now and then, so that
-what the plan dropped since is freed."""
+first plan is made and checked, and thaws, collects and freezes again after its copiers
+change, so that what the plan dropped since is freed."""
 
 from __future__ import annotations
 
@@ -8,12 +8,16 @@ import asyncio
 import gc
 import weakref
 from collections.abc import Iterator
+from functools import partial
+from types import SimpleNamespace
 
 import pytest
 
 from syncer import cli, heap
+from syncer.clusters import TP
 from syncer.config import Config
 from syncer.heap import settle_heap
+from syncer.syncer import Syncer
 
 
 class Copier:
@@ -54,10 +58,13 @@ def test_a_frozen_cycle_dropped_later_is_freed_by_the_next_settle(unfrozen: None
     assert gone() is None
 
 
-def test_run_settles_the_heap_after_its_check_and_again_and_again(
+def test_run_settles_the_heap_after_its_check_then_after_each_change_of_copiers(
     unfrozen: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Settled once the first plan is checked; then not again while the copiers stay as
+    they are; once they changed, again when they have stood still for an interval."""
     calls: list[str] = []
+    syncer = SimpleNamespace(copiers_changed=8)
 
     async def log_preflight(config: Config) -> None:
         calls.append("check")
@@ -78,13 +85,44 @@ def test_run_settles_the_heap_after_its_check_and_again_and_again(
         }
     )
 
-    async def three_settles() -> None:
-        task = asyncio.create_task(cli._check_then_keep_settled(config))
+    async def intervals(n: int) -> None:
+        for _ in range(n):
+            await asyncio.sleep(0.01)
+
+    async def scenario() -> None:
+        task = asyncio.create_task(cli._check_then_keep_settled(config, syncer))  # type: ignore[arg-type]
+        await intervals(10)
+        assert calls == ["check", "settle"]  # steady: once
+        syncer.copiers_changed += 3  # a rebalance took 3 partitions away
         async with asyncio.timeout(10):
-            while calls.count("settle") < 3:
-                await asyncio.sleep(0.01)
+            while calls.count("settle") < 2:
+                await asyncio.sleep(0.005)
+        await intervals(10)
+        assert calls == ["check", "settle", "settle"]  # and no more while nothing changes
         task.cancel()
 
-    asyncio.run(three_settles())
-    assert calls[:4] == ["check", "settle", "settle", "settle"]
+    asyncio.run(scenario())
     assert gc.get_freeze_count() > 0
+
+
+def test_a_syncer_counts_the_copiers_it_drops() -> None:
+    config = Config.from_dict(
+        {
+            "local": {"bootstrap_servers": "l:9092"},
+            "remotes": [{"name": "east", "bootstrap_servers": "r:9092"}],
+            "topics": {"include": ["orders"]},
+        }
+    )
+    stopped: list[TP] = []
+    tps = [TP("orders", 0), TP("orders", 1)]
+
+    async def revoke() -> int:
+        syncer = Syncer(config)  # made in the loop, as aiokafka's clients want
+        for tp in tps:
+            copier = SimpleNamespace(request_stop=partial(stopped.append, tp))
+            syncer.copiers[tp] = copier  # type: ignore[assignment]
+        await syncer._on_revoked(set(tps))
+        return syncer.copiers_changed
+
+    assert asyncio.run(revoke()) == 2
+    assert sorted(stopped) == tps
