@@ -19,6 +19,14 @@ from syncer.config import Config
 from syncer.heap import settle_heap
 from syncer.syncer import Syncer
 
+CONFIG = Config.from_dict(
+    {
+        "local": {"bootstrap_servers": "l:9092"},
+        "remotes": [{"name": "east", "bootstrap_servers": "r:9092"}],
+        "topics": {"include": ["orders"]},
+    }
+)
+
 
 class Copier:
     """Stands for a copier: in a reference cycle, as tasks and callbacks make them."""
@@ -77,20 +85,13 @@ def test_run_settles_the_heap_after_its_check_then_after_each_change_of_copiers(
     monkeypatch.setattr(cli, "log_preflight", log_preflight)
     monkeypatch.setattr(heap, "settle_heap", settle)
     monkeypatch.setattr(heap, "SETTLE_EVERY_S", 0.01)
-    config = Config.from_dict(
-        {
-            "local": {"bootstrap_servers": "l:9092"},
-            "remotes": [{"name": "east", "bootstrap_servers": "r:9092"}],
-            "topics": {"include": ["orders"]},
-        }
-    )
 
     async def intervals(n: int) -> None:
         for _ in range(n):
             await asyncio.sleep(0.01)
 
     async def scenario() -> None:
-        task = asyncio.create_task(cli._check_then_keep_settled(config, syncer))  # type: ignore[arg-type]
+        task = asyncio.create_task(cli._check_then_keep_settled(CONFIG, syncer))  # type: ignore[arg-type]
         await intervals(10)
         assert calls == ["check", "settle"]  # steady: once
         syncer.copiers_changed += 3  # a rebalance took 3 partitions away
@@ -106,18 +107,11 @@ def test_run_settles_the_heap_after_its_check_then_after_each_change_of_copiers(
 
 
 def test_a_syncer_counts_the_copiers_it_drops() -> None:
-    config = Config.from_dict(
-        {
-            "local": {"bootstrap_servers": "l:9092"},
-            "remotes": [{"name": "east", "bootstrap_servers": "r:9092"}],
-            "topics": {"include": ["orders"]},
-        }
-    )
     stopped: list[TP] = []
     tps = [TP("orders", 0), TP("orders", 1)]
 
     async def revoke() -> int:
-        syncer = Syncer(config)  # made in the loop, as aiokafka's clients want
+        syncer = Syncer(CONFIG)  # made in the loop, as aiokafka's clients want
         for tp in tps:
             copier = SimpleNamespace(request_stop=partial(stopped.append, tp))
             syncer.copiers[tp] = copier  # type: ignore[assignment]
