@@ -202,6 +202,11 @@ class ChunkScheduler:
     def fetching(self) -> bool:
         return bool(self._tasks)
 
+    @property
+    def parked(self) -> bool:
+        """The copier waits in ``next_ready`` for a fetch to end."""
+        return self._wake is not None and not self._wake.done()
+
     def leave(self, got: Fetched | None, error: Exception | None = None) -> None:
         """Wake the copier with ``got`` (a chunk ``ready_now`` took: ``next_ready`` returns
         it, the next fetches launched first, as when it wakes), or ``error`` (raised

@@ -103,6 +103,8 @@ class PartitionWrites:
         self.waiting_since: float | None = None
         # the batch refused as too large, until a write lands again
         self.too_large: Sent | None = None
+        # told as each write is answered (``PartitionCopier`` judges it then if it waits)
+        self.answered: Callable[[], None] = lambda: None
 
     def __repr__(self) -> str:
         return (
@@ -151,10 +153,15 @@ class PartitionWrites:
 
     def _landed(self, sent: Sent, future: asyncio.Future[ProduceResult]) -> None:
         """As soon as a write is answered, a clean one moves the local end that status and
-        metrics show; everything else about the answer is judged in order by ``_verify``."""
-        if future.cancelled() or future.exception() is not None:
+        metrics show; everything else about the answer is judged in order by ``_verify``.
+        Then ``answered`` is told (not for a write given up: cancelled)."""
+        if future.cancelled():
             return
-        result = future.result()
+        if future.exception() is None:
+            self._shown(sent, future.result())
+        self.answered()
+
+    def _shown(self, sent: Sent, result: ProduceResult) -> None:
         if result.error_code or result.base_offset != sent.base_offset:
             return
         s = self.status

@@ -17,6 +17,7 @@ from syncer.alignment import StateClock
 from syncer.clusters import TP, FetchedPartition, ProduceResult
 from syncer.config import CopierConfig
 from syncer.copier import PartitionCopier
+from syncer.errors import TransientClusterError
 from syncer.holes import RemoteEnds
 from syncer.identity import WriterIdentity
 from syncer.lanes import Lanes
@@ -73,6 +74,9 @@ class Writer:
     def answer(self, index: int, error_code: int = 0, base_offset: int | None = None) -> None:
         base, _turn, future = self.sent[index]
         future.set_result(ProduceResult(error_code, base if base_offset is None else base_offset))
+
+    def fail(self, index: int, error: Exception) -> None:
+        self.sent[index][2].set_exception(error)
 
     def offsets(self) -> list[int]:
         return [base for base, _turn, _future in self.sent]
@@ -223,5 +227,24 @@ async def test_a_refused_sequence_resumes_from_the_local_end() -> None:
         await r.until(lambda: r.copier.status.retries == 1, "the resync")
         assert r.copier.status.errors == {"resync": 1}
         assert r.writer.offsets() == [0, 3]  # the step raised before it sent anything
+    finally:
+        await stop(r)
+
+
+async def test_a_write_that_fails_while_the_copier_waits_for_a_poll_is_acted_on_at_once() -> None:
+    """Nothing more comes from the remote: the partition's empty polls are held for minutes
+    (ONE_SOURCE_HOLD_S). A write refused meanwhile (the writer stops writing while the
+    group's lease lapses) is judged as it is answered, and the partition copied again from
+    the local end, not when a poll next ends."""
+    r = await rig()
+    try:
+        await second_write(r)
+        await r.settle()
+        assert r.copier.chunks.parked  # waits for the next poll, which the remote holds
+        r.local.end = 3  # what landed: the first write only
+        r.writer.fail(1, TransientClusterError("not writing: this process may have lost its group"))
+        await r.until(lambda: r.writer.offsets() == [0, 3, 3], "offset 3 written again")
+        assert r.copier.status.retries == 1
+        assert r.remote.ends[A] == 5  # no new records brought it on
     finally:
         await stop(r)
