@@ -14,6 +14,11 @@ landed at another offset than its source's ends the process (exit 3), naming bot
 match the remote's because both topics start empty and every batch is written in order.
 Single-node clusters only (the bench's).
 
+``--notes PATH``: each answer that brought records, each write and each produce answer is
+noted with its wall-clock time, in the rows of ``syncer.hop_trace`` ("fetch", "written",
+"answered"), written to PATH as the process ends on SIGTERM; ``bench-steady --timeline`` asks
+for them and ``tests/bench/hop_timeline.py --copier floor`` sets them beside the readers'.
+
     python -m tests.bench.floor --remote HOST:PORT --local HOST:PORT --topic T --partitions N
 """
 
@@ -21,9 +26,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
+import signal
 import socket
 import sys
+import time
 import uuid
 from collections import deque
 from collections.abc import Callable
@@ -58,6 +66,24 @@ def writes_of(
         out.append((batch.base_offset, rewrite_for_local(batch, *writer)))
         offset = batch.next_offset
     return out, offset
+
+
+class Notes:
+    """What ``--notes`` keeps: rows of (kind, topic, partition, offset, wall-clock seconds)."""
+
+    def __init__(self, topic: str) -> None:
+        self.topic = topic
+        self.rows: list[tuple[str, str, int, int, float]] = []
+
+    def note(self, kind: str, partition: int, offset: int) -> None:
+        self.rows.append((kind, self.topic, partition, offset, time.time()))
+
+    def dump(self, path: str) -> None:
+        with open(path, "w") as out:
+            json.dump({"rows": self.rows}, out)
+
+
+NOTES: Notes | None = None  # set by ``--notes``
 
 
 def fail(why: str) -> None:
@@ -111,9 +137,13 @@ class Writes(Framed):
         topics = {topic_id: [(partition, batch)]}
         self.transport.writelines(produce_v13_frame(self.next_id(), "floor", -1, 30_000, topics))
         self.expected.append((partition, source))
+        if NOTES is not None:
+            NOTES.note("written", partition, source)
 
     def produced(self, answer: bytes) -> None:
         partition, source = self.expected.popleft()
+        if NOTES is not None:
+            NOTES.note("answered", partition, source)
         response = ProduceResponse_v13.decode(BytesIO(answer[_HEADER_V1:]))
         for _topic, partitions, *_ in response.responses:
             for index, code, base_offset, *_ in partitions:
@@ -150,6 +180,8 @@ class Partition:
         for part in read_fetch_v13(answer, _HEADER_V1).partitions:
             if part.error_code:
                 fail(f"fetch of partition {self.number} answered error {part.error_code}")
+            if NOTES is not None and part.records:
+                NOTES.note("fetch", self.number, self.offset)
             writes, self.offset = writes_of(part.records, self.offset, self.writer)
             for source, batch in writes:
                 self.write.send(self.local_id, self.number, source, batch)
@@ -192,7 +224,18 @@ def main() -> None:
     for name in ("--remote", "--local", "--topic"):
         parser.add_argument(name, required=True)
     parser.add_argument("--partitions", type=int, required=True)
+    parser.add_argument("--notes", help="note each answer, write and produce answer here")
     args = parser.parse_args()
+    if args.notes:
+        global NOTES
+        NOTES = Notes(args.topic)
+        notes, path = NOTES, args.notes
+
+        def dump_and_exit(_signal: int, _frame: object) -> None:
+            notes.dump(path)
+            os._exit(0)
+
+        signal.signal(signal.SIGTERM, dump_and_exit)
     uvloop.run(copy(args.remote, args.local, args.topic, args.partitions))
 
 

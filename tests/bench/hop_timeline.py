@@ -1,15 +1,17 @@
 """Where a record's hop goes (#23): reads what ``bench-steady --timeline`` kept (the readers'
-arrivals, syncer's own notes: ``syncer.hop_trace``) and sets each record counted beside the
-steps of its copy, all on one wall clock. Prints each step's p50 / p90 / p99 in ms.
+arrivals, syncer's own notes: ``syncer.hop_trace``, or the floor's: ``floor.py --notes``) and
+sets each record counted beside the steps of its copy, all on one wall clock. Prints each
+step's p50 / p90 / p99 in ms.
 
-    python -m tests.bench.hop_timeline [results] [2]   # 2: syncer's second round (abba)
+    python -m tests.bench.hop_timeline [results] [2]   # 2: the second round (abba)
+    python -m tests.bench.hop_timeline results --copier floor
 """
 
 from __future__ import annotations
 
+import argparse
 import bisect
 import json
-import sys
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -22,10 +24,21 @@ STEPS = (
     ("handed - decoded", "to the fetcher's task, which hands it back"),
     ("taken - handed", "to the copier"),
     ("written - taken", "checks, rewrite, produce request written"),
+    ("written - remote arrival", "its produce request written, before (-) the reader had it"),
     ("answered - written", "the local broker's produce"),
     ("local arrival - answered", "the reader's arrival from local after the answer"),
     ("local arrival - written", "from the write to the reader's arrival from local"),
     ("re-armed - answer whole", "its partition's next poll written after the answer"),
+    ("hop", "local arrival - remote arrival (the benchmark's)"),
+)
+# the floor's (tests/bench/floor.py): its answer is decoded and written in one read callback
+FLOOR_STEPS = (
+    ("answer decoded - remote arrival", "the floor's answer decoded, after the reader had it"),
+    ("written - answer decoded", "split, rewrite, produce request written"),
+    ("written - remote arrival", "its produce request written, before (-) the reader had it"),
+    ("answered - written", "the local broker's produce"),
+    ("local arrival - answered", "the reader's arrival from local after the answer"),
+    ("local arrival - written", "from the write to the reader's arrival from local"),
     ("hop", "local arrival - remote arrival (the benchmark's)"),
 )
 
@@ -80,6 +93,7 @@ def steps(readers: dict[str, Any], notes: list[list[Any]], topic: str) -> dict[s
             "handed - decoded": (handed - decoded) * 1000,
             "taken - handed": (take[4] - handed) * 1000,
             "written - taken": (write[4] - take[4]) * 1000,
+            "written - remote arrival": write[4] * 1000 - r_ms,
             "local arrival - written": local_ms - write[4] * 1000,
             "hop": local_ms - r_ms,
         }
@@ -88,6 +102,39 @@ def steps(readers: dict[str, Any], notes: list[list[Any]], topic: str) -> dict[s
             ms["local arrival - answered"] = local_ms - done * 1000
         if rearm:
             ms["re-armed - answer whole"] = (min(s[5] for s in rearm) - whole) * 1000
+        for name, value in ms.items():
+            out[name].append(value)
+    return out
+
+
+def floor_steps(
+    readers: dict[str, Any], notes: list[list[Any]], topic: str
+) -> dict[str, list[float]]:
+    """Each of the floor's steps in ms for every record counted that its notes explain."""
+    fetched, written = _index(notes, "fetch"), _index(notes, "written")
+    answered = {k: {r[3]: r[4] for r in v} for k, v in _index(notes, "answered").items()}
+    remote = {(p, o): at for p, o, at, _c in readers["remote"]}
+    out: dict[str, list[float]] = defaultdict(list)
+    for p, o, local_ms, created in readers["local"]:
+        if created < readers["counted_from_ms"] or (p, o) not in remote:
+            continue
+        key = (topic, p)
+        fetch = _at_or_below(fetched.get(key, []), o)
+        write = _at_or_below(written.get(key, []), o)
+        if fetch is None or write is None:
+            continue
+        r_ms, decoded, wrote = remote[(p, o)], fetch[4] * 1000, write[4] * 1000
+        ms = {
+            "answer decoded - remote arrival": decoded - r_ms,
+            "written - answer decoded": wrote - decoded,
+            "written - remote arrival": wrote - r_ms,
+            "local arrival - written": local_ms - wrote,
+            "hop": local_ms - r_ms,
+        }
+        done = answered.get(key, {}).get(write[3])
+        if done is not None:
+            ms["answered - written"] = done * 1000 - wrote
+            ms["local arrival - answered"] = local_ms - done * 1000
         for name, value in ms.items():
             out[name].append(value)
     return out
@@ -132,14 +179,20 @@ def produce_by_depth(notes: list[list[Any]]) -> dict[str, list[float]]:
 
 
 def main() -> None:
-    where = Path(sys.argv[1] if len(sys.argv) > 1 else "results")
-    second = len(sys.argv) > 2 and sys.argv[2] == "2"
-    stem, topic = ("syncer-2", "steady.syncer.2") if second else ("syncer", "steady.syncer")
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("results", nargs="?", type=Path, default=Path("results"))
+    parser.add_argument("round", nargs="?", choices=("1", "2"), default="1")
+    parser.add_argument("--copier", choices=("syncer", "floor"), default="syncer")
+    args = parser.parse_args()
+    copier, where = args.copier, args.results
+    second = args.round == "2"
+    stem, topic = (f"{copier}-2", f"steady.{copier}.2") if second else (copier, f"steady.{copier}")
     readers = json.loads((where / f"steady-timeline-{stem}-readers.json").read_text())
     notes = json.loads((where / f"steady-timeline-{stem}.json").read_text())["rows"]
-    found = steps(readers, notes, topic)
+    floor = copier == "floor"
+    found = floor_steps(readers, notes, topic) if floor else steps(readers, notes, topic)
     print(f"{'step':32} {'records':>8} {'p50':>8} {'p90':>8} {'p99':>8}  ms")
-    for name, meaning in STEPS:
+    for name, meaning in FLOOR_STEPS if floor else STEPS:
         values = found.get(name, [])
         if not values:
             continue

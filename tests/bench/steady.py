@@ -82,8 +82,9 @@ def main() -> None:
     parser.add_argument(
         "--timeline",
         action="store_true",
-        help="syncer notes each step of its copy (SYNCER_HOP_TRACE) and the readers' arrivals"
-        " are kept: both go to OUT/steady-timeline-*.json (tests/bench/hop_timeline.py reads them)",
+        help="syncer notes each step of its copy (SYNCER_HOP_TRACE), the floor its answers and"
+        " writes (floor.py --notes), and the readers' arrivals are kept: all go to"
+        " OUT/steady-timeline-*.json (tests/bench/hop_timeline.py reads them)",
     )
     parser.add_argument(
         "--rate",
@@ -227,6 +228,7 @@ def start_copier(
         asyncio.run(create_topic(local, topic, PARTITIONS))
         cmd = [sys.executable, "-m", "tests.bench.floor", "--remote", east, "--local", local]
         cmd += ["--topic", topic, "--partitions", str(PARTITIONS)]
+        cmd += ["--notes", str(trace.resolve())] if trace else []
         return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT), topic
     props = work / "mm2-steady.properties"
     props.write_text(
