@@ -13,6 +13,7 @@ import argparse
 import bisect
 import json
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -65,24 +66,43 @@ def _at_or_below(found: list[list[Any]], offset: int) -> list[Any] | None:
     return found[i - 1] if i else None
 
 
+def _counted(readers: dict[str, Any]) -> Iterator[tuple[int, int, float, float]]:
+    """(partition, offset, local arrival ms, remote arrival ms) of every record counted that
+    both readers had."""
+    remote = {(p, o): at for p, o, at, _c in readers["remote"]}
+    for p, o, local_ms, created in readers["local"]:
+        if created >= readers["counted_from_ms"] and (p, o) in remote:
+            yield p, o, local_ms, remote[(p, o)]
+
+
+def _answers(notes: list[list[Any]]) -> dict[tuple[str, int], dict[int, float]]:
+    """When each write (by partition and offset) was answered."""
+    return {k: {r[3]: r[4] for r in v} for k, v in _index(notes, "answered").items()}
+
+
+def _after_write(
+    ms: dict[str, float], wrote_s: float, done_s: float | None, local_ms: float
+) -> None:
+    """The steps between a record's write and its arrival from local, where it was answered."""
+    if done_s is not None:
+        ms["answered - written"] = (done_s - wrote_s) * 1000
+        ms["local arrival - answered"] = local_ms - done_s * 1000
+
+
 def steps(readers: dict[str, Any], notes: list[list[Any]], topic: str) -> dict[str, list[float]]:
     """Each step's ms for every record counted that syncer's notes explain."""
     fetches = {k: [r for r in v if r[10] > 0] for k, v in _index(notes, "fetch").items()}
     sends = _index(notes, "fetch")
     taken, written = _index(notes, "taken"), _index(notes, "written")
-    answered = {k: {r[3]: r[4] for r in v} for k, v in _index(notes, "answered").items()}
-    remote = {(p, o): at for p, o, at, _c in readers["remote"]}
+    answered = _answers(notes)
     out: dict[str, list[float]] = defaultdict(list)
-    for p, o, local_ms, created in readers["local"]:
-        if created < readers["counted_from_ms"] or (p, o) not in remote:
-            continue
+    for p, o, local_ms, r_ms in _counted(readers):
         key = (topic, p)
         fetch = _at_or_below(fetches.get(key, []), o)
         take = _at_or_below(taken.get(key, []), o)
         write = _at_or_below(written.get(key, []), o)
         if fetch is None or take is None or write is None:
             continue
-        r_ms = remote[(p, o)]
         _k, _t, _p, _o, handed, sent, whole, decoded, _kind, _n, _size, _first = fetch
         done = answered.get(key, {}).get(write[3])
         rearm = [s for s in sends.get(key, []) if s[3] == take[5] and s[5] >= whole]
@@ -97,9 +117,7 @@ def steps(readers: dict[str, Any], notes: list[list[Any]], topic: str) -> dict[s
             "local arrival - written": local_ms - write[4] * 1000,
             "hop": local_ms - r_ms,
         }
-        if done is not None:
-            ms["answered - written"] = (done - write[4]) * 1000
-            ms["local arrival - answered"] = local_ms - done * 1000
+        _after_write(ms, write[4], done, local_ms)
         if rearm:
             ms["re-armed - answer whole"] = (min(s[5] for s in rearm) - whole) * 1000
         for name, value in ms.items():
@@ -112,18 +130,15 @@ def floor_steps(
 ) -> dict[str, list[float]]:
     """Each of the floor's steps in ms for every record counted that its notes explain."""
     fetched, written = _index(notes, "fetch"), _index(notes, "written")
-    answered = {k: {r[3]: r[4] for r in v} for k, v in _index(notes, "answered").items()}
-    remote = {(p, o): at for p, o, at, _c in readers["remote"]}
+    answered = _answers(notes)
     out: dict[str, list[float]] = defaultdict(list)
-    for p, o, local_ms, created in readers["local"]:
-        if created < readers["counted_from_ms"] or (p, o) not in remote:
-            continue
+    for p, o, local_ms, r_ms in _counted(readers):
         key = (topic, p)
         fetch = _at_or_below(fetched.get(key, []), o)
         write = _at_or_below(written.get(key, []), o)
         if fetch is None or write is None:
             continue
-        r_ms, decoded, wrote = remote[(p, o)], fetch[4] * 1000, write[4] * 1000
+        decoded, wrote = fetch[4] * 1000, write[4] * 1000
         ms = {
             "answer decoded - remote arrival": decoded - r_ms,
             "written - answer decoded": wrote - decoded,
@@ -131,10 +146,7 @@ def floor_steps(
             "local arrival - written": local_ms - wrote,
             "hop": local_ms - r_ms,
         }
-        done = answered.get(key, {}).get(write[3])
-        if done is not None:
-            ms["answered - written"] = done * 1000 - wrote
-            ms["local arrival - answered"] = local_ms - done * 1000
+        _after_write(ms, write[4], answered.get(key, {}).get(write[3]), local_ms)
         for name, value in ms.items():
             out[name].append(value)
     return out
@@ -201,7 +213,7 @@ def main() -> None:
     for name, values in sorted(produce_by_depth(notes).items()):
         qs = " ".join(f"{percentile(values, q):8.3f}" for q in (0.5, 0.9, 0.99))
         print(f"{'produce, ' + name:32} {len(values):8d} {qs}  batches out as it was written")
-    for name, value in fetch_shapes(notes).items():
+    for name, value in ({} if floor else fetch_shapes(notes)).items():  # syncer's fetch rows
         print(f"{name}: {value:.3f}" if isinstance(value, float) else f"{name}: {value}")
 
 

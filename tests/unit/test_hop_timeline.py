@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.bench.floor import Notes
-from tests.bench.hop_timeline import floor_steps
+from tests.bench.hop_timeline import floor_steps, main
 
 TOPIC = "steady.floor"
 
@@ -53,3 +53,15 @@ def test_the_floors_notes_are_written_as_the_timeline_reads_them(tmp_path: Path)
     ]
     assert (kind, topic, partition, offset) == ("written", TOPIC, 3, 42)
     assert at > 1.7e9  # wall-clock seconds, as the readers' arrivals are wall-clock ms
+
+
+def test_the_floors_round_is_printed_step_by_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    notes = [["fetch", TOPIC, 0, 10, 0.9995], ["written", TOPIC, 0, 10, 1.0001]]
+    (tmp_path / "steady-timeline-floor-readers.json").write_text(json.dumps(readers()))
+    (tmp_path / "steady-timeline-floor.json").write_text(json.dumps({"rows": notes}))
+    monkeypatch.setattr("sys.argv", ["hop_timeline", str(tmp_path), "--copier", "floor"])
+    main()
+    hop = [line for line in capsys.readouterr().out.splitlines() if line.startswith("hop ")]
+    assert hop and hop[0].split()[1:3] == ["2", "3.000"]  # two records, p50 of 2.5 and 3.0
