@@ -1,6 +1,8 @@
-"""Raw produce requests to the local cluster, coalesced: one request per leader carries the
-next batch of every partition that has one waiting; requests go out in order on one
-connection, so each partition's batches reach the broker in offset order."""
+"""Raw produce requests to the local cluster. A batch goes out at once, in a request of its
+own, while its connection has room for one more request; batches that find it full wait
+and go together: one request per connection carries the next batch of every partition
+waiting on it. Requests go out in order on one connection, so each partition's batches
+reach the broker in offset order."""
 
 from __future__ import annotations
 
@@ -68,7 +70,6 @@ class Writer(RequestLoop):
         self.requests_sent = 0
         # counted for the catch-up benchmark only (``waits``: off unless asked for)
         self.waits = RECORDER.writer(self.name) if RECORDER is not None else None
-        self._wrote_now = False  # ``submit`` wrote a request in this loop turn
         # batches of a topic whose leaders are being refreshed wait for the new leader
         cluster.leaders.listen(self._wakeup.set)
 
@@ -91,34 +92,43 @@ class Writer(RequestLoop):
         self._queues.clear()
 
     def submit(self, tp: TP, batch: bytes | bytearray) -> asyncio.Future[ProduceResult]:
+        """``batch`` written for ``tp`` now if it can go (``_write_alone``), else queued for
+        the writer's next pass; the future of its result."""
         future: asyncio.Future[ProduceResult] = asyncio.get_running_loop().create_future()
         if self.dead is not None:
             future.set_exception(self.dead)
             return future
-        self._queues.setdefault(tp, deque()).append((batch, future, time.monotonic()))
-        if self._idle():
-            self._wrote_now = True
-            asyncio.get_running_loop().call_soon(self._turn_over)
-            try:
-                self._dispatch()  # written in the caller's turn of the loop
-            except Exception:
-                self._wakeup.set()  # a bug: the loop's pass meets it again and dies of it
-        else:
-            self._wakeup.set()  # with what else waits, in one request per leader
+        queue = self._queues.setdefault(tp, deque())
+        queue.append((batch, future, time.monotonic()))
+        try:
+            written = len(queue) == 1 and self._write_alone(tp, queue)
+        except Exception:
+            written = False  # a bug: the loop's pass meets it again and dies of it
+        if not written:
+            self._wakeup.set()
         return future
 
-    def _idle(self) -> bool:
-        """Nothing to coalesce a new batch with: the loop runs and has no pass to make, no
-        other batch waits, and none was written so in this loop turn (requests in flight do
-        not matter: the next goes behind them on the same connection). Else it waits for the
-        loop's next pass (one turn), when every batch submitted meanwhile goes out with it:
-        of the copiers one fetch answer wakes, the first writes at once, the others together."""
+    def _write_alone(self, tp: TP, queue: deque[Waiting]) -> bool:
+        """Write ``tp``'s one waiting batch in a request of its own, in the caller's turn of
+        the loop, if its connection has room for one more request (as Kafka's producer with
+        linger.ms=0 sends a batch at once while it has requests to spare): a caught-up
+        partition's records go out as they arrive, not after the other callbacks of the
+        turn. Batches that find their connection full wait for the pass, and go together in
+        one request when an answer frees it. False: it waits (or was failed) for the pass."""
         running = self._task is not None and not self._task.done()
-        waits = self._wakeup.is_set() or len(self._queues) != 1
-        return running and not waits and not self._wrote_now
-
-    def _turn_over(self) -> None:
-        self._wrote_now = False
+        if not running or not self.may_write():
+            return False  # the pass refuses it
+        node = self._leader(tp, queue)
+        if node is None:
+            return False
+        where = (node, write_connection(tp))
+        if self._in_flight[where] >= self.max_in_flight:
+            return False
+        waiting = queue.popleft()
+        del self._queues[tp]
+        self._in_flight[where] += 1
+        self._start(node, where[1], {tp: waiting})
+        return True
 
     def forget(self, tp: TP) -> None:
         """Drop what ``tp`` still has queued (after an error, its copier starts over)."""
@@ -133,8 +143,8 @@ class Writer(RequestLoop):
             await asyncio.sleep(0)
 
     def _dispatch(self) -> None:
-        """Write one request per leader with room for one, carrying the next batch of every
-        partition that waits for it."""
+        """Write one request per connection with room for one, carrying the next batch of
+        every partition that waits for it."""
         if not self.may_write():
             self._refuse_all()
             return

@@ -1,6 +1,7 @@
-"""The writer writes a request in the loop turn its batch was submitted when nothing else
-waits (the hop, issue 23), coalesces the rest into its next pass, and keeps a node's requests
-in order while its connection is still opening."""
+"""The writer writes a request in the loop turn its batch was submitted while its connection
+has room for one (the hop, issue 23), coalesces the batches that found it full into one
+request when it frees, and keeps a node's requests in order while its connection is still
+opening."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from syncer.writer import WRITE_CONNECTIONS, Writer, write_connection
 A, B, C = TP("t", 0), TP("t", 1), TP("t", 2)
 # partitions that write on the same connection as A and as B (``write_connection``)
 A2, B2 = TP("t", len(WRITE_CONNECTIONS)), TP("t", 1 + len(WRITE_CONNECTIONS))
+A3 = TP("t", 2 * len(WRITE_CONNECTIONS))
 
 
 async def no_refresh() -> None:
@@ -65,15 +67,18 @@ async def test_a_batch_to_an_idle_writer_is_written_before_submit_returns() -> N
         assert (await future).error_code == 0
 
 
-async def test_batches_behind_a_request_in_flight_go_together_in_the_next_pass() -> None:
+async def test_batches_that_find_their_connection_full_go_together_when_it_frees() -> None:
     cluster = Direct()
-    async with Writer(cluster, max_in_flight=5) as writer:  # type: ignore[arg-type]
+    async with Writer(cluster, max_in_flight=1) as writer:  # type: ignore[arg-type]
         await asyncio.sleep(0)
         first = writer.submit(A, b"a")
-        rest = [writer.submit(B, b"b"), writer.submit(B2, b"c")]  # on one connection
-        assert cluster.written == [[b"a"]]  # the others wait for the writer's pass
-        await asyncio.gather(first, *rest)
-    assert cluster.written == [[b"a"], [b"b", b"c"]]
+        rest = [writer.submit(A2, b"b"), writer.submit(A3, b"c")]  # A's connection: full
+        other = writer.submit(B, b"d")  # another connection, with room
+        assert cluster.written == [[b"a"], [b"d"]]
+        await asyncio.sleep(0)
+        assert cluster.written == [[b"a"], [b"d"]]  # the pass too leaves them waiting
+        await asyncio.gather(first, other, *rest)
+    assert cluster.written == [[b"a"], [b"d"], [b"b", b"c"]]
 
 
 async def test_while_a_connection_opens_later_requests_wait_behind_it_in_order() -> None:
@@ -91,9 +96,10 @@ async def test_while_a_connection_opens_later_requests_wait_behind_it_in_order()
     assert cluster.written == [[b"a1"], [b"a2"]]
 
 
-async def test_a_batch_in_a_later_turn_goes_behind_the_request_in_flight_at_once() -> None:
-    """The hop (issue 23): a request in flight is no reason to wait a turn; only batches
-    of the same turn wait, to go together."""
+async def test_batches_go_behind_requests_in_flight_at_once_while_there_is_room() -> None:
+    """The hop (issue 23): a request in flight is no reason to wait, nor is another batch
+    written in the same turn (the fetch answers of several caught-up partitions read in one
+    turn: each of their batches written as its answer is handed on, not after the rest)."""
     cluster = Direct()
     async with Writer(cluster, max_in_flight=5) as writer:  # type: ignore[arg-type]
         await asyncio.sleep(0)
@@ -102,9 +108,9 @@ async def test_a_batch_in_a_later_turn_goes_behind_the_request_in_flight_at_once
         second = writer.submit(B, b"b")
         assert cluster.written == [[b"a"], [b"b"]]  # no loop turn in between
         third, fourth = writer.submit(A, b"a2"), writer.submit(A2, b"c")  # one connection
-        assert cluster.written == [[b"a"], [b"b"]]  # the same turn: they wait for the pass
+        assert cluster.written == [[b"a"], [b"b"], [b"a2"], [b"c"]]
         await asyncio.gather(first, second, third, fourth)
-    assert cluster.written == [[b"a"], [b"b"], [b"a2", b"c"]]
+    assert cluster.written == [[b"a"], [b"b"], [b"a2"], [b"c"]]
 
 
 async def test_each_partition_writes_on_its_own_one_of_the_connections() -> None:
@@ -124,8 +130,8 @@ async def test_each_partition_writes_on_its_own_one_of_the_connections() -> None
     for pieces, connection in zip(cluster.written, cluster.connections, strict=True):
         partitions = [int(piece.rstrip(b"+")) for piece in pieces]
         assert {write_connection(TP("t", p)) for p in partitions} == {connection}
-    # each burst: the first at once, then in one pass a request on each connection
-    assert len(cluster.written) == 2 * (1 + len(WRITE_CONNECTIONS))
+    # each burst: every batch at once, in a request of its own (room on every connection)
+    assert len(cluster.written) == 2 * len(tps)
 
 
 async def test_the_cap_on_requests_in_flight_holds_on_each_connection() -> None:
