@@ -85,7 +85,7 @@ def main() -> None:
         help="where the brokers keep their logs (default: the temp dir), e.g. /dev/shm: on"
         " disk, the kernel's writeback of the rounds before (300 MB at once) falls on one"
         " copier's round or another's; on tmpfs there is none, and the p99s came out no"
-        " steadier (2026-12-04 16:31)",
+        " steadier (2026-12-04 16:33)",
     )
     parser.add_argument(
         "--timeline",
