@@ -62,10 +62,12 @@ def write_produce(
     acks: int,
     timeout_ms: int,
     topics: Mapping[uuid.UUID, list[tuple[int, bytes | bytearray]]],
+    then: Callable[[Any], None],
 ) -> asyncio.Future[Any]:
-    """Write one Produce v13 request on ``conn`` now; the future of its answer (the decoded
-    ``ProduceResponse_v13``), resolved by aiokafka's reader, failed if the connection
-    closes. Raises KafkaConnectionError if the connection broke."""
+    """Write one Produce v13 request on ``conn`` now; its future (``Concluded``) hands
+    ``then`` the decoded ``ProduceResponse_v13`` as aiokafka's reader sets it, or the
+    KafkaConnectionError it is failed with as the connection closes. Raises
+    KafkaConnectionError if the connection broke (``then`` is not called)."""
     writer = conn._writer
     if writer is None:
         raise kafka_errors.KafkaConnectionError(f"No connection to broker at {conn.host}")
@@ -76,9 +78,18 @@ def write_produce(
     except OSError as err:
         conn.close(reason=CloseReason.CONNECTION_BROKEN)
         raise kafka_errors.KafkaConnectionError(f"Connection at {conn.host} broken") from err
-    future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    future = Concluded(then, conn)
     conn._requests.append((correlation_id, _ANSWER_OF, future))
     return future
+
+
+def time_out(conn: AIOKafkaConnection, future: asyncio.Future[Any]) -> None:
+    """``future``'s request went unanswered for aiokafka's request timeout: it fails with
+    RequestTimedOutError, and the connection is closed, as aiokafka's ``send`` does (its
+    reader would otherwise match the late answer to the next request)."""
+    if not future.done():
+        future.set_exception(kafka_errors.RequestTimedOutError())
+        conn.close(reason=CloseReason.CONNECTION_TIMEOUT)
 
 
 class HookedFuture(asyncio.Future[Any]):
@@ -99,6 +110,32 @@ class HookedFuture(asyncio.Future[Any]):
             TRACE.frame_at[id(self._conn)] = (whole, time.time())
         try:
             self._hook(result)
+        except Exception:
+            log.exception("handing on an answer from %s", self._conn.host)
+
+
+class Concluded(asyncio.Future[Any]):
+    """A request's future that hands ``then`` its answer or its failure as either is set (in
+    the read callback, or as its connection closes), with no task awaiting it. What ``then``
+    raises is logged, never raised into aiokafka's reader (which would close the
+    connection)."""
+
+    def __init__(self, then: Callable[[Any], None], conn: Any) -> None:
+        super().__init__()
+        self._then = then
+        self._conn = conn
+
+    def set_result(self, result: Any, /) -> None:
+        super().set_result(result)
+        self._hand_on(result)
+
+    def set_exception(self, exception: type[BaseException] | BaseException, /) -> None:
+        super().set_exception(exception)
+        self._hand_on(self.exception())  # retrieved: nobody awaits this future
+
+    def _hand_on(self, outcome: Any) -> None:
+        try:
+            self._then(outcome)
         except Exception:
             log.exception("handing on an answer from %s", self._conn.host)
 

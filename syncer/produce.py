@@ -1,7 +1,7 @@
 """Produce requests to the local cluster: acks=all, one batch per partition, by topic id
 where the brokers take Produce v13 (Kafka 4.1+), else by name; written straight onto the open
-connection where that can be (``produce_now``, ``syncer.direct``). A produce answer's code is
-judged by ``alignment.judge``, not here."""
+connection where that can be, its answer handed on as it is read (``produce_then``,
+``syncer.direct``). A produce answer's code is judged by ``alignment.judge``, not here."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import asyncio
 import logging
 import uuid
 from collections import defaultdict
-from collections.abc import Coroutine, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +17,7 @@ from aiokafka import errors as kafka_errors
 from aiokafka.protocol.produce import ProduceRequest
 
 from syncer.connection import TP, ClusterConnection
-from syncer.direct import answer, by_id, open_connection, write_produce
+from syncer.direct import by_id, open_connection, time_out, write_produce
 from syncer.protocol import ProduceByIdRequest, produced_by_id
 
 log = logging.getLogger(__name__)
@@ -119,43 +119,50 @@ class ProduceRequests(ClusterConnection):
         self.leaders_moved(answered, seen)
         return out
 
-    def produce_now(
+    def produce_then(
         self,
         node: int,
         batches: dict[TP, bytes | bytearray],
+        then: Callable[[dict[TP, ProduceResult] | Exception], None],
         *,
         timeout_ms: int,
         topic_ids: Mapping[str, uuid.UUID] | None = None,
         connection: int = 0,
-    ) -> Coroutine[Any, Any, dict[TP, ProduceResult]] | None:
+    ) -> asyncio.Handle | None:
         """``produce`` by topic id with its request written before this returns (in the
-        caller's loop turn, ``syncer.direct``), and its answer to await; None where it
-        cannot be: no ids, no Produce v13, the connection not open (or tuned) yet."""
+        caller's loop turn, ``syncer.direct``), its outcome handed to ``then`` once, with no
+        task: the results as the answer is read, or the error, as its connection closes or
+        once it went unanswered for the request timeout (the connection is then closed, as
+        ``send`` does). The handle of that timeout (cancel it to give the request up); None
+        where the request cannot be written now: no ids, no Produce v13, the connection not
+        open (or tuned) yet. Raises TransientClusterError if the connection broke as the
+        request was written (``then`` is not called)."""
         by_id = topic_ids and self._writes_by_id
         conn = open_connection(self._client, node, connection) if by_id else None
         if conn is None or not topic_ids or (self._buffers and conn not in self._tuned):
             return None
         topics, names, out = self._by_id(batches, topic_ids)
+        loop = asyncio.get_running_loop()
+        if not topics:  # nothing to send: the ones with no id answered as such
+            return loop.call_soon(then, out)
         seen = self.leaders.generation
+
+        def answered(response: Any) -> None:
+            timer.cancel()
+            outcome: dict[TP, ProduceResult] | Exception
+            try:
+                if isinstance(response, BaseException):
+                    raise response
+                outcome = self._produced(response, names, out, seen)
+            except (kafka_errors.KafkaError, OSError, TimeoutError) as exc:
+                outcome = self.failed(node, exc)
+            except Exception as exc:  # a bug: the writes fail with it
+                outcome = exc
+            then(outcome)
+
         try:
-            future = write_produce(conn, -1, timeout_ms, topics) if topics else None
+            future = write_produce(conn, -1, timeout_ms, topics, answered)
         except kafka_errors.KafkaError as exc:
             raise self.failed(node, exc) from exc
-        return self._produced_now(node, conn, future, names, out, seen)
-
-    async def _produced_now(
-        self,
-        node: int,
-        conn: Any,
-        future: asyncio.Future[Any] | None,
-        names: dict[uuid.UUID, str],
-        out: dict[TP, ProduceResult],
-        seen: int,
-    ) -> dict[TP, ProduceResult]:
-        if future is None:
-            return out
-        try:
-            response = await answer(conn, future)
-        except (kafka_errors.KafkaError, TimeoutError, OSError) as exc:
-            raise self.failed(node, exc) from exc
-        return self._produced(response, names, out, seen)
+        timer = loop.call_later(conn._request_timeout, time_out, conn, future)
+        return timer

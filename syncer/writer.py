@@ -13,6 +13,8 @@ import uuid
 import zlib
 from collections import defaultdict, deque
 from collections.abc import Callable, Coroutine, Mapping
+from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from syncer.clusters import TP, Cluster, ProduceResult
@@ -42,6 +44,19 @@ def write_connection(tp: TP) -> int:
 Waiting = tuple[bytes | bytearray, asyncio.Future[ProduceResult], float]
 
 
+@dataclass(eq=False, slots=True)
+class Request:
+    """One produce request: where it went, its batches, when, whether it waits for its
+    connection to open (a task sends it), and the timeout of one written at once."""
+
+    where: tuple[int, int]  # (node, connection)
+    entries: dict[TP, Waiting]
+    sent: float
+    opening: bool
+    timer: asyncio.Handle | None = None
+    concluded: bool = False
+
+
 class Writer(RequestLoop):
     """Owns one background task; ``submit(tp, batch)`` returns a future for the result.
     Given ``topic_ids`` (each local topic's id as first seen, added to in place), batches are
@@ -67,6 +82,8 @@ class Writer(RequestLoop):
         self._in_flight: dict[tuple[int, int], int] = defaultdict(int)  # by (node, connection)
         # (node, connection) → requests sent by a task (waiting for it to open)
         self._opening: dict[tuple[int, int], int] = defaultdict(int)
+        # requests written whose answers conclude them as they are read (no task)
+        self._answering: set[Request] = set()
         self.requests_sent = 0
         # counted for the catch-up benchmark only (``waits``: off unless asked for)
         self.waits = RECORDER.writer(self.name) if RECORDER is not None else None
@@ -79,6 +96,8 @@ class Writer(RequestLoop):
         return f"<Writer {self.cluster.name} [queued: {queued}, in flight: {in_flight}]>"
 
     def _cancel_waiting(self) -> None:
+        for request in list(self._answering):  # stopped: given up, their timeouts too
+            self._conclude(request, None)
         for queue in self._queues.values():
             for _batch, future, _at in queue:
                 future.cancel()
@@ -187,25 +206,29 @@ class Writer(RequestLoop):
     def _start(self, node: int, connection: int, entries: dict[TP, Waiting]) -> None:
         """Write the request now if ``connection`` to ``node`` is open, and no request on
         it still waits for it to open (requests reach a broker in the order they were made:
-        each partition's batches in offset order); else a task sends it."""
+        each partition's batches in offset order): its answer concludes it as it is read
+        (``produce_then``), with no task. Else a task sends it and awaits its answer."""
         batches = {tp: batch for tp, (batch, _f, _at) in entries.items()}
         sent = time.monotonic()
         if self.waits is not None:
             nbytes = sum(len(batch) for batch in batches.values())
             self.waits.sent(node, sent, [sent - at for _b, _f, at in entries.values()], nbytes)
-        answer: Coroutine[Any, Any, dict[TP, ProduceResult]] | None = None
         where = (node, connection)
-        opening = where in self._opening
+        request = Request(where, entries, sent, opening=where in self._opening)
         timeout, ids = PRODUCE_TIMEOUT_MS, self.topic_ids
-        try:
-            if not opening:
-                answer = self.cluster.produce_now(
-                    node, batches, timeout_ms=timeout, topic_ids=ids, connection=connection
+        answer: Coroutine[Any, Any, dict[TP, ProduceResult]] | None = None
+        if not request.opening:
+            then = partial(self._conclude, request)
+            try:
+                request.timer = self.cluster.produce_then(
+                    node, batches, then, timeout_ms=timeout, topic_ids=ids, connection=connection
                 )
-        except Exception as exc:
-            answer = _failed(exc)
-        if answer is None:
-            opening = True
+            except Exception as exc:
+                answer = _failed(exc)
+            else:
+                if request.timer is None:  # it cannot be written now: a task sends it
+                    request.opening = True
+        if request.opening:
             self._opening[where] += 1
             answer = self.cluster.produce(
                 node, batches, timeout_ms=timeout, topic_ids=ids, connection=connection
@@ -213,8 +236,11 @@ class Writer(RequestLoop):
         if TRACE is not None:
             for tp, batch in batches.items():
                 base = int.from_bytes(batch[53:57], "big")  # its sequence: the offset
-                TRACE.note("written", tp.topic, tp.partition, base, len(batch), opening)
-        self._spawn(self._produce(where, entries, answer, sent, opening=opening))
+                TRACE.note("written", tp.topic, tp.partition, base, len(batch), request.opening)
+        if answer is None:
+            self._answering.add(request)
+        else:
+            self._spawn(self._produce(request, answer))
 
     def _refuse_all(self) -> None:
         error = TransientClusterError("not writing: this process may have lost its group")
@@ -225,44 +251,76 @@ class Writer(RequestLoop):
         self._queues.clear()
 
     async def _produce(
-        self,
-        where: tuple[int, int],
-        entries: dict[TP, Waiting],
-        answer: Coroutine[Any, Any, dict[TP, ProduceResult]],
-        sent: float,
-        *,
-        opening: bool,
+        self, request: Request, answer: Coroutine[Any, Any, dict[TP, ProduceResult]]
     ) -> None:
+        """Await the answer of a request a task sends (its connection was opening)."""
+        outcome: dict[TP, ProduceResult] | Exception
         try:
-            result = await answer
+            outcome = await answer
+        except Exception as exc:
+            outcome = exc
+        except BaseException:  # stopped mid-request
+            self._conclude(request, None)
+            raise
+        finally:
+            answer.close()  # never awaited if the task was cancelled before it began
+        self._conclude(request, outcome)
+
+    def _conclude(
+        self, request: Request, outcome: dict[TP, ProduceResult] | Exception | None
+    ) -> None:
+        """``request``'s results handed to the copiers, or its failure (None: given up, the
+        writer stopped); once. Its connection then has room for the next request."""
+        if request.concluded:
+            return
+        request.concluded = True
+        self._answering.discard(request)
+        if request.timer is not None:
+            request.timer.cancel()
+        try:
+            self._hand_back(request, outcome)
+        finally:
+            # stopped mid-request: the copier must not wait for an answer that never comes
+            # (nor hold its bytes in the budget); whether it landed, the local end tells
+            for _batch, future, _at in request.entries.values():
+                future.cancel()
+            self._freed(request)
+
+    def _hand_back(
+        self, request: Request, outcome: dict[TP, ProduceResult] | Exception | None
+    ) -> None:
+        entries = request.entries
+        try:
+            if isinstance(outcome, Exception):
+                raise outcome
+            if outcome is None:
+                return
             if TRACE is not None:
                 for tp, (batch, _f, _at) in entries.items():
                     base = int.from_bytes(batch[53:57], "big")  # its sequence: the offset
                     TRACE.note("answered", tp.topic, tp.partition, base)
-            self.observe(time.monotonic() - sent)
+            self.observe(time.monotonic() - request.sent)
             self.requests_sent += 1
             for tp, (_batch, future, _at) in entries.items():
                 if not future.done():
-                    future.set_result(result.get(tp, ProduceResult(-1, -1, "missing")))
+                    future.set_result(outcome.get(tp, ProduceResult(-1, -1, "missing")))
         except Exception as exc:
             for _batch, future, _at in entries.values():
                 if not future.done():
                     future.set_exception(exc)
-        finally:
-            # stopped mid-request: the copier must not wait for an answer that never comes
-            # (nor hold its bytes in the budget); whether it landed, the local end tells
-            for _batch, future, _at in entries.values():
-                future.cancel()
-            answer.close()  # never awaited if the task was cancelled before it began
-            self._in_flight[where] -= 1
-            if self.waits is not None:
-                now = time.monotonic()
-                self.waits.answered(where[0], now, now - sent)
-            if opening:
-                self._opening[where] -= 1
-                if not self._opening[where]:
-                    del self._opening[where]
-            self._wakeup.set()
+
+    def _freed(self, request: Request) -> None:
+        """``request`` is done: its connection has room for the next."""
+        where = request.where
+        self._in_flight[where] -= 1
+        if self.waits is not None:
+            now = time.monotonic()
+            self.waits.answered(where[0], now, now - request.sent)
+        if request.opening:
+            self._opening[where] -= 1
+            if not self._opening[where]:
+                del self._opening[where]
+        self._wakeup.set()
 
 
 async def _failed(exc: Exception) -> dict[TP, ProduceResult]:

@@ -1,6 +1,7 @@
 """Produce requests written straight onto aiokafka's connection (``syncer.direct``): the bytes
 must be exactly those aiokafka's own ``send`` writes for the same request, and the answer must
-reach the right request through aiokafka's reader."""
+reach the right request through aiokafka's reader, handed on as it is read (no task awaits
+it); a request unanswered or cut off is handed its failure, once."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 from aiokafka.conn import AIOKafkaConnection
 
 from syncer.clusters import TP
-from syncer.direct import answer, by_id, open_connection, write_produce
+from syncer.direct import by_id, open_connection, time_out, write_produce
 from syncer.protocol import ProduceByIdRequest, ProducedById, ProduceResponse_v13, produced_by_id
 from syncer.protocol.produce import produce_v13_frame, uvarint
 
@@ -33,6 +34,13 @@ class Captured:
 
     def writelines(self, pieces: list[bytes]) -> None:
         self.written.append(b"".join(pieces))
+
+    def close(self) -> None:
+        pass
+
+
+def ignore(_outcome: object) -> None:
+    pass
 
 
 class Open:
@@ -81,7 +89,7 @@ async def test_a_request_written_directly_is_byte_for_byte_aiokafkas(size: int, 
     batch = kind(bytes(range(256)) * (size // 256) + b"\x07" * (size % 256))
     topics = {ORDERS: [(0, batch), (3, b"x" * 200)], AUDIT: [(1, batch[: size // 2])]}
     ours, theirs = await connection(), await connection()
-    write_produce(ours, -1, 30_000, topics)
+    write_produce(ours, -1, 30_000, topics, ignore)
     sent = theirs.send(ProduceByIdRequest(-1, 30_000, topics))
     assert ours._writer.written == theirs._writer.written  # type: ignore[union-attr]
     assert len(ours._writer.written) == 1  # type: ignore[union-attr]
@@ -95,29 +103,58 @@ def test_the_frame_says_its_own_size_and_keeps_each_batch_a_piece_of_its_own() -
     assert any(p is batch for p in pieces)  # written as it is, not copied into the request
 
 
-async def test_the_answer_reaches_its_request_through_aiokafkas_reader() -> None:
+async def test_the_answer_reaches_its_request_through_aiokafkas_reader_as_it_is_read() -> None:
     conn = await connection()
-    first = write_produce(conn, -1, 1000, {ORDERS: [(0, b"R")]})
-    second = write_produce(conn, -1, 1000, {ORDERS: [(1, b"R")]})
+    got: list[Any] = []
+    write_produce(conn, -1, 1000, {ORDERS: [(0, b"R")]}, got.append)
+    write_produce(conn, -1, 1000, {ORDERS: [(1, b"R")]}, got.append)
     for correlation_id, offset in ((1, 5), (2, 9)):
         landed = [(correlation_id - 1, 0, offset, -1, 0, [], None, {})]
         body = ProduceResponse_v13([(ORDERS, landed, {})], 0, {}).encode()
         conn._handle_frame(struct.pack(">i", correlation_id) + b"\x00" + body)
-    got = [await answer(conn, first), await answer(conn, second)]
+        assert len(got) == correlation_id  # handed on in the read callback itself
     assert [produced_by_id(r) for r in got] == [
         [ProducedById(ORDERS, 0, 0, 5, None)],
         [ProducedById(ORDERS, 1, 0, 9, None)],
     ]
 
 
-async def test_an_unanswered_request_times_out_and_closes_its_connection() -> None:
+async def test_an_unanswered_request_times_out_once_and_closes_its_connection() -> None:
     conn = await connection()
     closed: list[Any] = []
     conn.close = lambda reason=None, exc=None: closed.append(reason)  # type: ignore[method-assign]
-    future = write_produce(conn, -1, 1000, {ORDERS: [(0, b"R")]})
-    with pytest.raises(Exception, match="RequestTimedOut"):
-        await answer(conn, future)
+    got: list[Any] = []
+    future = write_produce(conn, -1, 1000, {ORDERS: [(0, b"R")]}, got.append)
+    time_out(conn, future)
+    assert [type(e).__name__ for e in got] == ["RequestTimedOutError"]
     assert closed  # the late answer must not be matched to the next request
+    landed = [(0, 0, 5, -1, 0, [], None, {})]
+    body = ProduceResponse_v13([(ORDERS, landed, {})], 0, {}).encode()
+    conn._handle_frame(struct.pack(">i", 1) + b"\x00" + body)  # late: not handed on again
+    time_out(conn, future)
+    assert len(got) == 1
+
+
+async def test_a_connection_that_closes_hands_each_request_its_failure() -> None:
+    conn = await connection()
+    conn._read_task = asyncio.get_running_loop().create_future()
+    got: list[Any] = []
+    for p in range(2):
+        write_produce(conn, -1, 1000, {ORDERS: [(p, b"R")]}, got.append)
+    conn.close()
+    assert [type(e).__name__ for e in got] == ["KafkaConnectionError"] * 2
+
+
+async def test_what_the_receiver_of_an_answer_raises_stays_out_of_aiokafkas_reader() -> None:
+    conn = await connection()
+
+    def broken(_outcome: object) -> None:
+        raise RuntimeError("a bug in the receiver")
+
+    write_produce(conn, -1, 1000, {ORDERS: [(0, b"R")]}, broken)
+    body = ProduceResponse_v13([(ORDERS, [(0, 0, 5, -1, 0, [], None, {})], {})], 0, {}).encode()
+    conn._handle_frame(struct.pack(">i", 1) + b"\x00" + body)  # raises nothing
+    assert not conn._requests
 
 
 async def test_only_an_open_connection_that_takes_produce_v13_is_written_directly() -> None:
@@ -144,7 +181,7 @@ def test_partitions_whose_topic_has_no_id_yet_are_kept_out() -> None:
 async def test_requests_reach_the_socket_in_the_order_they_were_made() -> None:
     conn = await connection()
     for p in range(3):
-        write_produce(conn, -1, 1000, {ORDERS: [(p, b"R")]})
+        write_produce(conn, -1, 1000, {ORDERS: [(p, b"R")]}, ignore)
     ids = [struct.unpack(">i", w[8:12])[0] for w in conn._writer.written]  # type: ignore[union-attr]
     assert ids == [1, 2, 3]
     assert [c for c, _r, _f in conn._requests] == [1, 2, 3]

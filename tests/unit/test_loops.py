@@ -45,7 +45,7 @@ class SilentCluster:
     def leader(self, tp: TP) -> int:
         return 1
 
-    def produce_now(self, *_: object, **__: object) -> None:
+    def produce_then(self, *_: object, **__: object) -> None:
         return None  # never open: each request goes through ``produce``
 
     async def produce(

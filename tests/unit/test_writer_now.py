@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from syncer.clusters import TP, ProduceResult
 from syncer.leaders import MetadataRefresh
 from syncer.writer import WRITE_CONNECTIONS, Writer, write_connection
@@ -23,9 +25,9 @@ async def no_refresh() -> None:
 
 
 class Direct:
-    """A cluster whose connection is open (``produce_now`` writes at once, logged in
-    ``written``) unless ``opening``: then ``produce_now`` declines and ``produce`` sends
-    once the connection is up (``up``)."""
+    """A cluster whose connection is open (``produce_then`` writes at once, logged in
+    ``written``, and answers 10 ms later) unless ``opening``: then ``produce_then``
+    declines and ``produce`` sends once the connection is up (``up``)."""
 
     name = "local"
 
@@ -39,14 +41,15 @@ class Direct:
     def leader(self, tp: TP) -> int:
         return 1
 
-    def produce_now(
-        self, node: int, batches: dict[TP, Any], *, connection: int = 0, **_: Any
-    ) -> Any:  # a coroutine, or None
+    def produce_then(
+        self, node: int, batches: dict[TP, Any], then: Any, *, connection: int = 0, **_: Any
+    ) -> asyncio.Handle | None:
         if self.opening:
             return None
         self.written.append(list(batches.values()))
         self.connections.append(connection)
-        return self._answer(batches)
+        answer = {tp: ProduceResult(0, 0) for tp in batches}
+        return asyncio.get_running_loop().call_later(0.01, then, answer)
 
     async def produce(self, node: int, batches: dict[TP, Any], **_: Any) -> Any:
         await self.up.wait()
@@ -152,3 +155,66 @@ async def test_the_cap_on_requests_in_flight_holds_on_each_connection() -> None:
         assert cluster.written == [[b"a1"], [b"a2"], [b"b"]]
         await asyncio.gather(*batches)
     assert cluster.written == [[b"a1"], [b"a2"], [b"b"], [b"a3"]]
+
+
+class Answering(Direct):
+    """Direct, whose requests are answered only when the test says (``answer``), each with
+    the outcome given (results or an error), as a connection's read callback would."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.then: list[Any] = []
+        self.timers: list[asyncio.TimerHandle] = []
+
+    def produce_then(
+        self, node: int, batches: dict[TP, Any], then: Any, *, connection: int = 0, **_: Any
+    ) -> asyncio.Handle:
+        self.written.append(list(batches.values()))
+        self.then.append((then, list(batches)))
+        self.timers.append(asyncio.get_running_loop().call_later(3600, lambda: None))
+        return self.timers[-1]
+
+    def answer(self, n: int, outcome: Exception | None = None) -> None:
+        then, tps = self.then[n]
+        then(outcome if outcome is not None else {tp: ProduceResult(0, 7) for tp in tps})
+
+
+async def test_an_answer_is_handed_to_its_batches_as_it_is_read_with_no_task() -> None:
+    """The hop (issue 23): a request written at once has no task awaiting its answer (a task
+    woke a loop turn after the answer was read, and cost as much CPU as the rest of the
+    write); its batches' futures are resolved in the read callback, and its connection has
+    room again then."""
+    cluster = Answering()
+    async with Writer(cluster, max_in_flight=1) as writer:  # type: ignore[arg-type]
+        await asyncio.sleep(0)
+        first = writer.submit(A, b"a1")
+        waiting = writer.submit(A, b"a2")  # the connection is full: waits for the answer
+        assert not writer._requests  # no task for the request in flight
+        cluster.answer(0)
+        assert first.done() and first.result() == ProduceResult(0, 7)  # no loop turn
+        assert cluster.timers[0].cancelled()  # its timeout with it
+        await asyncio.sleep(0)
+        assert cluster.written == [[b"a1"], [b"a2"]]  # the room it freed was taken
+        cluster.answer(1, TimeoutError("cut off"))
+        with pytest.raises(TimeoutError, match="cut off"):
+            waiting.result()
+        cluster.answer(1)  # a second outcome of the same request changes nothing
+        assert isinstance(waiting.exception(), TimeoutError)
+
+
+async def test_a_writer_stopped_with_requests_in_flight_gives_them_up() -> None:
+    """Stopped mid-request, the copier must not wait for an answer that never comes: the
+    batches' futures are cancelled, the requests' timeouts too, and an answer arriving
+    after the stop is not handed on."""
+    cluster = Answering()
+    writer = Writer(cluster, max_in_flight=5)  # type: ignore[arg-type]
+    writer.start()
+    await asyncio.sleep(0)
+    batches = [writer.submit(A, b"a"), writer.submit(B, b"b")]
+    assert len(cluster.written) == 2
+    await writer.stop()
+    assert all(batch.cancelled() for batch in batches)
+    assert all(timer.cancelled() for timer in cluster.timers)
+    assert not any(writer._in_flight.values())
+    cluster.answer(0)  # late: nothing to hand it to
+    assert batches[0].cancelled()
