@@ -92,28 +92,6 @@ def time_out(conn: AIOKafkaConnection, future: asyncio.Future[Any]) -> None:
         conn.close(reason=CloseReason.CONNECTION_TIMEOUT)
 
 
-class HookedFuture(asyncio.Future[Any]):
-    """A request's future that calls ``hook`` with its answer as the answer is set: in the
-    read callback that handed the frame on (``syncer.frames``), not a loop turn later as its
-    awaiter would. What the hook raises is logged, never raised into aiokafka's reader (which
-    would close the connection); whoever awaits the future still gets the answer."""
-
-    def __init__(self, hook: Callable[[Any], None], conn: Any) -> None:
-        super().__init__()
-        self._hook = hook
-        self._conn = conn
-
-    def set_result(self, result: Any, /) -> None:
-        super().set_result(result)
-        if TRACE is not None:
-            whole = TRACE.whole_at.get(id(self._conn), 0.0)
-            TRACE.frame_at[id(self._conn)] = (whole, time.time())
-        try:
-            self._hook(result)
-        except Exception:
-            log.exception("handing on an answer from %s", self._conn.host)
-
-
 class Concluded(asyncio.Future[Any]):
     """A request's future that hands ``then`` its answer or its failure as either is set (in
     the read callback, or as its connection closes), with no task awaiting it. What ``then``
@@ -127,6 +105,9 @@ class Concluded(asyncio.Future[Any]):
 
     def set_result(self, result: Any, /) -> None:
         super().set_result(result)
+        if TRACE is not None:
+            whole = TRACE.whole_at.get(id(self._conn), 0.0)
+            TRACE.frame_at[id(self._conn)] = (whole, time.time())
         self._hand_on(result)
 
     def set_exception(self, exception: type[BaseException] | BaseException, /) -> None:
@@ -147,12 +128,13 @@ def write_fetch(
     isolation_level: int,
     topics: Mapping[uuid.UUID, list[tuple[int, int, int]]],
     rack_id: str,
-    on_answer: Callable[[FetchAnswer], None] | None = None,
+    then: Callable[[Any], None],
 ) -> asyncio.Future[FetchAnswer]:
-    """Write one sessionless Fetch v13 request on ``conn`` now (``fetch_v13_frame``); the
-    future of its answer, decoded by ``read_fetch_v13`` in aiokafka's reader, failed if the
-    connection closes. ``on_answer``: called with the answer as it is set (``HookedFuture``).
-    Raises KafkaConnectionError if the connection broke."""
+    """Write one sessionless Fetch v13 request on ``conn`` now (``fetch_v13_frame``); its
+    future (``Concluded``) hands ``then`` the answer, decoded by ``read_fetch_v13`` in
+    aiokafka's reader, as it is set, or the KafkaConnectionError it is failed with as the
+    connection closes. Raises KafkaConnectionError if the connection broke (``then`` is not
+    called)."""
     writer = conn._writer
     if writer is None:
         raise kafka_errors.KafkaConnectionError(f"No connection to broker at {conn.host}")
@@ -167,25 +149,9 @@ def write_fetch(
         raise kafka_errors.KafkaConnectionError(f"Connection at {conn.host} broken") from err
     if TRACE is not None:
         TRACE.sent_at[id(conn)] = time.time()
-    future: asyncio.Future[FetchAnswer]
-    if on_answer is None:
-        future = asyncio.get_running_loop().create_future()
-    else:
-        future = HookedFuture(on_answer, conn)
+    future = Concluded(then, conn)
     conn._requests.append((correlation_id, _FETCH_ANSWER_OF, future))
     return future
-
-
-async def answer(conn: AIOKafkaConnection, future: asyncio.Future[Any]) -> Any:
-    """The answer of a request written by ``write_produce``, within aiokafka's request
-    timeout; on a timeout the connection is closed, as aiokafka's ``send`` does (its reader
-    would otherwise match the late answer to the next request)."""
-    try:
-        async with asyncio.timeout(conn._request_timeout):
-            return await future
-    except TimeoutError as exc:
-        conn.close(reason=CloseReason.CONNECTION_TIMEOUT)
-        raise kafka_errors.RequestTimedOutError() from exc
 
 
 def by_id(

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from syncer.clusters import TP, Cluster, FetchedPartition
@@ -35,22 +35,23 @@ class FetchRequests:
         self.topic_ids: Mapping[str, uuid.UUID] = topic_ids if topic_ids is not None else {}
         self.by_id = topic_ids is not None
 
-    def ask_now(
+    def ask_then(
         self,
         node: int,
         connection: int,
         offsets: dict[TP, tuple[int, int]],
         wait_ms: int,
-        on_answer: Callable[[dict[TP, FetchedPartition]], None] | None = None,
-    ) -> Coroutine[Any, Any, dict[TP, FetchedPartition]] | None:
+        then: Callable[[dict[TP, FetchedPartition] | Exception], None],
+    ) -> Callable[[], None] | None:
         """``ask`` without a session, its request written before this returns (by topic id,
-        on a connection open already: ``Cluster.fetch_by_id_now``) and its answer to await
-        (and given to ``on_answer`` as it arrives); None where it cannot be (then ``ask``)."""
+        on a connection open already: ``Cluster.fetch_by_id_then``) and its outcome handed
+        to ``then`` as it comes; what gives it up, or None where it cannot be written now
+        (then ``ask``)."""
         if not (self.by_id and self.topic_ids):
             return None
         sizes = self._sizes(connection, wait_ms)
-        return self.cluster.fetch_by_id_now(
-            node, offsets, self.topic_ids, nearest=True, on_answer=on_answer, **sizes
+        return self.cluster.fetch_by_id_then(
+            node, offsets, self.topic_ids, then, nearest=True, **sizes
         )
 
     def _sizes(self, connection: int, wait_ms: int) -> dict[str, Any]:

@@ -76,10 +76,12 @@ def unknown_id(remote: str, topic_ids: Mapping[str, uuid.UUID], tp: TP) -> str:
     )
 
 
-@dataclass(slots=True)
+@dataclass(eq=False, slots=True)
 class SentRequest:
     """One fetch request as it went out: where, for which fetches, what it asked, and
-    whether its outcome was dealt with (by its answer's hook or its task: once)."""
+    whether its outcome was dealt with (once: by its answer, its timeout, or its task). One
+    written at once has no task: ``give_up`` ends it (its timeout and the connection's),
+    ``timer`` is its chunk timeout."""
 
     node: int
     connection: int
@@ -89,6 +91,8 @@ class SentRequest:
     sent: float
     seen: int  # the metadata generation it was routed by
     concluded: bool = False
+    give_up: Callable[[], None] | None = None
+    timer: asyncio.Handle | None = None
 
 
 async def failed_answer(exc: Exception) -> dict[TP, FetchedPartition]:

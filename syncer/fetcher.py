@@ -99,6 +99,8 @@ class Fetcher(RequestLoop):
         # answers are being handed back: the polls the copiers' steps ask for meanwhile go
         # out right after (``_send_now``), not one by one ahead of the steps still to come
         self._handing = False
+        # requests written at once, concluded by their answers as they are read (no task)
+        self._answering: set[SentRequest] = set()
         self.fetches = 0
         self.pending_bytes = 0  # asked for and not answered yet: how loaded this lane is
         self.pending: dict[TP, int] = {}  # fetches waiting or in flight, per partition
@@ -111,6 +113,8 @@ class Fetcher(RequestLoop):
         return f"<Fetcher {self.cluster.name} [wants: {len(self._wants)}, in flight: {flying}]>"
 
     def _cancel_waiting(self) -> None:
+        for request in list(self._answering):
+            self._given_up(request)
         self.brokers.close()
         self._gate.close()
         self._deadlines.close()
@@ -314,10 +318,12 @@ class Fetcher(RequestLoop):
             return None
 
     def _send(self, node: int, connection: int, wants: dict[TP, Want], wait_ms: int) -> None:
-        """One request of ``wants``, written now where it can be (``FetchRequests.ask_now``),
-        its answer awaited by a task of its own. A quiet poll's join the session of ``node``
-        and stay parked there while its answers leave them out: only what an answer names is
-        looked at, so an idle partition costs nothing per poll (``quiet_polls``)."""
+        """One request of ``wants``, written now where it can be (``FetchRequests.ask_then``):
+        its answer concludes it as it is read, with no task (a timer keeps the chunk
+        timeout); else a task sends it and awaits its answer. A quiet poll's join the
+        session of ``node`` and stay parked there while its answers leave them out: only what
+        an answer names is looked at, so an idle partition costs nothing per poll
+        (``quiet_polls``)."""
         quiet = connection == QUIET_CONNECTION
         out = self.quiet.parked[node] if quiet else wants  # the fetches this request is for
         offsets = self.quiet.park(node, wants) if quiet else {t: w.ask for t, w in wants.items()}
@@ -328,12 +334,38 @@ class Fetcher(RequestLoop):
         request = SentRequest(node, connection, out, offsets, wait_ms, sent, seen)
         answer: Awaitable[dict[TP, FetchedPartition]] | None = None
         if not quiet:
-            hook = partial(self._conclude, request, wants)
+            then = partial(self._conclude, request, wants)
             try:
-                answer = self._requests_of.ask_now(node, connection, offsets, wait_ms, hook)
+                request.give_up = self._requests_of.ask_then(
+                    node, connection, offsets, wait_ms, then
+                )
             except TransientClusterError as exc:  # its connection broke as it was written
                 answer = failed_answer(exc)
+            if request.give_up is not None:  # written: its answer concludes it, no task
+                timeout_s = self.config.chunk_timeout_ms / 1000
+                loop = asyncio.get_running_loop()
+                request.timer = loop.call_later(timeout_s, self._timed_out, request, wants)
+                self._answering.add(request)
+                return
         self._spawn(self._fetch(request, wants, answer))
+
+    def _timed_out(self, request: SentRequest, wants: dict[TP, Want]) -> None:
+        """A request written at once went unanswered for the chunk timeout."""
+        if request.give_up is not None:
+            request.give_up()
+        self._conclude(request, wants, TimeoutError())
+
+    def _given_up(self, request: SentRequest) -> None:
+        """The fetcher stops with ``request`` out: its fetches stay as they are."""
+        self._answering.discard(request)
+        if request.timer is not None:
+            request.timer.cancel()
+        if request.give_up is not None:
+            request.give_up()
+        if not request.concluded:
+            request.concluded = True
+            self.brokers.done(request.node, request.out)
+            self._free(request.node, request.connection)
 
     async def _fetch(
         self,
@@ -341,19 +373,16 @@ class Fetcher(RequestLoop):
         wants: dict[TP, Want],
         answer: Awaitable[dict[TP, FetchedPartition]] | None,
     ) -> None:
-        """Await ``request``'s answer (``answer``, if it was written already) and hand it
-        back, or fail its fetches; unless its answer's hook did as it arrived (the task
-        then only sees the request through its timeout and its cancellation)."""
+        """Send ``request`` and await its answer (``answer``: the failure of one that broke
+        as it was written), within the chunk timeout, and hand it back, or fail its
+        fetches."""
         outcome: dict[TP, FetchedPartition] | Exception
         try:
             outcome = await self._request(request, answer)
         except Exception as exc:
             outcome = exc
-        except BaseException:  # cancelled (the fetcher stops): its fetches stay as they are
-            if not request.concluded:
-                request.concluded = True
-                self.brokers.done(request.node, request.out)
-                self._free(request.node, request.connection)
+        except BaseException:  # cancelled (the fetcher stops)
+            self._given_up(request)
             raise
         finally:
             if isinstance(answer, Coroutine):
@@ -367,10 +396,14 @@ class Fetcher(RequestLoop):
         outcome: dict[TP, FetchedPartition] | Exception,
     ) -> None:
         """``request``'s answer handed back, or its fetches failed; once, whichever comes
-        first: its answer as it arrives (in the read callback), or its task."""
+        first: its answer as it arrives (in the read callback), its chunk timeout, or its
+        task."""
         if request.concluded:
             return
         request.concluded = True
+        self._answering.discard(request)
+        if request.timer is not None:
+            request.timer.cancel()
         node, connection, out = request.node, request.connection, request.out
         quiet = connection == QUIET_CONNECTION
         done = False

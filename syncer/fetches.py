@@ -1,7 +1,7 @@
 """Fetch requests of the data path, sent to a partition's leader (with a rack, to the read
 replica its leader named: ``syncer.replicas``): by name, or by topic id (in a session:
 ``fetch_session``), through aiokafka's ``send`` or written in the caller's loop turn
-(``fetch_by_id_now``, ``syncer.direct``). Answers leave as ``FetchedPartition`` values."""
+(``fetch_by_id_then``, ``syncer.direct``). Answers leave as ``FetchedPartition`` values."""
 
 from __future__ import annotations
 
@@ -11,18 +11,18 @@ import logging
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Collection, Coroutine, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
 from aiokafka import errors as kafka_errors
 from aiokafka.protocol.fetch import FetchRequest
 
 from syncer.connection import TP, ClusterConnection
-from syncer.direct import answer, open_connection, write_fetch
+from syncer.direct import open_connection, time_out, write_fetch
 from syncer.fetch_session import FetchSession, Sessionless, exchange
 from syncer.fetched import READ_COMMITTED, FetchedPartition
 from syncer.protocol import UNKNOWN_TOPIC_ID, FetchByIdRequest
-from syncer.protocol.fetch import FetchAnswer, FetchedById, FetchRequest_v13
+from syncer.protocol.fetch import FetchedById, FetchRequest_v13
 
 log = logging.getLogger(__name__)
 
@@ -104,26 +104,29 @@ class Fetches(ClusterConnection):
         answers = await exchange(session or Sessionless(), wanted, sizes, send)
         return self._answered_by_id(node, answers.values(), names, out, seen)
 
-    def fetch_by_id_now(
+    def fetch_by_id_then(
         self,
         node: int,
         offsets: Mapping[TP, tuple[int, int]],
         topic_ids: Mapping[str, uuid.UUID],
+        then: Callable[[dict[TP, FetchedPartition] | Exception], None],
         *,
         max_wait_ms: int,
         max_bytes: int,
         partition_max_bytes: int,
         connection: int = 0,
         nearest: bool = False,
-        on_answer: Callable[[dict[TP, FetchedPartition]], None] | None = None,
-    ) -> Coroutine[Any, Any, dict[TP, FetchedPartition]] | None:
+    ) -> Callable[[], None] | None:
         """``fetch_by_id`` without a session, its request written before this returns (in
-        the caller's loop turn, ``syncer.direct``) and its answer to await; None where it
-        cannot be: the connection not open (or tuned) yet, no Fetch v13 on it, no topic of
-        ``offsets`` with an id. Sent by ``send``, a request is written once a task runs it,
-        a loop turn after it was asked for: a caught-up partition's next poll reached the
-        broker after the writes of the answer before it. ``on_answer``: also called with the
-        answer as it arrives (in the read callback; the one awaited is the same)."""
+        the caller's loop turn, ``syncer.direct``), its outcome handed to ``then`` once, with
+        no task: the answer as it is read (in the read callback), or the error, as its
+        connection closes or once it went unanswered for the request timeout (the connection
+        is then closed, as ``send`` does). Sent by ``send``, a request is written once a task
+        runs it, a loop turn after it was asked for: a caught-up partition's next poll
+        reached the broker after the writes of the answer before it. Returns what gives the
+        request up (its timeout cancelled; a follower asked goes back to the leader, as for
+        a fetch that failed); None where it cannot be written now: the connection not open
+        (or tuned) yet, no Fetch v13 on it, no topic of ``offsets`` with an id."""
         conn = open_connection(self._client, node, connection, FetchRequest_v13)
         if conn is None or (self._buffers and conn not in self._tuned):
             return None
@@ -137,43 +140,35 @@ class Fetches(ClusterConnection):
         topics: dict[uuid.UUID, list[tuple[int, int, int]]] = defaultdict(list)
         for (topic_id, partition), (offset, limit) in wanted.items():
             topics[topic_id].append((partition, offset, limit))
-        known = (names, out, seen)
-        decoded: list[dict[TP, FetchedPartition]] = []  # once, by whichever comes first
-        hook = None
-        if on_answer is not None:
 
-            def hook(response: FetchAnswer) -> None:
-                decoded.append(self._answered_by_id(node, response.partitions, *known))
-                on_answer(decoded[0])
+        def answered(response: Any) -> None:
+            timer.cancel()
+            outcome: dict[TP, FetchedPartition] | Exception
+            try:
+                if isinstance(response, BaseException):
+                    raise response
+                outcome = self._answered_by_id(node, response.partitions, names, out, seen)
+            except (kafka_errors.KafkaError, OSError, TimeoutError) as exc:
+                self._fetch_failed(node, asked)
+                outcome = self.failed(node, exc)
+            except Exception as exc:  # a bug: the fetches fail with it
+                self._fetch_failed(node, asked)
+                outcome = exc
+            then(outcome)
+
+        def give_up() -> None:
+            timer.cancel()
+            self._fetch_failed(node, asked)
 
         try:
-            future = write_fetch(conn, max_wait_ms, max_bytes, READ_COMMITTED, topics, rack, hook)
+            future = write_fetch(
+                conn, max_wait_ms, max_bytes, READ_COMMITTED, topics, rack, answered
+            )
         except kafka_errors.KafkaError as exc:
             self._fetch_failed(node, asked)
             raise self.failed(node, exc) from exc
-        return self._fetched_now(node, (conn, future), asked, known, decoded)
-
-    async def _fetched_now(
-        self,
-        node: int,
-        written: tuple[Any, asyncio.Future[FetchAnswer]],
-        asked: list[TP],
-        known: tuple[dict[uuid.UUID, str], dict[TP, FetchedPartition], int],
-        decoded: list[dict[TP, FetchedPartition]],
-    ) -> dict[TP, FetchedPartition]:
-        """The answer of a fetch written by ``fetch_by_id_now``, as ``fetch_by_id``'s (as
-        its hook had it, if it did)."""
-        try:
-            response = await answer(*written)
-        except (kafka_errors.KafkaError, TimeoutError, OSError) as exc:
-            self._fetch_failed(node, asked)
-            raise self.failed(node, exc) from exc
-        except BaseException:
-            self._fetch_failed(node, asked)
-            raise
-        if decoded:
-            return decoded[0]
-        return self._answered_by_id(node, response.partitions, *known)
+        timer = asyncio.get_running_loop().call_later(conn._request_timeout, time_out, conn, future)
+        return give_up
 
     @staticmethod
     def _asked_by_id(

@@ -7,16 +7,17 @@ from __future__ import annotations
 
 import io
 import struct
+from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from syncer.direct import answer, write_fetch
+from syncer.direct import write_fetch
 from syncer.protocol import FetchByIdRequest, FetchResponse_v13, fetched_by_id
 from syncer.protocol.fetch import read_fetch_v13
 from syncer.protocol.produce import uvarint
-from tests.unit.test_direct import AUDIT, ORDERS, connection
+from tests.unit.test_direct import AUDIT, ORDERS, connection, ignore
 
 FETCH_VERSIONS = {1: (4, 13)}
 
@@ -30,7 +31,7 @@ async def test_a_fetch_written_directly_is_byte_for_byte_aiokafkas(
     200 partitions (the compact array's varint is two bytes past 126), large offsets."""
     topics = {ORDERS: [(p, 2**40 + p, 1 << 20) for p in range(partitions)], AUDIT: [(7, 0, 99)]}
     ours, theirs = await connection(FETCH_VERSIONS), await connection(FETCH_VERSIONS)
-    write_fetch(ours, 500, 4 << 20, 1, topics, rack)
+    write_fetch(ours, 500, 4 << 20, 1, topics, rack, ignore)
     sent = theirs.send(FetchByIdRequest(500, 4 << 20, 1, topics, rack))
     assert ours._writer.written == theirs._writer.written  # type: ignore[union-attr]
     sent.close()  # its answer is not awaited here
@@ -96,17 +97,18 @@ def test_a_truncated_answer_is_refused() -> None:
         read_fetch_v13(body[:-20])
 
 
-async def test_the_answer_reaches_its_fetch_through_aiokafkas_reader() -> None:
+async def test_the_answer_reaches_its_fetch_through_aiokafkas_reader_as_it_is_read() -> None:
     """Two fetches in flight on one connection; each answer (header v1: correlation id,
-    tagged fields) reaches the one it belongs to, decoded."""
+    tagged fields) reaches the one it belongs to, decoded, in the read callback itself."""
     conn = await connection(FETCH_VERSIONS)
-    first = write_fetch(conn, 500, 1000, 1, {ORDERS: [(0, 5, 100)]}, "")
-    second = write_fetch(conn, 500, 1000, 1, {ORDERS: [(1, 9, 100)]}, "")
+    got: list[Any] = []
+    write_fetch(conn, 500, 1000, 1, {ORDERS: [(0, 5, 100)]}, "", got.append)
+    write_fetch(conn, 500, 1000, 1, {ORDERS: [(1, 9, 100)]}, "", got.append)
     for correlation_id, partition in ((1, 0), (2, 1)):
         rows = answer_rows([(partition, 0, [], b"batch%d" % partition, {})])
         body = FetchResponse_v13(0, 0, 0, [(ORDERS, rows, {})], {}).encode()
         conn._handle_frame(struct.pack(">i", correlation_id) + b"\x00" + body)
-    got = [await answer(conn, first), await answer(conn, second)]
+        assert len(got) == correlation_id
     assert [(a.partitions[0].partition, a.partitions[0].records) for a in got] == [
         (0, b"batch0"),
         (1, b"batch1"),

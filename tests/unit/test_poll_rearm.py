@@ -130,15 +130,28 @@ async def test_a_chunk_task_cancelled_before_it_ran_gives_its_fetch_up() -> None
 
 @dataclass
 class WritingBroker(TailingBroker):
-    """Fetches by topic id, written as ``fetch_by_id_now`` is called (its connection is
-    open): ``written`` notes each at once, with the turn; the answer comes as ``fetch``'s."""
+    """Fetches by topic id, written as ``fetch_by_id_then`` is called (its connection is
+    open): ``written`` notes each at once, with the turn; the answer comes as ``fetch``'s,
+    handed to the request's ``then`` in the callback that brings it (``hooked_in`` notes
+    the turn), as a real connection read by ``syncer.frames`` does."""
 
-    def fetch_by_id_now(
-        self, node: int, offsets: Mapping[TP, tuple[int, int]], topic_ids: Any, **kw: Any
+    hooked_in: list[int] = field(default_factory=list)
+
+    def fetch_by_id_then(
+        self, node: int, offsets: Mapping[TP, tuple[int, int]], topic_ids: Any, then: Any, **kw: Any
     ) -> Any:
         if A in offsets:
             self.written.append((offsets[A][0], self.turns.count if self.turns else -1))
-        return self._answer(dict(offsets), kw)
+        answer = asyncio.ensure_future(self._answer(dict(offsets), kw))
+
+        def arrived(task: asyncio.Future[Any]) -> None:  # the read callback
+            if task.cancelled():  # given up
+                return
+            self.hooked_in.append(self.turns.count if self.turns else -1)
+            then(task.exception() or task.result())
+
+        answer.add_done_callback(arrived)
+        return answer.cancel  # gives it up
 
     async def _answer(self, wants: dict[TP, tuple[int, int]], kw: Any) -> Any:
         offsets = {tp: offset for tp, (offset, _limit) in wants.items()}
@@ -231,39 +244,11 @@ async def test_more_polls_than_free_connections_share_them_evenly() -> None:
         await f.stop()
 
 
-@dataclass
-class HookingBroker(WritingBroker):
-    """As a real connection with ``syncer.frames``: the answer is given to the request's
-    ``on_answer`` in the callback that sets it, with the turn noted; the awaited answer is
-    the same one."""
-
-    hooked_in: list[int] = field(default_factory=list)
-
-    def fetch_by_id_now(
-        self, node: int, offsets: Mapping[TP, tuple[int, int]], topic_ids: Any, **kw: Any
-    ) -> Any:
-        if A in offsets:
-            self.written.append((offsets[A][0], self.turns.count if self.turns else -1))
-        hook = kw["on_answer"]
-        answered: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-
-        def arrived(task: asyncio.Task[Any]) -> None:  # the read callback
-            self.hooked_in.append(self.turns.count if self.turns else -1)
-            answered.set_result(task.result())
-            hook(task.result())
-
-        asyncio.ensure_future(self._answer(dict(offsets), kw)).add_done_callback(arrived)
-
-        async def awaited() -> Any:
-            return await answered
-
-        return awaited()
-
-
 async def test_a_poll_answer_is_handed_back_in_the_callback_that_brings_it() -> None:
-    """The answer's hook hands it back as it arrives (syncer.frames reads it in the socket's
-    read callback); the request's task, a turn later, finds it done and does nothing more."""
-    broker = HookingBroker(ends={A: TAIL})
+    """The answer is handed back as it arrives (syncer.frames reads it in the socket's read
+    callback), with no task for the request: a task woke a loop turn after the answer and
+    cost as much CPU as the rest of the step."""
+    broker = WritingBroker(ends={A: TAIL})
     config = CopierConfig(fetch_max_wait_ms=5_000, chunk_timeout_ms=10_000)
     f = Fetcher(broker, config, topic_ids={"t": uuid.uuid4()})  # type: ignore[arg-type]
     f.start()
@@ -276,11 +261,12 @@ async def test_a_poll_answer_is_handed_back_in_the_callback_that_brings_it() -> 
         for _ in range(5):
             await asyncio.sleep(0)
         broker.append(A, 3)
+        assert not f._requests  # no task awaits the poll
         got = await asyncio.wait_for(poll, 1)
         assert got.records and handed_in == broker.hooked_in  # in the very same turn
         for _ in range(5):
             await asyncio.sleep(0)
-        assert f.fetches == 1  # concluded once: by the hook, not again by the task
+        assert f.fetches == 1  # concluded once
         assert f.connections.in_flight() == 0
     finally:
         turns.stop()

@@ -81,7 +81,7 @@ class SessionBroker(Broker):
             for (_t, p), a in answers.items()
         }
 
-    def fetch_by_id_now(self, *args: Any, **kwargs: Any) -> None:
+    def fetch_by_id_then(self, *args: Any, **kwargs: Any) -> None:
         """No connection of a stand-in is open: every fetch is sent by ``fetch_by_id``."""
 
     async def _serve(self, request: FetchByIdRequest, connection: int) -> _Response:
