@@ -24,6 +24,10 @@ class Reader:
         self.data, self.pos = data, pos
 
     def uvarint(self) -> int:
+        byte = self.data[self.pos]
+        if not byte & 0x80:  # one byte: nearly every length and count of an answer
+            self.pos += 1
+            return byte
         value = shift = 0
         while True:
             byte = self.data[self.pos]
@@ -41,6 +45,9 @@ class Reader:
         return values
 
     def skip_tags(self) -> None:
+        if self.data[self.pos] == 0:  # no tagged fields: nearly always
+            self.pos += 1
+            return
         for _ in range(self.uvarint()):
             self.uvarint()  # the tag
             size = self.uvarint()
