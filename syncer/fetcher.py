@@ -99,8 +99,6 @@ class Fetcher(RequestLoop):
         # answers are being handed back: the polls the copiers' steps ask for meanwhile go
         # out right after (``_send_now``), not one by one ahead of the steps still to come
         self._handing = False
-        # requests written at once, concluded by their answers as they are read (no task)
-        self._answering: set[SentRequest] = set()
         self.fetches = 0
         self.pending_bytes = 0  # asked for and not answered yet: how loaded this lane is
         self.pending: dict[TP, int] = {}  # fetches waiting or in flight, per partition
@@ -357,15 +355,12 @@ class Fetcher(RequestLoop):
 
     def _given_up(self, request: SentRequest) -> None:
         """The fetcher stops with ``request`` out: its fetches stay as they are."""
-        self._answering.discard(request)
-        if request.timer is not None:
-            request.timer.cancel()
+        if not self._first_outcome(request):
+            return
         if request.give_up is not None:
             request.give_up()
-        if not request.concluded:
-            request.concluded = True
-            self.brokers.done(request.node, request.out)
-            self._free(request.node, request.connection)
+        self.brokers.done(request.node, request.out)
+        self._free(request.node, request.connection)
 
     async def _fetch(
         self,
@@ -398,12 +393,8 @@ class Fetcher(RequestLoop):
         """``request``'s answer handed back, or its fetches failed; once, whichever comes
         first: its answer as it arrives (in the read callback), its chunk timeout, or its
         task."""
-        if request.concluded:
+        if not self._first_outcome(request):
             return
-        request.concluded = True
-        self._answering.discard(request)
-        if request.timer is not None:
-            request.timer.cancel()
         node, connection, out = request.node, request.connection, request.out
         quiet = connection == QUIET_CONNECTION
         done = False

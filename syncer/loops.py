@@ -11,12 +11,20 @@ import abc
 import asyncio
 import logging
 from collections.abc import Coroutine
-from typing import Any, Self
+from typing import Any, Protocol, Self
 
 from syncer.errors import TransientClusterError
 from syncer.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
+
+
+class Answering(Protocol):
+    """A request written at once, with no task: its answer, its timeout (``timer``), a
+    failure or the loop's stop concludes it, whichever comes first."""
+
+    concluded: bool
+    timer: asyncio.Handle | None
 
 
 class RequestLoop(abc.ABC):
@@ -25,6 +33,8 @@ class RequestLoop(abc.ABC):
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._requests: set[asyncio.Task[None]] = set()
+        # requests written at once, concluded by their answers as they are read (no task)
+        self._answering: set[Any] = set()
         self.dead: TransientClusterError | None = None  # why the background task died
 
     async def __aenter__(self) -> Self:
@@ -58,6 +68,17 @@ class RequestLoop(abc.ABC):
             await cancel_and_wait(*tasks, msg=f"{self.name} stopped")
         finally:
             self._cancel_waiting()
+
+    def _first_outcome(self, request: Answering) -> bool:
+        """Is this ``request``'s first outcome? Then it is concluded: no longer answering,
+        its timer cancelled; a later one (a late answer, the stop) is not."""
+        if request.concluded:
+            return False
+        request.concluded = True
+        self._answering.discard(request)
+        if request.timer is not None:
+            request.timer.cancel()
+        return True
 
     def _spawn(self, request: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(request)

@@ -82,8 +82,6 @@ class Writer(RequestLoop):
         self._in_flight: dict[tuple[int, int], int] = defaultdict(int)  # by (node, connection)
         # (node, connection) → requests sent by a task (waiting for it to open)
         self._opening: dict[tuple[int, int], int] = defaultdict(int)
-        # requests written whose answers conclude them as they are read (no task)
-        self._answering: set[Request] = set()
         self.requests_sent = 0
         # counted for the catch-up benchmark only (``waits``: off unless asked for)
         self.waits = RECORDER.writer(self.name) if RECORDER is not None else None
@@ -271,12 +269,8 @@ class Writer(RequestLoop):
     ) -> None:
         """``request``'s results handed to the copiers, or its failure (None: given up, the
         writer stopped); once. Its connection then has room for the next request."""
-        if request.concluded:
+        if not self._first_outcome(request):
             return
-        request.concluded = True
-        self._answering.discard(request)
-        if request.timer is not None:
-            request.timer.cancel()
         try:
             self._hand_back(request, outcome)
         finally:
