@@ -122,6 +122,13 @@ def test_an_old_jvm_gets_a_log4j1_configuration(tmp_path: Path) -> None:
     assert not (tmp_path / "new" / "log4j.properties").exists()
 
 
+def test_a_node_runs_on_a_heap_fixed_at_its_size(tmp_path: Path) -> None:
+    """Grown from a small start, the brokers' collections fell on a bed's first minutes."""
+    cmd = java_command(KafkaJars(tmp_path, "4.1.1"), "/bed/n", "kafka.Kafka", heap="384m")
+    assert "-Xmx384m" in cmd and "-Xms384m" in cmd
+    assert [arg for arg in cmd if arg.startswith("-Xm")] == ["-Xmx384m", "-Xms384m"]
+
+
 def test_zookeeper_listens_on_loopback_without_its_admin_server(tmp_path: Path) -> None:
     props = props_of(zookeeper_properties(tmp_path / "zk", 2181))
     assert props["clientPort"] == "2181"
