@@ -105,7 +105,8 @@ class ChunkPlan:
         self._leadless = {start for start in self._leadless if start >= frontier}
         self.todo = [(s, e) for s, e in self.todo if s < target and e > frontier]
         started: list[Chunk] = []
-        while len(self.inflight) + len(self.ready) < self.chunk_budget and self.memory.has_room():
+        budget = self.chunk_budget
+        while len(self.inflight) + len(self.ready) < budget and self.memory.has_room():
             chunk = self._next_chunk(frontier, target, now)
             if chunk is None:
                 break
@@ -126,7 +127,8 @@ class ChunkPlan:
 
     def _start(self, chunk: Chunk, now: float) -> Chunk:
         start, end, remote = chunk.start, chunk.end, chunk.remote
-        lead = 0 if start in self._leadless else self._lead(start, end, remote, now)
+        # an open fetch (a poll at the tail) never carries a lead: none looked for
+        lead = 0 if end is None or start in self._leadless else self._lead(start, end, remote, now)
         ticket = self.memory.ticket(self._expected_bytes(Chunk(start, end, remote, lead=lead)))
         number = next(self._numbers)
         chunk = Chunk(start, end, remote, now, ticket, number, lead)  # not ``replace``: 2x slower
@@ -233,6 +235,9 @@ class ChunkPlan:
             self.todo.remove((start, end))
             return Chunk(start, end, remote)
         start = self.next_fetch
+        open_one = any(chunk.end is None for chunk in self.inflight.values())
+        if start >= target and (open_one or len(self.ready) > 1):
+            return None  # as below, without looking for holders (each step at the tail)
         holders = usable_sources(start, self.ends, self.health, self.excluded, now)
         lanes = sum(self.health[n].lanes for n in holders)
         if start < target and lanes > 1:
@@ -248,7 +253,7 @@ class ChunkPlan:
             end = min(target, start + size)
             self.next_fetch = end
             return Chunk(start, end, remote)
-        if any(chunk.end is None for chunk in self.inflight.values()) or len(self.ready) > 1:
+        if open_one or len(self.ready) > 1:
             return None  # one open-ended fetch at a time, at most two fetched ahead
         if holders:
             return Chunk(start, None, holders[0])

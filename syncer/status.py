@@ -62,7 +62,10 @@ class PartitionStatus:
     )
 
     def __setattr__(self, name: str, value: object) -> None:
-        before = self.__dict__.get("state") if name == "state" else None
+        if name != "state":  # the figures a write's answer moves: nothing to tell
+            super().__setattr__(name, value)
+            return
+        before = self.__dict__.get("state")
         super().__setattr__(name, value)
         watcher = self.__dict__.get("watcher")
         if before is not None and before is not value and watcher is not None:
