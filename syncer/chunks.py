@@ -174,14 +174,16 @@ class ChunkScheduler:
             answered=self._answered,
         )
 
-    def _answered(self) -> None:
+    def _answered(self) -> bool:
         """A fetch was answered (in the fetcher's turn): the copier's step is taken now if
-        the copier waits for one (``tail``), else the copier wakes."""
+        the copier waits for one (``tail``), else the copier wakes. Whether it woke (False:
+        the step took the answer and the copier waits on)."""
         parked = self._wake is not None and not self._wake.done()
         if parked and self.tail is not None and not self._stopping:
             self.tail()
         else:
             self._wake_copier()
+        return not self.parked
 
     def ready_now(self) -> Fetched | None:
         """What the copier would take at ``frontier`` if it woke now, without waking it: the

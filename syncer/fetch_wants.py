@@ -42,7 +42,7 @@ class Want:
     empty: FetchedPartition | None = field(default=None, compare=False)  # the last one held
     expiry: Deadline[tuple[TP, Want]] | None = field(default=None, compare=False)  # queued
     # called as its answer is handed back, in the same loop turn (see ``ChunkScheduler``)
-    answered: Callable[[], None] = field(default=lambda: None, compare=False)
+    answered: Callable[[], bool | None] = field(default=lambda: None, compare=False)
 
     @property
     def ask(self) -> tuple[int, int]:

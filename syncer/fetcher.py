@@ -138,12 +138,13 @@ class Fetcher(RequestLoop):
         poll: bool = False,
         hold: Callable[[], bool] = hold_always,
         hold_s: float | None = None,
-        answered: Callable[[], None] = lambda: None,
+        answered: Callable[[], bool | None] = lambda: None,
     ) -> asyncio.Future[FetchedPartition]:
         """Records of ``tp`` from ``offset`` (raw), about ``max_bytes`` of them (whole
         batches, at least one). ``poll``: the partition is caught up, so wait for records to
         arrive, polling again while ``hold()`` says so, up to ``hold_s`` (None: ``HOLD_S`` or
-        the chunk timeout); else answer at once. ``answered()``: called as it is answered.
+        the chunk timeout); else answer at once. ``answered()``: called as it is answered;
+        False: it took the answer then and woke no task (no loop pass is made for it).
         Queued before this returns, the first poll of a loop turn sent too (``_idle``).
         Await the future for the answer; cancel it to give the fetch up."""
         future: asyncio.Future[FetchedPartition] = asyncio.get_running_loop().create_future()
@@ -198,7 +199,8 @@ class Fetcher(RequestLoop):
         goes out; here the wait for it to go out is bounded (a dead loop fails it at once)."""
         heapq.heappush(self._wants.setdefault(tp, []), want)
         want.expiry = self._deadlines.add((tp, want))
-        self._wakeup.set()
+        if not self._handing:  # else the pass that follows the handing back sends it
+            self._wakeup.set()
 
     def _rerouted(self) -> None:
         """Leaders were refreshed: the fetches that wait go, parked ones that moved too."""
@@ -414,13 +416,16 @@ class Fetcher(RequestLoop):
             self.connections.free(node, connection)
             self._handing = True
             try:
-                self._answered(out, result, quiet)
+                woke = self._answered(out, result, quiet)
             finally:
                 self._handing = False
             self._send_now()  # the polls the copiers' steps asked for, behind their writes
             # and the loop's pass after the copiers this woke (their polls go behind their
-            # steps' writes: asked while it is due, a poll waits for it)
-            self._wakeup.set()
+            # steps' writes: asked while it is due, a poll waits for it), and for what waits
+            # still; with none of either, no pass (a caught-up partition's step took its
+            # answer and its poll went out: a pass of the loop's task per answer for nothing)
+            if woke or self._wants:
+                self._wakeup.set()
         except Exception as exc:
             error = self.brokers.failed(node, out, exc, request.sent, request.seen)
             for want in self.quiet.fail(node) if quiet else wants.values():
@@ -433,10 +438,12 @@ class Fetcher(RequestLoop):
 
     def _answered(
         self, wants: Mapping[TP, Want], result: dict[TP, FetchedPartition], quiet: bool
-    ) -> None:
+    ) -> bool:
         """Each fetch's answer handed back, or the fetch held: queued again, or left parked
         in its session (``quiet``: ``wants`` are the parked ones, and only the partitions
-        the answer names changed)."""
+        the answer names changed). Whether a caller's task was woken: each whose answer its
+        ``answered`` did not take at once (it returned False), and each that failed."""
+        woke = False
         now = asyncio.get_running_loop().time()
         answers: list[tuple[TP, Want | None, FetchedPartition | None]]
         if quiet:
@@ -456,17 +463,22 @@ class Fetcher(RequestLoop):
             self.quiet.unpark(tp, want)
             if got is None:
                 want.future.set_exception(TransientClusterError(f"{tp} missing from fetch"))
+                woke = True
             elif got.outcome is FetchOutcome.TOPIC_GONE:
                 gone = unknown_id(self.cluster.name, self.topic_ids, tp)
                 want.future.set_exception(TransientClusterError(gone))
+                woke = True
             elif got.outcome is FetchOutcome.REROUTED:  # a read replica named, or failed
                 self._queue(tp, want)
             else:
                 want.future.set_result(got)
-                want.answered()  # the caller's own waiter wakes in the same turn as it
+                # the caller's own waiter wakes in the same turn as it, or takes it now
+                woke = want.answered() is not False or woke
         for want in self.quiet.overdue(now) if quiet else ():
             if not want.future.done() and want.empty is not None:
                 want.future.set_result(want.empty)  # its hold ran out
+                woke = True
+        return woke
 
     async def _request(
         self, request: SentRequest, answer: Awaitable[dict[TP, FetchedPartition]] | None

@@ -115,7 +115,7 @@ class Lanes:
         poll: bool = False,
         hold: Callable[[], bool] = hold_always,
         hold_s: float | None = None,
-        answered: Callable[[], None] = lambda: None,
+        answered: Callable[[], bool | None] = lambda: None,
     ) -> Awaitable[FetchedPartition]:
         """``Fetcher.fetch`` on the least loaded lane: queued before this returns if that
         lane knows ``tp``'s leader; else a coroutine that chooses as it runs and waits for
@@ -193,7 +193,7 @@ def _fetch_of(
     poll: bool,
     hold: Callable[[], bool],
     hold_s: float | None,
-    answered: Callable[[], None],
+    answered: Callable[[], bool | None],
     lane: Fetcher,
 ) -> Awaitable[FetchedPartition]:
     return lane.fetch(tp, offset, max_bytes, poll=poll, hold=hold, hold_s=hold_s, answered=answered)

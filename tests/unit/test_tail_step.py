@@ -182,6 +182,45 @@ async def test_a_polled_batch_is_written_in_the_turn_its_answer_comes() -> None:
         await stop(r)
 
 
+async def test_an_answer_the_step_took_wakes_no_pass_of_the_fetchers_loop() -> None:
+    """The step wrote what the poll brought and its next poll went out right after, in the
+    answer's turn: the fetcher's own task is not woken for a pass that finds nothing (one a
+    caught-up partition's answer, for nothing). The next answers still come."""
+    r = await rig()
+    try:
+        await caught_up(r)
+        fetcher = r.copier.fetchers["east"].lanes[0]
+        dispatch, send_now = fetcher._dispatch, fetcher._send_now
+        loop_passes: list[int] = []
+        handing = [False]
+
+        def counted() -> bool:
+            if not handing[0]:
+                loop_passes.append(len(r.writer.sent))
+            return dispatch()
+
+        def sent_now() -> None:
+            handing[0] = True
+            try:
+                send_now()
+            finally:
+                handing[0] = False
+
+        fetcher._dispatch = counted  # type: ignore[method-assign]
+        fetcher._send_now = sent_now  # type: ignore[method-assign]
+        await r.settle()
+        loop_passes.clear()
+        for n in range(5):
+            r.remote.append(A, 2)
+            await r.until(lambda n=n: len(r.writer.sent) == 2 + n, "the polled batch's write")
+            r.writer.answer(1 + n)
+            await r.settle()
+        assert r.writer.offsets() == [0, 3, 5, 7, 9, 11]
+        assert loop_passes == []
+    finally:
+        await stop(r)
+
+
 async def test_with_the_producer_state_unproven_a_batch_waits_for_the_one_before() -> None:
     # expiration unknown (0): the fence is never relied on, so a write goes only once the
     # one before it is answered; the step that would have to wait is the task's
