@@ -120,10 +120,12 @@ class Lanes:
         """``Fetcher.fetch`` on the least loaded lane: queued before this returns if that
         lane knows ``tp``'s leader; else a coroutine that chooses as it runs and waits for
         the lane it chose to learn the leader first."""
-        how = partial(_fetch_of, tp, offset, max_bytes, poll, hold, hold_s, answered)
-        lane = self.lanes[self._least_loaded(tp)]
+        lane = self.lanes[0] if len(self.lanes) == 1 else self.lanes[self._least_loaded(tp)]
         if knows_leader(lane, tp):
-            return how(lane)
+            return lane.fetch(
+                tp, offset, max_bytes, poll=poll, hold=hold, hold_s=hold_s, answered=answered
+            )
+        how = partial(_fetch_of, tp, offset, max_bytes, poll, hold, hold_s, answered)
         return self._learned_first(tp, max_bytes, how)
 
     def _least_loaded(self, tp: TP) -> int:
