@@ -122,9 +122,10 @@ def main() -> None:
         # 1.3 and 1.4 ms in two last); a 60 s warm-up, by the floor or by syncer, did not
         # change it (3.9, 6.7 ms), nor one of 90 s by MirrorMaker 2 (2026-12-04: syncer's
         # p99 32.2 ms first, 15.2 last), and MirrorMaker 2 run first is as slow there (29.9
-        # first, 8.4 last): it is off unless asked for. Most of the cause was the brokers'
-        # heaps growing from 128 MiB through a bed's first minutes; the bed has fixed them
-        # since (2026-12-04 21:02, ABBA: syncer 0.9 / 8.2 first, 0.9 / 8.4 last)
+        # first, 8.4 last): it is off unless asked for. Part of the cause was the brokers'
+        # heaps growing from 128 MiB through a bed's first minutes; the bed fixes them now
+        # (2026-12-04 21:11, ABBA: syncer 0.9 / 8.2 first, 0.9 / 8.4 last; but at 21:35
+        # 1.2 / 24.8 first, that round's source read p99 15.3 ms against 4.3-6.1 after)
         warmup = [("", args.warmup_copier, WARMUP_TOPIC)] if args.warmup > 0 else []
         for name, copier, topic in warmup + rounds_of(args.copiers.split(","), args.order):
             counted = topic != WARMUP_TOPIC
