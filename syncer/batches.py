@@ -114,15 +114,17 @@ def split_batches(payload: bytes | memoryview) -> list[Batch]:
         if raw[legacy.MAGIC_AT] in (0, 1):
             legacy_messages.append(raw)
             continue
-        batches.extend(_converted(legacy_messages))
-        legacy_messages = []
+        if legacy_messages:
+            batches.extend(_converted(legacy_messages))
+            legacy_messages = []
         if len(raw) < HEADER_SIZE:
             raise BatchFormatError(
                 f"batch at offset {_BASE_OFFSET.unpack_from(raw)[0]} is"
                 f" {len(raw)} bytes, shorter than a header"
             )
         batches.append(_parse(raw))
-    batches.extend(_converted(legacy_messages))
+    if legacy_messages:
+        batches.extend(_converted(legacy_messages))
     return batches
 
 

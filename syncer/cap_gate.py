@@ -23,6 +23,8 @@ class CapGate:
         """Is a cap overdrawn? Then the fetcher is woken again when it is paid back."""
         if self._timer is not None:
             return True  # a wake-up is set for when it is
+        if not self.caps:  # none set: every pass of the fetcher asks
+            return False
         hold = wait_s(self.caps, time.monotonic())
         if hold > 0:
             self._timer = asyncio.get_running_loop().call_later(hold, self._reopen)

@@ -344,6 +344,8 @@ class ChunkPlan:
         """Throw away what remotes dropped for this partition fetched or are fetching: none
         of it may be written. Their ranges are fetched again from the others. The chunks
         returned were in flight: their fetches are not wanted any more."""
+        if not self.excluded:  # every step asks: none dropped, nothing to look at
+            return []
         self._discard_ready_excluded()
         dropped = [c for c in self.inflight.values() if c.remote in self.excluded]
         for chunk in dropped:
@@ -351,6 +353,8 @@ class ChunkPlan:
         return dropped
 
     def _discard_ready_excluded(self) -> None:
+        if not self.excluded:
+            return
         for start, got in list(self.ready.items()):
             if got.remote in self.excluded:
                 del self.ready[start]

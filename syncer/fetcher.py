@@ -178,9 +178,10 @@ class Fetcher(RequestLoop):
         return running and not self._wakeup.is_set() and not self._wants and not self._handing
 
     def _send_now(self) -> None:
-        """The loop's pass, made now."""
+        """The loop's pass, made now (a pass more only while fetches wait: with none queued,
+        it would find the brokers' quiet polls it just sent, or held ones still held)."""
         try:
-            while self._dispatch():
+            while self._dispatch() and self._wants:
                 pass
         except Exception:
             self._wakeup.set()  # a bug: the loop's pass meets it again and dies of it
