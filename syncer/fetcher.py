@@ -442,8 +442,9 @@ class Fetcher(RequestLoop):
     ) -> bool:
         """Each fetch's answer handed back, or the fetch held: queued again, or left parked
         in its session (``quiet``: ``wants`` are the parked ones, and only the partitions
-        the answer names changed). Whether a caller's task was woken: each whose answer its
-        ``answered`` did not take at once (it returned False), and each that failed."""
+        the answer names changed). Whether a caller's task was woken: by a failure, a hold
+        that ran out, or an answer whose ``answered`` did not return False (False: the
+        caller took the answer at once, in this turn, and its task sleeps on)."""
         woke = False
         now = asyncio.get_running_loop().time()
         answers: list[tuple[TP, Want | None, FetchedPartition | None]]
