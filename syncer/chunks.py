@@ -178,8 +178,7 @@ class ChunkScheduler:
         """A fetch was answered (in the fetcher's turn): the copier's step is taken now if
         the copier waits for one (``tail``), else the copier wakes. Whether it woke (False:
         the step took the answer and the copier waits on)."""
-        parked = self._wake is not None and not self._wake.done()
-        if parked and self.tail is not None and not self._stopping:
+        if self.parked and self.tail is not None and not self._stopping:
             self.tail()
         else:
             self._wake_copier()
