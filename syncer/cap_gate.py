@@ -16,6 +16,7 @@ class CapGate:
 
     def __init__(self, caps: tuple[ByteRate, ...], wakeup: Callable[[], None]) -> None:
         self.caps = caps
+        self._limits = tuple(cap for cap in caps if cap.bytes_per_s)  # the rest only measure
         self._wakeup = wakeup
         self._timer: asyncio.TimerHandle | None = None  # the wake-up once paid back
 
@@ -23,9 +24,9 @@ class CapGate:
         """Is a cap overdrawn? Then the fetcher is woken again when it is paid back."""
         if self._timer is not None:
             return True  # a wake-up is set for when it is
-        if not self.caps:  # none set: every pass of the fetcher asks
+        if not self._limits:  # none set: every pass of the fetcher asks
             return False
-        hold = wait_s(self.caps, time.monotonic())
+        hold = wait_s(self._limits, time.monotonic())
         if hold > 0:
             self._timer = asyncio.get_running_loop().call_later(hold, self._reopen)
         return hold > 0
@@ -35,8 +36,9 @@ class CapGate:
         self._wakeup()
 
     def paid(self, size: int) -> None:
+        now = time.monotonic()
         for cap in self.caps:
-            cap.take(size, time.monotonic())
+            cap.take(size, now)
 
     def close(self) -> None:
         if self._timer is not None:

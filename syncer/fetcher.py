@@ -253,6 +253,8 @@ class Fetcher(RequestLoop):
             kind = self._kind(tp, queue[0], node, quiet_since)
             if self.connections.has_room(node, kind, (node, kind) in by_node):
                 by_node[(node, kind)][tp] = heapq.heappop(queue).dequeued()
+                if not queue:  # gone now: ``_send_now`` makes no pass more to find it empty
+                    del self._wants[tp]
         for node in list(self.quiet.due()):  # the parked ones are polled again
             if not self.brokers.holds(node, now):
                 by_node.setdefault((node, RequestKind.QUIET), {})

@@ -314,7 +314,8 @@ class Writer(RequestLoop):
             self._opening[where] -= 1
             if not self._opening[where]:
                 del self._opening[where]
-        self._wakeup.set()
+        if self._queues:  # batches wait for room: the pass sends them (with none, a pass of
+            self._wakeup.set()  # the writer's task per answer found nothing to write)
 
 
 async def _failed(exc: Exception) -> dict[TP, ProduceResult]:

@@ -221,5 +221,5 @@ def produce_v13_frame(
             pieces.append(b"\x00")  # the partition's tagged fields
         pieces.append(b"\x00")  # the topic's
     pieces.append(b"\x00")  # the request's
-    pieces[0] = _INT32(sum(len(p) for p in pieces))
+    pieces[0] = _INT32(sum(map(len, pieces)))
     return pieces

@@ -185,7 +185,8 @@ async def test_a_polled_batch_is_written_in_the_turn_its_answer_comes() -> None:
 async def test_an_answer_the_step_took_wakes_no_pass_of_the_fetchers_loop() -> None:
     """The step wrote what the poll brought and its next poll went out right after, in the
     answer's turn: the fetcher's own task is not woken for a pass that finds nothing (one a
-    caught-up partition's answer, for nothing). The next answers still come."""
+    caught-up partition's answer, for nothing), and the pass made as the answer is handed
+    back is one, not a second to find the poll's queue empty. The next answers still come."""
     r = await rig()
     try:
         await caught_up(r)
@@ -193,10 +194,12 @@ async def test_an_answer_the_step_took_wakes_no_pass_of_the_fetchers_loop() -> N
         dispatch, send_now = fetcher._dispatch, fetcher._send_now
         loop_passes: list[int] = []
         handing = [False]
+        passes_handing = [0]
 
         def counted() -> bool:
             if not handing[0]:
                 loop_passes.append(len(r.writer.sent))
+            passes_handing[0] += handing[0]
             return dispatch()
 
         def sent_now() -> None:
@@ -217,6 +220,7 @@ async def test_an_answer_the_step_took_wakes_no_pass_of_the_fetchers_loop() -> N
             await r.settle()
         assert r.writer.offsets() == [0, 3, 5, 7, 9, 11]
         assert loop_passes == []
+        assert passes_handing[0] == 5  # one pass per answer, the one that sent its next poll
     finally:
         await stop(r)
 

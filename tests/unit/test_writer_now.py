@@ -218,3 +218,38 @@ async def test_a_writer_stopped_with_requests_in_flight_gives_them_up() -> None:
     assert not any(writer._in_flight.values())
     cluster.answer(0)  # late: nothing to hand it to
     assert batches[0].cancelled()
+
+
+async def test_an_answer_with_nothing_waiting_wakes_no_pass_of_the_writers_task() -> None:
+    """The hop (issue 23): a caught-up partition's write went out in its own turn, and its
+    answer frees room nobody waits for: the writer's task is not woken for a pass that finds
+    nothing (one per produce answer, for nothing, a sixth of syncer's loop passes). A batch
+    that waits for the room is still sent when the answer frees it."""
+    cluster = Answering()
+    async with Writer(cluster, max_in_flight=1) as writer:  # type: ignore[arg-type]
+        await asyncio.sleep(0)
+        dispatch, passes = writer._dispatch, []
+
+        def counted() -> None:
+            passes.append(len(cluster.written))
+            dispatch()
+
+        writer._dispatch = counted  # type: ignore[method-assign]
+        first = writer.submit(A, b"a1")
+        cluster.answer(0)
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert first.result() == ProduceResult(0, 7)
+        assert passes == []
+        writer.submit(A, b"a2")
+        waiting = writer.submit(A, b"a3")  # the connection is full: waits for its answer
+        for _ in range(5):
+            await asyncio.sleep(0)
+        passes.clear()
+        cluster.answer(1)
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert passes == [2]  # one pass, for the batch that waited
+        assert cluster.written == [[b"a1"], [b"a2"], [b"a3"]]
+        cluster.answer(2)
+        assert waiting.done()
