@@ -4,7 +4,8 @@ turn later (on these cores a turn costs what the other callbacks of the turn cos
 the median, milliseconds when both cores are busy). Every answer of syncer's crossed it: a
 caught-up partition's poll before its records could be written, and every produce answer.
 Here an open connection's transport is given a protocol of ours that hands each whole answer
-to aiokafka's own ``_handle_frame`` in the read callback, and aiokafka's reading task ends.
+to aiokafka's own ``_handle_frame`` in the read callback (or, an answer to a request of
+syncer's own, resolves it there itself), and aiokafka's reading task ends.
 aiokafka's connection internals are used (``_reader``, ``_writer``, ``_read_task``,
 ``_closed_fut``, ``_handle_frame``): aiokafka is pinned below 0.15."""
 
@@ -12,11 +13,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import struct
+import time
 from typing import Any
 
 from aiokafka.conn import AIOKafkaConnection, CloseReason
 
+from syncer.hop_trace import TRACE
+from syncer.protocol.lean import LeanAnswer, Reader
+
 log = logging.getLogger(__name__)
+
+_INT32 = struct.Struct(">i")
 
 
 class Frames(asyncio.Protocol):
@@ -38,11 +46,35 @@ class Frames(asyncio.Protocol):
                 frame = bytes(view[4:end])
             del buffer[:end]
             try:
-                self.conn._handle_frame(frame)
+                self._hand_on(frame)
             except Exception as exc:  # as aiokafka's reader: the connection is done for
                 log.debug("closing %s:%s: %r", self.conn.host, self.conn.port, exc)
                 self.conn.close(reason=CloseReason.CONNECTION_BROKEN, exc=exc)
                 return
+
+    def _hand_on(self, frame: bytes) -> None:
+        """``frame`` to the request it answers. The answer to a request of syncer's own
+        (``syncer.direct``: its answer type a ``LeanAnswer``), when the correlation ids
+        match, is decoded and resolved here, as aiokafka's ``_handle_frame`` would, without
+        its buffer and header objects (a dozen calls an answer, two answers a copied batch);
+        every other frame, and one whose id does not match (aiokafka closes the connection),
+        goes to ``_handle_frame``."""
+        conn = self.conn
+        requests = getattr(conn, "_requests", None)
+        if requests:
+            correlation_id, request, future = requests[0]
+            answer = getattr(request, "RESPONSE_TYPE", None)
+            if isinstance(answer, LeanAnswer) and correlation_id == _INT32.unpack_from(frame)[0]:
+                if TRACE is not None:  # as the traced ``_handle_frame`` notes it
+                    TRACE.whole_at[id(conn)] = time.time()
+                header = Reader(frame, 4)
+                header.skip_tags()
+                if not future.done():
+                    future.set_result(answer.read(frame, header.pos))
+                conn._last_action = time.monotonic()
+                requests.popleft()
+                return
+        conn._handle_frame(frame)
 
     def eof_received(self) -> bool:
         return False  # the transport closes itself: ``connection_lost`` follows
