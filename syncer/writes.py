@@ -188,14 +188,30 @@ class PartitionWrites:
         unanswered for ``UNANSWERED_S`` shows in the status as what the partition waits for."""
         while len(self._pending) > keep:
             sent, future = self._pending[0]
-            while not future.done() and not (await asyncio.wait([future], timeout=UNANSWERED_S))[0]:
-                self._wait(
-                    f"local write at offset {sent.base_offset} unanswered for over"
-                    f" {UNANSWERED_S:.0f} s (acks=all: the leader waits for its in-sync replicas)"
-                )
+            if not future.done():
+                await self._answered(sent, future)
             result = self._answer(sent, future)
             self._pending.popleft()
             self._verify(sent, result)
+
+    async def _answered(self, sent: Sent, future: asyncio.Future[ProduceResult]) -> None:
+        """Wait for ``future``, awaited itself: the task runs in the loop turn after the
+        answer (``asyncio.wait`` took two, its own callback's and then the task's, for each
+        batch of a poll that brought more than may be in flight). One unanswered for
+        ``UNANSWERED_S`` shows in the status as what the partition waits for. A cancelled
+        task cancels the future, as ``Writer.forget`` would: its outcome is not wanted."""
+        note = asyncio.get_running_loop().call_later(
+            UNANSWERED_S,
+            self._wait,
+            f"local write at offset {sent.base_offset} unanswered for over {UNANSWERED_S:.0f} s"
+            " (acks=all: the leader waits for its in-sync replicas)",
+        )
+        try:
+            await future
+        except Exception:
+            pass  # a failed write: judged by ``_answer``
+        finally:
+            note.cancel()
 
     def _answer(self, sent: Sent, future: asyncio.Future[ProduceResult]) -> ProduceResult:
         """The answer to a write that is done; a request that failed (timed out, its

@@ -291,3 +291,26 @@ async def test_a_write_that_fails_while_the_copier_waits_for_a_poll_is_acted_on_
         assert r.remote.ends[A] == 5  # no new records brought it on
     finally:
         await stop(r)
+
+
+async def test_a_write_waiting_for_room_goes_in_the_turn_after_the_answer_that_frees_it() -> None:
+    """The hop (issue 23): a poll that brought more batches than may be in flight is written
+    by the copier's task, each batch past the fifth once the oldest write is answered. The
+    task wakes in the loop turn after that answer (``asyncio.wait`` took two: its own
+    callback, then the task's), and the batch goes then."""
+    r = await rig(expiration_ms=10**15)  # the stand-in's records, stamped 0, are fresh
+    try:
+        await caught_up(r)
+        for _ in range(8):
+            r.remote.append(A, 1)  # eight batches, one poll: three more than may be in flight
+        await r.until(lambda: len(r.writer.sent) == 6, "the first five of the eight")
+        await r.settle()
+        assert r.writer.offsets() == [0, 3, 4, 5, 6, 7]
+        for n in range(3):
+            answered_in = r.turns.count
+            r.writer.answer(1 + n)
+            await r.until(lambda n=n: len(r.writer.sent) == 7 + n, "the next batch")
+            assert r.writer.sent[-1][0] == 8 + n
+            assert r.writer.sent[-1][1] - answered_in <= 1  # the turn after the answer
+    finally:
+        await stop(r)
