@@ -185,7 +185,7 @@ _COPIER = {
     "fetch_max_wait_ms": "long-poll wait when caught up, in milliseconds",
     "max_in_flight": (
         "produce requests in flight per partition, 1–5 (the broker dedupes 5); the writer"
-        " also keeps at most this many requests in flight on each of its 4 connections to a"
+        " also keeps at most this many requests in flight on each of its 8 connections to a"
         " local broker (each partition writes on one of them)"
     ),
     "max_chunks": (

@@ -29,9 +29,12 @@ PRODUCE_TIMEOUT_MS = 30_000
 # a broker reads a connection's next request only once it has answered the one before: with
 # every partition's writes on one connection, a batch waited behind the others' produce
 # requests (5 MB/s over 8 partitions: hop p99 ~25 ms on the produce side). Each partition
-# writes on one of these, always the same (its batches reach the broker in offset order);
-# 10 is the cluster's metadata connection, 1 its InitProducerId
-WRITE_CONNECTIONS = (0, 11, 12, 13)
+# writes on one of these, always the same (its batches reach the broker in offset order).
+# Eight, as MirrorMaker 2 with 8 tasks has 8 producers: after a stall every partition's
+# records come at once, one request per source batch, and a connection's requests are
+# appended one after another (with 4, two partitions' bursts queued on each). 10 is the
+# cluster's metadata connection, 1 its InitProducerId
+WRITE_CONNECTIONS = (0, 11, 12, 13, 14, 15, 16, 17)
 
 
 def write_connection(tp: TP) -> int:

@@ -4,7 +4,7 @@ beside syncer and MirrorMaker 2 as the hop's floor for a copier of syncer's kind
 
 Per partition, one long-polled Fetch v13 on a connection of its own to the remote (a broker
 reads a connection's next request only once it answered the one before), and writes on one
-of four connections to local. Everything happens in the socket's read callback
+of eight connections to local (as syncer). Everything happens in the socket's read callback
 (``asyncio.Protocol.data_received``), with no task, future or loop turn between: the answer is
 split into its batches (``batches.split_batches``), each stamped as syncer stamps it
 (``batches.rewrite_for_local``: one idempotent producer id, sequence = offset, a fresh CRC) and
@@ -46,7 +46,7 @@ from syncer.config import ClusterConfig
 from syncer.protocol.fetch import fetch_v13_frame, read_fetch_v13
 from syncer.protocol.produce import ProduceResponse_v13, produce_v13_frame
 
-WRITE_CONNECTIONS = 4
+WRITE_CONNECTIONS = 8  # as syncer's writer (``writer.WRITE_CONNECTIONS``)
 POLL_WAIT_MS = 500
 FETCH_BYTES = 1 << 20
 READ_COMMITTED = 1

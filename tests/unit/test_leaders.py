@@ -97,7 +97,7 @@ async def test_a_produce_answer_of_moved_leaders_refreshes_once_and_the_retry_fi
     # each on its own connection to the broker (``write_connection``: A, B and C on three),
     # so one request each; to an idle writer the first of a burst goes at once, the others
     # in its next pass
-    assert {write_connection(tp) for tp in (A, B, C)} == {0, 11, 12}
+    assert len({write_connection(tp) for tp in (A, B, C)}) == 3
     assert [(node, tps) for node, _kind, tps in cluster.sent] == [
         (1, [A]),
         (1, [B]),
