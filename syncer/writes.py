@@ -198,8 +198,10 @@ class PartitionWrites:
         """Wait for ``future``, awaited itself: the task runs in the loop turn after the
         answer (``asyncio.wait`` took two, its own callback's and then the task's, for each
         batch of a poll that brought more than may be in flight). One unanswered for
-        ``UNANSWERED_S`` shows in the status as what the partition waits for. A cancelled
-        task cancels the future, as ``Writer.forget`` would: its outcome is not wanted."""
+        ``UNANSWERED_S`` shows in the status as what the partition waits for. A task
+        cancelled meanwhile (a shutdown's or revocation's timeout) cancels the future with
+        it: its answer then moves no status figure, and whoever copies the partition next
+        reads the local end (``settle``, which judges what it waits for, keeps them)."""
         note = asyncio.get_running_loop().call_later(
             UNANSWERED_S,
             self._wait,
