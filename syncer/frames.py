@@ -13,18 +13,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import struct
 import time
 from typing import Any
 
 from aiokafka.conn import AIOKafkaConnection, CloseReason
 
 from syncer.hop_trace import TRACE
-from syncer.protocol.lean import LeanAnswer, Reader
+from syncer.protocol.lean import LeanAnswer, header_v1
 
 log = logging.getLogger(__name__)
-
-_INT32 = struct.Struct(">i")
 
 
 class Frames(asyncio.Protocol):
@@ -64,16 +61,16 @@ class Frames(asyncio.Protocol):
         if requests:
             correlation_id, request, future = requests[0]
             answer = getattr(request, "RESPONSE_TYPE", None)
-            if isinstance(answer, LeanAnswer) and correlation_id == _INT32.unpack_from(frame)[0]:
-                if TRACE is not None:  # as the traced ``_handle_frame`` notes it
-                    TRACE.whole_at[id(conn)] = time.time()
-                header = Reader(frame, 4)
-                header.skip_tags()
-                if not future.done():
-                    future.set_result(answer.read(frame, header.pos))
-                conn._last_action = time.monotonic()
-                requests.popleft()
-                return
+            if isinstance(answer, LeanAnswer):
+                answered, body = header_v1(frame)
+                if answered == correlation_id:
+                    if TRACE is not None:  # as the traced ``_handle_frame`` notes it
+                        TRACE.whole_at[id(conn)] = time.time()
+                    if not future.done():
+                        future.set_result(answer.read(frame, body))
+                    conn._last_action = time.monotonic()
+                    requests.popleft()
+                    return
         conn._handle_frame(frame)
 
     def eof_received(self) -> bool:

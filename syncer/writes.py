@@ -189,12 +189,12 @@ class PartitionWrites:
         while len(self._pending) > keep:
             sent, future = self._pending[0]
             if not future.done():
-                await self._answered(sent, future)
+                await self._until_answered(sent, future)
             result = self._answer(sent, future)
             self._pending.popleft()
             self._verify(sent, result)
 
-    async def _answered(self, sent: Sent, future: asyncio.Future[ProduceResult]) -> None:
+    async def _until_answered(self, sent: Sent, future: asyncio.Future[ProduceResult]) -> None:
         """Wait for ``future``, awaited itself: the task runs in the loop turn after the
         answer (``asyncio.wait`` took two, its own callback's and then the task's, for each
         batch of a poll that brought more than may be in flight). One unanswered for

@@ -97,13 +97,19 @@ class ResponseHeader:
     correlation_id: int
 
 
-def read_header_v1(buffer: BytesIO) -> ResponseHeader:
-    """The header (v1: correlation id, tagged fields) of the answer in ``buffer``, which is
-    left at the body."""
-    reader = Reader(buffer.getvalue(), buffer.tell())
+def header_v1(data: bytes, pos: int = 0) -> tuple[int, int]:
+    """The correlation id of the answer whose header (v1: correlation id, tagged fields)
+    starts at ``pos`` of ``data``, and where its body starts."""
+    reader = Reader(data, pos)
     (correlation_id,) = reader.take(_INT32)
     reader.skip_tags()
-    buffer.seek(reader.pos)
+    return correlation_id, reader.pos
+
+
+def read_header_v1(buffer: BytesIO) -> ResponseHeader:
+    """The header (v1) of the answer in ``buffer``, which is left at the body."""
+    correlation_id, body = header_v1(buffer.getvalue(), buffer.tell())
+    buffer.seek(body)
     return ResponseHeader(correlation_id)
 
 
