@@ -6,9 +6,9 @@ attributes means recomputing it; the records themselves (keys, values, headers, 
 compressed or not) are not decoded on the copy path.
 
 Where a batch must be rebuilt from its records (trimmed at the local end, a LogAppendTime
-batch, fillers) the new batch is decoded again and compared with the records it was asked to
-hold before it is returned: a produce answer names only the base offset, so a short batch
-could not be caught after it is written.
+batch, small batches coalesced into one, fillers) the new batch is decoded again and compared
+with the records it was asked to hold before it is returned: a produce answer names only the
+base offset, so a short batch could not be caught after it is written.
 
 Old message formats (v0, v1; ``syncer.legacy``) are converted to v2 batches at their own
 offsets as a fetch payload is split, so everything after sees v2 batches only.
@@ -193,6 +193,57 @@ def rewrite_for_local(batch: Batch, producer_id: int, producer_epoch: int) -> by
     _ATTRIBUTES.pack_into(out, _ATTRIBUTES_AT, attributes)
     _CRC.pack_into(out, _CRC_AT, crc32c.crc32c(memoryview(out)[_ATTRIBUTES_AT:]))
     return out  # not copied again into bytes: nothing changes it once stamped
+
+
+# a batch this small, uncompressed, may be written as a part of one batch with its neighbours
+COALESCE_BATCH_BYTES = 8 * 1024
+
+
+def coalescable(batch: Batch) -> bool:
+    """May ``batch`` be written inside one batch with its neighbours: small, uncompressed,
+    CreateTime, a record at every offset it spans, and not a control batch."""
+    plain = batch.attributes & (COMPRESSION_MASK | TIMESTAMP_TYPE_BIT | CONTROL_BIT) == 0
+    return plain and batch.is_dense and len(batch.raw) <= COALESCE_BATCH_BYTES
+
+
+def coalesced_runs(batches: Sequence[Batch], limit: int) -> list[list[Batch]]:
+    """``batches`` (in offset order) in the writes they go in: each run of coalescable
+    neighbours, one following the other with no offset between, in writes of up to
+    ``limit`` bytes; every other batch alone (``limit`` 0: every batch alone). A source that
+    sends a record per batch fills a write per record, and a partition's writes go one
+    after another (5 in flight, a connection's requests appended in turn)."""
+    runs: list[list[Batch]] = []
+    size = 0
+    for batch in batches:
+        last = runs[-1] if runs else None
+        joins = (
+            last is not None
+            and size + len(batch.raw) <= limit
+            and coalescable(batch)
+            and coalescable(last[-1])
+            and last[-1].next_offset == batch.base_offset
+        )
+        if last is not None and joins:
+            last.append(batch)
+            size += len(batch.raw)
+        else:
+            runs.append([batch])
+            size = len(batch.raw)
+    return runs
+
+
+def coalesce_for_local(run: Sequence[Batch], producer_id: int, producer_epoch: int) -> bytes:
+    """One batch holding the records of ``run`` (``coalesced_runs``' output) at their own
+    offsets, with their timestamps, keys, values and headers, stamped for local offset
+    ``run[0].base_offset``: what a reader sees of each record is unchanged, only where one
+    batch ends and the next begins (which no reader is shown)."""
+    first = run[0].base_offset
+    rows = [
+        _Row(r.offset - first, r.timestamp, r.key, r.value, r.headers)
+        for batch in run
+        for r in decode(batch)
+    ]
+    return _build(0, first, producer_id, producer_epoch, rows)
 
 
 @dataclass(frozen=True, slots=True)

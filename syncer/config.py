@@ -22,6 +22,7 @@ from syncer.errors import ConfigError
 from syncer.typed import build, first_per_path, interpolate, keep_python_only, unbuild
 
 MAX_LANES = 64
+COALESCE_MAX_BYTES = 1024 * 1024  # copier.coalesce_bytes at most
 DEFAULT_COPIED_CONFIGS: tuple[str, ...] = tuple(
     ["cleanup.policy", "retention.ms", "retention.bytes", "max.message.bytes", "compression.type"]
 )
@@ -111,6 +112,9 @@ class CopierConfig:
     partition_fetch_max_bytes: int = 1024 * 1024
     fetch_max_wait_ms: int = 500
     max_in_flight: int = 5
+    # small uncompressed batches that arrive together are written as one batch of up to this
+    # many bytes, each record at its own offset (0: every source batch written as it is)
+    coalesce_bytes: int = 64 * 1024
     # chunks of one partition fetched at once, from any remotes that hold them, plus the
     # fetched ones waiting to be written in order (the reorder buffer)
     max_chunks: int = 8
@@ -388,6 +392,11 @@ def _check_copier(copier: CopierConfig) -> list[str]:
         problems.append("copier.chunk_timeout_ms: must be above fetch_max_wait_ms")
     if not 1 <= copier.max_in_flight <= 5:
         problems.append("copier.max_in_flight: must be 1..5 (the broker dedupes 5 batches)")
+    if not 0 <= copier.coalesce_bytes <= COALESCE_MAX_BYTES:
+        problems.append(
+            f"copier.coalesce_bytes: must be 0 (off) up to {COALESCE_MAX_BYTES}"
+            " (a broker's default max.message.bytes is about 1 MiB)"
+        )
     return problems
 
 

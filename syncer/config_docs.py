@@ -188,6 +188,14 @@ _COPIER = {
         " also keeps at most this many requests in flight on each of its 8 connections to a"
         " local broker (each partition writes on one of them)"
     ),
+    "coalesce_bytes": (
+        "small uncompressed CreateTime batches (up to 8 KiB each) that come in one fetch answer"
+        " are written as one batch of up to this many bytes: each record keeps its offset,"
+        " timestamp, key, value and headers, and a source that sends a record per batch"
+        " needs a produce request per few dozen records, not per record. 0 writes every"
+        " source batch as it is; at most 1 MiB. A local topic that refuses such a batch as"
+        " too large has its batches written one by one from then on"
+    ),
     "max_chunks": (
         "chunks of one partition fetched (from any remotes that hold them) or waiting to be"
         " written in order (the reorder buffer); at least 1"

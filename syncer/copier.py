@@ -12,7 +12,15 @@ from collections.abc import Mapping
 
 from syncer.agreement import Agreement, CheckFailed, SourceDropped
 from syncer.alignment import StateClock
-from syncer.batches import Batch, fill_around, filler_batches, rewrite_for_local, trim_for_local
+from syncer.batches import (
+    Batch,
+    coalesce_for_local,
+    coalesced_runs,
+    fill_around,
+    filler_batches,
+    rewrite_for_local,
+    trim_for_local,
+)
 from syncer.budget import ByteBudget, Ticket
 from syncer.chunks import ChunkScheduler, Fetched
 from syncer.clusters import TP, Cluster
@@ -292,12 +300,13 @@ class PartitionCopier:
         batches = [item for item in found.writable if isinstance(item, Batch)]
         if found.hole is not None or len(batches) < len(found.writable):
             return False  # a hole: halted, or filled with writes of their own
-        if not self.writes.room_now([batch.max_timestamp for batch in batches]):
+        runs = self._runs(batches, found.trim_first)
+        if not self.writes.room_now([_max_timestamp(run) for run in runs]):
             return False
         if not self.agreement.check_now(got, frontier):
             return False
-        for batch in batches:
-            self._send(batch, got.remote, found.trim_first if batch is batches[0] else None)
+        for run in runs:
+            self._send(run, got.remote, found.trim_first if run[0] is batches[0] else None)
         if not batches:
             self.status.state = State.CAUGHT_UP
         self.frontier = self.chunks.frontier = found.next_offset
@@ -372,14 +381,16 @@ class PartitionCopier:
         its group's rebalance, for 22 to 33 s; the local end says where the next owner
         resumes)."""
         found = self._scan(got, frontier)
-        for item in found.writable:
+        for item in self._writes_of(found):
             await self.writes.room()
             if self._stopping:
-                return max(frontier, item.base_offset)
+                return max(
+                    frontier, item.base_offset if isinstance(item, Filler) else item[0].base_offset
+                )
             if isinstance(item, Filler):
                 await self._fill(item, got.remote)
                 continue
-            trim = found.trim_first if item is found.writable[0] else None
+            trim = found.trim_first if item[0] is found.writable[0] else None
             self._send(item, got.remote, trim)
         if found.hole is not None:
             await self.writes.drain(0)
@@ -390,6 +401,33 @@ class PartitionCopier:
         if not found.writable:
             self.status.state = State.CAUGHT_UP
         return found.next_offset
+
+    def _writes_of(self, found: Scan) -> list[Filler | list[Batch]]:
+        """What ``found`` writes, in order: each filler, and the runs of batches between
+        them (``_runs``)."""
+        writes: list[Filler | list[Batch]] = []
+        batches: list[Batch] = []
+        for item in [*found.writable, None]:
+            if isinstance(item, Batch):
+                batches.append(item)
+                continue
+            trim = found.trim_first if batches and batches[0] is found.writable[0] else None
+            writes += self._runs(batches, trim)
+            batches = []
+            if item is not None:
+                writes.append(item)
+        return writes
+
+    def _runs(self, batches: list[Batch], trim_first: int | None) -> list[list[Batch]]:
+        """``batches`` (consecutive) in the writes they go in: small ones coalesced
+        (``batches.coalesced_runs``, up to ``coalesce_bytes``, unless the local topic refused
+        such a write as too large); the first alone if it is trimmed at the local end."""
+        if len(batches) < 2:  # a caught-up partition's usual answer
+            return [batches] if batches else []
+        limit = self.config.coalesce_bytes if self.writes.coalescing else 0
+        if trim_first is not None and batches:
+            return [[batches[0]], *coalesced_runs(batches[1:], limit)]
+        return coalesced_runs(batches, limit)
 
     def _scan(self, got: Fetched, frontier: int) -> Scan:
         fetched = got.fetched
@@ -422,17 +460,23 @@ class PartitionCopier:
             filled = end - base if hole.around is None else fillers
             self._submit(Sent(base, end, end - base, len(raw), remote, hole.timestamp, filled), raw)
 
-    def _send(self, batch: Batch, remote: str, trim_first: int | None) -> None:
+    def _send(self, run: list[Batch], remote: str, trim_first: int | None) -> None:
+        """Write ``run``: one batch as it is (trimmed from ``trim_first``), or several small
+        ones coalesced into one batch (``_runs``)."""
         pid, epoch = self.identity.producer_id, self.identity.producer_epoch
-        if trim_first is not None:
+        batch, end = run[0], run[-1].next_offset
+        raw: bytes | bytearray
+        if len(run) > 1:
+            raw = coalesce_for_local(run, pid, epoch)
+            base, records = batch.base_offset, end - batch.base_offset
+        elif trim_first is not None:
             raw = trim_for_local(batch, trim_first, pid, epoch)
-            base, records = trim_first, batch.next_offset - trim_first
+            base, records = trim_first, end - trim_first
         else:
             raw = rewrite_for_local(batch, pid, epoch)
             base, records = batch.base_offset, batch.record_count
-        self._submit(
-            Sent(base, batch.next_offset, records, len(raw), remote, batch.max_timestamp), raw
-        )
+        sent = Sent(base, end, records, len(raw), remote, _max_timestamp(run), batches=len(run))
+        self._submit(sent, raw)
 
     def _submit(self, sent: Sent, raw: bytes | bytearray) -> None:
         self.writes.submit(sent, raw)
@@ -447,3 +491,7 @@ class PartitionCopier:
         self.status.error = str(exc)  # before the state: the Halted event carries it
         self.status.state = State.HALTED
         log.error("%s[%d] halted: %s", self.tp.topic, self.tp.partition, exc)
+
+
+def _max_timestamp(run: list[Batch]) -> int:
+    return run[0].max_timestamp if len(run) == 1 else max(b.max_timestamp for b in run)

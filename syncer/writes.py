@@ -60,6 +60,7 @@ class Sent:
     remote: str  # "" for the fillers that align a partition's start
     max_timestamp: int
     filled: int = 0  # of its records, fillers
+    batches: int = 1  # source batches coalesced into it (``batches.coalesced_runs``)
 
 
 # compares local [low, high) with the source; raises MisalignedWrite on a difference
@@ -103,6 +104,9 @@ class PartitionWrites:
         self.waiting_since: float | None = None
         # the batch refused as too large, until a write lands again
         self.too_large: Sent | None = None
+        # small batches may be coalesced into one write: not after the local topic refused
+        # such a write as too large (each of its source batches was taken by the remote)
+        self.coalescing = True
         # told as each write is answered (``PartitionCopier`` judges it then if it waits)
         self.answered: Callable[[], None] = lambda: None
 
@@ -257,6 +261,21 @@ class PartitionWrites:
         self._wait(f"{refused} refused as too large; the local topic follows its remote's limit")
         return TransientClusterError(f"{self.where}: {refused} is too large for the local topic")
 
+    def _coalesced_too_large(self, sent: Sent) -> Resync:
+        """A write of several source batches coalesced was refused as too large: the local
+        topic's limit is below what syncer made of them, not below a source batch. They are
+        written one by one from the local end on, and every later batch too."""
+        self.coalescing = False
+        log.warning(
+            "%s: %d batches coalesced at offset %d (%d bytes) refused as too large; writing"
+            " each source batch as it is from now on",
+            self.where,
+            sent.batches,
+            sent.base_offset,
+            sent.size,
+        )
+        return Resync(f"coalesced write at offset {sent.base_offset} refused as too large")
+
     async def _followed_limit(self) -> None:
         """Halt unless the local max.message.bytes, once the topic followed its remote's
         settings (``Cluster.followed_limit``), now takes the batch refused as too large."""
@@ -294,6 +313,8 @@ class PartitionWrites:
             )
         if outcome is Outcome.DUPLICATE:
             raise Resync(f"duplicate sequence at offset {sent.base_offset}")
+        if outcome is Outcome.TOO_LARGE and sent.batches > 1:
+            raise self._coalesced_too_large(sent)
         if outcome is Outcome.TOO_LARGE:
             raise self._too_large(sent)
         error = error_for(result.error_code, f"write at offset {sent.base_offset}")

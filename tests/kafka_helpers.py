@@ -254,6 +254,30 @@ async def batch_layout(
     ]
 
 
+async def record_codecs(bootstrap: str, topic: str, partition: int = 0) -> dict[int, str]:
+    """The codec of the batch holding each offset: small uncompressed batches may be
+    coalesced into one (``copier.coalesce_bytes``), compressed ones never change codec."""
+    return {
+        offset: b.codec
+        async for b in all_batches(bootstrap, topic, partition)
+        for offset in range(b.base_offset, b.next_offset)
+    }
+
+
+async def single_record_batches(
+    bootstrap: str, topic: str, records: list[tuple[bytes, bytes]], partition: int = 0
+) -> None:
+    """Each record in a batch of its own (the next is sent once the one before is acked), as
+    a producer with linger.ms=0 writes a slow stream."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=0, acks="all")
+    await producer.start()
+    try:
+        for key, value in records:
+            await (await producer.send(topic, key=key, value=value, partition=partition))
+    finally:
+        await producer.stop()
+
+
 def run_cli(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
     """``syncer ARGS`` as a user runs it, with its output captured."""
     return subprocess.run(

@@ -8,7 +8,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from syncer.batches import (
+    COALESCE_BATCH_BYTES,
     BatchFormatError,
+    coalescable,
+    coalesce_for_local,
+    coalesced_runs,
     decode,
     record_digests,
     rewrite_for_local,
@@ -170,4 +174,46 @@ def test_record_digests_tell_null_from_empty(
 ) -> None:
     assert record_digests(split_batches(build(0, [mine])), 0, 1) != record_digests(
         split_batches(build(0, [theirs])), 0, 1
+    )
+
+
+def test_small_plain_neighbours_coalesce_into_writes_up_to_the_limit() -> None:
+    payload = b"".join(build(10 + 2 * i, [(b"k", b"v" * 100)] * 2) for i in range(6))
+    batches = split_batches(payload)
+    size = len(batches[0].raw)
+    runs = coalesced_runs(batches, limit=4 * size)
+    assert [[b.base_offset for b in run] for run in runs] == [[10, 12, 14, 16], [18, 20]]
+    assert coalesced_runs(batches, limit=0) == [[b] for b in batches]  # off: each alone
+
+
+def test_compressed_large_sparse_or_apart_batches_go_alone() -> None:
+    compressed = build(2, [(b"k", b"v")], codec=GZIP)
+    large = build(3, [(b"k", b"x" * (COALESCE_BATCH_BYTES + 1))])
+    apart = build(5, [(b"k", b"v")])  # offset 4 lies between: not a neighbour of the one above
+    payload = build(0, [(b"k", b"v")] * 2) + compressed + large + apart + build(6, [(b"k", b"v")])
+    runs = coalesced_runs(split_batches(payload), limit=1 << 20)
+    assert [[b.base_offset for b in run] for run in runs] == [[0], [2], [3], [5, 6]]
+    assert not coalescable(split_batches(compressed)[0])
+    assert not coalescable(split_batches(large)[0])
+
+
+def test_a_coalesced_batch_holds_every_record_at_its_own_offset() -> None:
+    first = build(2**31 + 40, [(b"a", b"1"), (None, b"2")])
+    second = build(2**31 + 42, [(b"c", None), (b"", b"")], transactional=True)
+    third = build(2**31 + 44, [(b"e", b"5")])
+    run = split_batches(first + second + third)
+    out = coalesce_for_local(run, producer_id=4242, producer_epoch=9)
+    (batch,) = split_batches(out)
+    assert batch.crc_ok() and batch.codec == "none" and not batch.is_transactional
+    assert (batch.producer_id, batch.producer_epoch) == (4242, 9)
+    assert batch.base_sequence == sequence_for(2**31 + 40) and batch.record_count == 5
+    source = [r for b in run for r in decode(b)]
+    base = run[0].base_offset
+    assert [(r.offset + base, r.key, r.value, r.timestamp, r.headers) for r in decode(batch)] == [
+        (r.offset, r.key, r.value, r.timestamp, r.headers) for r in source
+    ]
+    landed = bytearray(out)
+    landed[0:8] = base.to_bytes(8, "big")  # as the broker stamps it in the log
+    assert record_digests(run, base, base + 5) == record_digests(
+        split_batches(landed), base, base + 5
     )

@@ -89,6 +89,7 @@ class GatedWrites:
     def __init__(self) -> None:
         self.gate = asyncio.Queue[None]()
         self.sent: list[int] = []
+        self.coalescing = False  # each batch a write of its own (copier.coalesce_bytes 0)
 
     async def room(self) -> None:
         await self.gate.get()

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from syncer.alignment import StateClock
+from syncer.batches import decode, split_batches
 from syncer.clusters import TP, FetchedPartition, ProduceResult
 from syncer.config import CopierConfig
 from syncer.copier import PartitionCopier
@@ -22,7 +23,7 @@ from syncer.holes import RemoteEnds
 from syncer.identity import WriterIdentity
 from syncer.lanes import Lanes
 from syncer.partition import PartitionSources
-from syncer.protocol.common import OUT_OF_ORDER_SEQUENCE
+from syncer.protocol.common import MESSAGE_TOO_LARGE, OUT_OF_ORDER_SEQUENCE
 from syncer.sources import SourceHealth
 from syncer.status import State
 from tests.unit.test_chunk_wakeup import records
@@ -61,11 +62,13 @@ class Writer:
     def __init__(self, turns: Turns) -> None:
         self.turns = turns
         self.sent: list[tuple[int, int, asyncio.Future[ProduceResult]]] = []
+        self.raws: list[bytes] = []
 
     def submit(self, tp: TP, raw: bytes | bytearray) -> asyncio.Future[ProduceResult]:
         future: asyncio.Future[ProduceResult] = asyncio.get_running_loop().create_future()
         base = int.from_bytes(raw[53:57], "big")  # its sequence: the source offset
         self.sent.append((base, self.turns.count, future))
+        self.raws.append(bytes(raw))
         return future
 
     def forget(self, tp: TP) -> None:
@@ -116,12 +119,17 @@ class Rig:
             await asyncio.sleep(0)
 
 
-async def rig(expiration_ms: int = DAY_MS) -> Rig:
+async def rig(expiration_ms: int = DAY_MS, coalesce_bytes: int = 64 * 1024) -> Rig:
     turns = Turns()
     remote = Remote(ends={A: 0}, turns=turns)
     lanes = Lanes([fetcher(remote, wait_ms=5_000, timeout_ms=10_000)])
     writer, local = Writer(turns), Local()
-    config = CopierConfig(max_in_flight=5, retry_backoff_ms=10, retry_backoff_max_ms=20)
+    config = CopierConfig(
+        max_in_flight=5,
+        retry_backoff_ms=10,
+        retry_backoff_max_ms=20,
+        coalesce_bytes=coalesce_bytes,
+    )
     sources = PartitionSources(A, {"east": SourceHealth("east", 0)}, {"east": RemoteEnds(0, 0)})
     copier = PartitionCopier(
         A,
@@ -297,8 +305,10 @@ async def test_a_write_waiting_for_room_goes_in_the_turn_after_the_answer_that_f
     """The hop (issue 23): a poll that brought more batches than may be in flight is written
     by the copier's task, each batch past the fifth once the oldest write is answered. The
     task wakes in the loop turn after that answer (``asyncio.wait`` took two: its own
-    callback, then the task's), and the batch goes then."""
-    r = await rig(expiration_ms=10**15)  # the stand-in's records, stamped 0, are fresh
+    callback, then the task's), and the batch goes then. (Batches coalesced into one write:
+    below, with none coalesced.)"""
+    # the stand-in's records, stamped 0, are fresh
+    r = await rig(expiration_ms=10**15, coalesce_bytes=0)
     try:
         await caught_up(r)
         for _ in range(8):
@@ -312,5 +322,57 @@ async def test_a_write_waiting_for_room_goes_in_the_turn_after_the_answer_that_f
             await r.until(lambda n=n: len(r.writer.sent) == 7 + n, "the next batch")
             assert r.writer.sent[-1][0] == 8 + n
             assert r.writer.sent[-1][1] - answered_in <= 1  # the turn after the answer
+    finally:
+        await stop(r)
+
+
+def landed(raw: bytes, base: int) -> list[tuple[int, bytes | None]]:
+    """The offsets and values a write's batch puts in the log from local offset ``base``."""
+    stamped = bytearray(raw)
+    stamped[0:8] = base.to_bytes(8, "big")  # as the broker stamps it
+    return [(r.offset, r.value) for b in split_batches(stamped) for r in decode(b)]
+
+
+async def test_small_batches_of_one_poll_go_in_one_write_in_the_answers_turn() -> None:
+    """Eight batches of a record each in one poll: one write, at once, holding every record
+    at its own offset (each written alone, three waited for room: the hop's tail after a
+    stall, a write per source batch, one after another)."""
+    r = await rig(expiration_ms=10**15)
+    try:
+        await caught_up(r)
+        for _ in range(8):
+            r.remote.append(A, 1)
+        await r.until(lambda: len(r.writer.sent) == 2, "the polled batches' write")
+        await r.settle()
+        assert r.writer.offsets() == [0, 3]
+        (_base, written, _f), answered = r.writer.sent[-1], r.remote.answered_in[-1]
+        assert written == answered  # in the answer's turn: the step took it
+        assert [offset for offset, _v in landed(r.writer.raws[-1], 3)] == list(range(3, 11))
+        r.writer.answer(1)
+        await r.until(lambda: r.copier.status.local_end == 11, "the local end at 11")
+    finally:
+        await stop(r)
+
+
+async def test_a_coalesced_write_refused_as_too_large_is_written_batch_by_batch() -> None:
+    """The local topic takes less than the batch syncer made of eight small ones (its
+    max.message.bytes below the remote's, say): no halt, as for a source batch it refuses,
+    but the records written again from the local end, each source batch alone."""
+    r = await rig(expiration_ms=10**15)
+    try:
+        await caught_up(r)
+        for _ in range(8):
+            r.remote.append(A, 1)
+        await r.until(lambda: len(r.writer.sent) == 2, "the coalesced write")
+        r.local.end = 3
+        r.writer.answer(1, error_code=MESSAGE_TOO_LARGE, base_offset=-1)
+        for n in range(2, 10):  # written again from 3, one at a time (the state unproven)
+            await r.until(lambda n=n: len(r.writer.sent) > n, f"write {n}")
+            r.writer.answer(n)
+        assert r.writer.offsets() == [0, 3, *range(3, 11)]
+        assert all(len(landed(raw, 0)) == 1 for raw in r.writer.raws[2:])  # a record each
+        status = r.copier.status
+        assert status.state is not State.HALTED and status.errors == {"resync": 1}
+        assert not r.copier.writes.coalescing
     finally:
         await stop(r)
