@@ -69,20 +69,27 @@ DEFAULT_CASES = ",".join(
 )
 
 
+SOURCE_BATCH_BYTES = 262_144  # the source producer's batch.size unless a case says
+
+
 @dataclass(frozen=True)
 class Case:
     partitions: int
     record_size: int
     compression: str
+    # the source producer's batch.size: one at or below the record size puts each record in
+    # a batch of its own, as a producer with linger.ms=0 writes a slow stream
+    batch_bytes: int = SOURCE_BATCH_BYTES
 
     @classmethod
     def parse(cls, text: str) -> Case:
-        partitions, size, codec = text.split(":")
-        return cls(int(partitions), int(size), codec)
+        partitions, size, codec, *batch = text.split(":")
+        return cls(int(partitions), int(size), codec, *(int(b) for b in batch[:1]))
 
     @property
     def name(self) -> str:
-        return f"{self.partitions}p-{self.record_size}B-{self.compression}"
+        name = f"{self.partitions}p-{self.record_size}B-{self.compression}"
+        return name if self.batch_bytes == SOURCE_BATCH_BYTES else f"{name}-b{self.batch_bytes}"
 
     def records(self, gib: float) -> int:
         return -(-int(gib * 2**30) // self.record_size)
@@ -108,7 +115,11 @@ FORGETFUL_MS = 1000  # the backlog, written before the copy, is older than this
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--cases", default=DEFAULT_CASES, help="PARTITIONS:RECORD_BYTES:CODEC,...")
+    parser.add_argument(
+        "--cases",
+        default=DEFAULT_CASES,
+        help="PARTITIONS:RECORD_BYTES:CODEC[:SOURCE_BATCH_BYTES],...",
+    )
     parser.add_argument("--gib", type=float, default=1.0, help="uncompressed backlog per case")
     parser.add_argument("--tasks", type=int, default=8, help="MirrorMaker 2 tasks.max")
     parser.add_argument("--out", type=Path, default=Path("results"))
@@ -205,7 +216,7 @@ def run_case(
         records=records,
         record_size=case.record_size,
         jars=bed.jars,
-        producer_props={**codec, "batch.size": "262144", "linger.ms": "20"},
+        producer_props={**codec, "batch.size": str(case.batch_bytes), "linger.ms": "20"},
     )
     assert asyncio.run(local_total(east, topic, case.partitions)) == records
     console.print(
