@@ -333,16 +333,21 @@ def landed(raw: bytes, base: int) -> list[tuple[int, bytes | None]]:
     return [(r.offset, r.value) for b in split_batches(stamped) for r in decode(b)]
 
 
+async def eight_in_one_poll(r: Rig) -> None:
+    """Caught up, then eight batches of a record each brought by one poll: one write."""
+    await caught_up(r)
+    for _ in range(8):
+        r.remote.append(A, 1)
+    await r.until(lambda: len(r.writer.sent) == 2, "the polled batches' write")
+
+
 async def test_small_batches_of_one_poll_go_in_one_write_in_the_answers_turn() -> None:
     """Eight batches of a record each in one poll: one write, at once, holding every record
     at its own offset (each written alone, three waited for room: the hop's tail after a
     stall, a write per source batch, one after another)."""
     r = await rig(expiration_ms=10**15)
     try:
-        await caught_up(r)
-        for _ in range(8):
-            r.remote.append(A, 1)
-        await r.until(lambda: len(r.writer.sent) == 2, "the polled batches' write")
+        await eight_in_one_poll(r)
         await r.settle()
         assert r.writer.offsets() == [0, 3]
         (_base, written, _f), answered = r.writer.sent[-1], r.remote.answered_in[-1]
@@ -360,10 +365,7 @@ async def test_a_coalesced_write_refused_as_too_large_is_written_batch_by_batch(
     but the records written again from the local end, each source batch alone."""
     r = await rig(expiration_ms=10**15)
     try:
-        await caught_up(r)
-        for _ in range(8):
-            r.remote.append(A, 1)
-        await r.until(lambda: len(r.writer.sent) == 2, "the coalesced write")
+        await eight_in_one_poll(r)
         r.local.end = 3
         r.writer.answer(1, error_code=MESSAGE_TOO_LARGE, base_offset=-1)
         for n in range(2, 10):  # written again from 3, one at a time (the state unproven)
