@@ -367,4 +367,11 @@ _PARTITION_FAMILIES: list[tuple[str, type[Family], str, list[str], AddSamples]] 
         [],
         _one(lambda s: s.filled),
     ),
+    (
+        "syncer_partition_coalesced_batches",
+        Count,
+        "Source batches written inside one local batch with their neighbours (coalesce_bytes)",
+        [],
+        _one(lambda s: s.coalesced),
+    ),
 ]

@@ -47,6 +47,7 @@ class PartitionStatus:
     served: dict[str, int] = field(default_factory=dict)  # remote → bytes written from it
     errors: dict[str, int] = field(default_factory=dict)  # kind → count
     filled: int = 0  # offsets written as filler records (policy fill)
+    coalesced: int = 0  # source batches written inside one batch with others (coalesce_bytes)
     newest_timestamp_ms: int = 0  # of the newest record written (the batch's max timestamp)
     dropped: Mapping[str, str] = field(default_factory=dict)  # remote → why it is not used
     # writes go one at a time: the broker may hold no producer state for the partition
@@ -191,6 +192,7 @@ def status_document(snapshot: Snapshot) -> dict[str, Any]:
             "records_copied": s.records_copied,
             "bytes_copied": s.bytes_copied,
             "filled": s.filled,
+            "coalesced_batches": s.coalesced,
             "served": dict(s.served),
             "dropped": dict(s.dropped),
             "one_at_a_time": s.one_at_a_time,

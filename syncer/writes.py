@@ -174,6 +174,8 @@ class PartitionWrites:
         now_ms = int(time.time() * 1000)
         s.older_than_producer_expiry = not self.state_clock.fresh(s.newest_timestamp_ms, now_ms)
         s.filled += sent.filled
+        if sent.batches > 1:
+            s.coalesced += sent.batches
         s.bytes_copied += sent.size
         if sent.remote:  # not for the fillers that align a partition's start
             s.served[sent.remote] = s.served.get(sent.remote, 0) + sent.size

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 
-from syncer.status import State
+from syncer.status import State, status_document
 from syncer.syncer import Syncer
 from tests.kafka_helpers import (
     batch_layout,
@@ -61,6 +61,11 @@ async def test_small_batches_are_coalesced_each_record_at_its_remote_offset(
     assert len(layout) < 10  # not a produce request per record
     (status,) = syncer.statuses()
     assert status.state is State.CAUGHT_UP and status.local_end == 120
+    # every local batch holding one source batch is one not coalesced
+    assert 120 - len(layout) <= status.coalesced <= 120
+    assert status_document(syncer.snapshot())["partitions"][0]["coalesced_batches"] == (
+        status.coalesced
+    )
 
 
 async def test_a_coalesced_batch_the_local_topic_refuses_as_too_large_goes_batch_by_batch(
@@ -74,6 +79,7 @@ async def test_a_coalesced_batch_the_local_topic_refuses_as_too_large_goes_batch
     (status,) = syncer.statuses()
     assert status.state is State.CAUGHT_UP and status.local_end == 60
     assert status.errors == {"resync": 1}  # once; then each batch alone
+    assert status.coalesced == 0  # the refused write is not counted
     assert await read_partition(local, topic) == await read_partition(east, topic)
     assert await batch_layout(local, topic) == await batch_layout(east, topic)
 
