@@ -425,7 +425,7 @@ class PartitionCopier:
         if len(batches) < 2:  # a caught-up partition's usual answer
             return [batches] if batches else []
         limit = self.config.coalesce_bytes if self.writes.coalescing else 0
-        if trim_first is not None and batches:
+        if trim_first is not None:
             return [[batches[0]], *coalesced_runs(batches[1:], limit)]
         return coalesced_runs(batches, limit)
 

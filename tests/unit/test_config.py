@@ -242,7 +242,7 @@ _KEYS = {
     "local": ["bootstrap_servers", "connections", "client_rack", "security_protocol", "name"],
     "remotes": ["name", "bootstrap_servers", "connections", "fetch_max_bytes", "ssl_cafile"],
     "topics": ["include", "exclude", "on_hole", "fill", "refresh_interval_s"],
-    "copier": ["buffer_bytes", "max_chunks", "max_in_flight", "chunk_timeout_ms"],
+    "copier": ["buffer_bytes", "max_chunks", "max_in_flight", "chunk_timeout_ms", "coalesce_bytes"],
     "coordination": ["group", "lease_ms", "instance_id"],
     "http": ["listen"],
     "groups": ["include", "interval_s"],
@@ -274,3 +274,15 @@ def test_any_file_is_loaded_or_refused_with_its_problems_never_a_crash(raw: obje
         assert error.problems
         paths = [p.partition(": ")[0] for p in error.problems]
         assert len(paths) == len(set(paths))
+
+
+@pytest.mark.parametrize("value", [-1, 1024 * 1024 + 1])
+def test_coalesce_bytes_outside_0_to_1_mib_is_one_line(value: int) -> None:
+    assert problems(GOOD + f"copier: {{coalesce_bytes: {value}}}\n") == [
+        "copier.coalesce_bytes: must be 0 (off) up to 1048576 (a broker's default"
+        " max.message.bytes is about 1 MiB)"
+    ]
+
+
+def test_coalesce_bytes_0_turns_coalescing_off_and_loads() -> None:
+    assert Config.from_yaml(GOOD + "copier: {coalesce_bytes: 0}\n").copier.coalesce_bytes == 0
