@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import json
 import os
 import signal
@@ -22,7 +21,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.structs import TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
-from syncer.batches import HEADER_SIZE, Batch, split_batches
+from syncer.batches import Batch, decode, record_digest, split_batches
 from syncer.clusters import Cluster
 from syncer.config import ClusterConfig, Config
 from syncer.syncer import Syncer
@@ -314,19 +313,17 @@ def make_config(local: str, remotes: dict[str, str], include: list[str], **extra
     return Config.from_dict(raw)
 
 
-async def batch_digests(
+async def partition_digests(
     bootstrap: str, topic: str, partition: int = 0
-) -> list[tuple[int, int, str]]:
-    """(base offset, last offset delta, digest of the record bytes) per batch: the records
-    part of a batch is copied byte for byte, so equal digests at equal offsets mean equal data.
-    Fast enough for hundreds of megabytes."""
+) -> list[tuple[int, str]]:
+    """(offset, digest of what a reader sees of it: timestamp, key, value, headers) of every
+    record of a partition, in order: equal lists mean the same records at the same offsets,
+    however the batches are cut (syncer writes neighbouring small batches as one,
+    ``copier.coalesce_bytes``, so a copy's layout may differ from its remote's)."""
     return [
-        (
-            b.base_offset,
-            b.last_offset_delta,
-            hashlib.blake2b(b.raw[HEADER_SIZE:], digest_size=16).hexdigest(),
-        )
+        (r.offset, record_digest(r).hex())
         async for b in all_batches(bootstrap, topic, partition)
+        for r in decode(b)
     ]
 
 

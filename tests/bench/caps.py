@@ -30,7 +30,7 @@ from syncer.syncer import Syncer
 from syncer.testbed import ClusterSpec, Testbed
 from syncer.testbed.tools import perf_produce
 from tests.bench.catchup import machine
-from tests.kafka_helpers import batch_digests, create_topic, make_config
+from tests.kafka_helpers import create_topic, make_config, partition_digests
 
 PARTITIONS = 8
 RECORD_SIZE = 1024
@@ -110,13 +110,13 @@ async def measure(
         await copying
     exact = True
     for partition in range(PARTITIONS):
-        here = await batch_digests(local, topic, partition)
-        there = (await batch_digests(east, topic, partition))[: len(here)]
+        here = await partition_digests(local, topic, partition)
+        there = (await partition_digests(east, topic, partition))[: len(here)]
         if here != there or not here:
             differ = next(
                 (i for i, (a, b) in enumerate(zip(here, there, strict=False)) if a != b), None
             )
-            console.print(f"{topic}[{partition}]: {len(here)} batches, first differing: {differ}")
+            console.print(f"{topic}[{partition}]: {len(here)} records, first differing: {differ}")
         exact = exact and here == there and bool(here)
     return Row(cap, span, taken, exact)
 

@@ -17,7 +17,7 @@ from syncer.status import State, status_document
 from syncer.syncer import Syncer
 from syncer.testbed import Testbed
 from syncer.testbed.tools import perf_produce
-from tests.kafka_helpers import batch_digests, create_topic, make_config
+from tests.kafka_helpers import create_topic, make_config, partition_digests
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +94,6 @@ async def test_a_remote_cap_and_the_process_cap_hold_the_copy_to_their_rate(
 
     for name in (first, second):
         for partition in range(PARTITIONS):
-            assert await batch_digests(local, name, partition) == await batch_digests(
+            assert await partition_digests(local, name, partition) == await partition_digests(
                 east, name, partition
             )

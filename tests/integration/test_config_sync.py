@@ -25,9 +25,9 @@ from syncer.syncer import Syncer
 from tests.integration.test_faults import delete_topic
 from tests.kafka_helpers import (
     alter_topic,
-    batch_digests,
     create_topic,
     make_config,
+    partition_digests,
     produce,
 )
 
@@ -84,7 +84,7 @@ async def copied(syncer: Syncer, local: str, east: str, topic: str) -> bool:
     status = syncer.copiers.get(TP(topic, 0))
     assert status is None or status.status.state is not State.HALTED, status.status.error
     try:
-        return await batch_digests(local, topic) == await batch_digests(east, topic)
+        return await partition_digests(local, topic) == await partition_digests(east, topic)
     except TransientClusterError:  # the local topic is not there yet
         return False
 

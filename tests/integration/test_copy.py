@@ -72,9 +72,9 @@ async def test_a_coalesced_batch_the_local_topic_refuses_as_too_large_goes_batch
     local: str, east: str, topic: str
 ) -> None:
     # the remote takes batches of up to 2,000 bytes (copied to the local topic): each source
-    # batch fits, the 64 KiB syncer would make of them does not
+    # batch fits (1.2 KB), two of them coalesced do not
     await create_topic(east, topic, **{"max.message.bytes": "2000"})
-    await single_record_batches(east, topic, [(b"k%d" % i, b"v" * 900) for i in range(60)])
+    await single_record_batches(east, topic, [(b"k%d" % i, b"v" * 1200) for i in range(60)])
     syncer = await catch_up(local, {"east": east}, [topic])
     (status,) = syncer.statuses()
     assert status.state is State.CAUGHT_UP and status.local_end == 60

@@ -18,7 +18,7 @@ from syncer.config import ClusterConfig
 from syncer.errors import SyncerError
 from syncer.testbed import Testbed
 from syncer.testbed.tools import perf_produce
-from tests.kafka_helpers import batch_digests, create_topic
+from tests.kafka_helpers import create_topic, partition_digests
 
 PARTITIONS = 4
 
@@ -90,13 +90,13 @@ async def test_sigkill_five_times_loses_and_duplicates_nothing(
     )
     assert final.returncode == 0, final.stderr
     for partition in range(PARTITIONS):
-        remote = await batch_digests(east, topic, partition)
-        copied = await batch_digests(local, topic, partition)
+        remote = await partition_digests(east, topic, partition)
+        copied = await partition_digests(local, topic, partition)
         assert copied == remote, f"partition {partition} differs"
     assert (
         sum(
-            d[-1][0] + d[-1][1] + 1
-            for d in [await batch_digests(local, topic, p) for p in range(PARTITIONS)]
+            d[-1][0] + 1
+            for d in [await partition_digests(local, topic, p) for p in range(PARTITIONS)]
         )
         == RECORDS
     )

@@ -24,7 +24,7 @@ from syncer.coordination import group_owners
 from syncer.errors import SyncerError
 from syncer.testbed import Testbed
 from syncer.testbed.tools import perf_produce
-from tests.kafka_helpers import batch_digests, create_topic
+from tests.kafka_helpers import create_topic, partition_digests
 
 PARTITIONS = 24
 
@@ -120,8 +120,8 @@ class Group:
 
     async def assert_identical(self) -> None:
         for p in range(PARTITIONS):
-            remote = await batch_digests(self.east, self.topic, p)
-            copied = await batch_digests(self.local, self.topic, p)
+            remote = await partition_digests(self.east, self.topic, p)
+            copied = await partition_digests(self.local, self.topic, p)
             assert copied == remote, f"partition {p} differs"
 
     async def members(self) -> int:

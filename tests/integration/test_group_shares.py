@@ -22,7 +22,7 @@ from syncer.clusters import Cluster
 from syncer.config import ClusterConfig, Config
 from syncer.coordination import group_owners
 from syncer.errors import SyncerError
-from tests.kafka_helpers import batch_digests, create_topic, produce
+from tests.kafka_helpers import create_topic, partition_digests, produce
 
 TOPICS, PARTITIONS, RECORDS = 6, 4, 30
 
@@ -95,5 +95,5 @@ async def test_topics_found_at_different_refreshes_are_shared_only_once_all_subs
     for text in texts:
         assert "stopped polling" not in text and "unsubscribed topic" not in text, tmp_path
     for tp in tps:
-        theirs = await batch_digests(east, tp.topic, tp.partition)
-        assert await batch_digests(local, tp.topic, tp.partition) == theirs, tp
+        theirs = await partition_digests(east, tp.topic, tp.partition)
+        assert await partition_digests(local, tp.topic, tp.partition) == theirs, tp

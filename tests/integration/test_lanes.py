@@ -15,7 +15,7 @@ from syncer.testbed import ClusterSpec, KafkaJars, RunningCluster, Testbed
 from syncer.testbed.bed import free_port
 from syncer.testbed.proxy import LinkProxy
 from syncer.testbed.tools import perf_produce
-from tests.kafka_helpers import batch_digests, create_topic, make_config, own_bed
+from tests.kafka_helpers import create_topic, make_config, own_bed, partition_digests
 
 PARTITIONS = 2
 RECORDS = 4_000  # 1 KiB each, per topic
@@ -59,7 +59,7 @@ def lanes_config(
 
 async def assert_identical(local: str, far: RunningCluster, topic: str) -> None:
     for partition in range(PARTITIONS):
-        assert await batch_digests(local, topic, partition) == await batch_digests(
+        assert await partition_digests(local, topic, partition) == await partition_digests(
             far.direct, topic, partition
         )
 

@@ -15,10 +15,10 @@ from syncer.syncer import Syncer
 from syncer.testbed import ClusterSpec, Testbed
 from tests.integration.test_faults import delete_topic
 from tests.kafka_helpers import (
-    batch_digests,
     create_topic,
     kcat_lines,
     make_config,
+    partition_digests,
     produce,
     read_partition,
 )
@@ -60,7 +60,7 @@ async def test_the_gap_comes_from_every_remote_that_is_ahead(
     assert status.state is State.CAUGHT_UP and status.local_end == 2000
     assert status.served.get("east", 0) > 0 and status.served.get("west", 0) > 0
     assert syncer.memory.used == 0 and syncer.memory.peak > 0  # every fetched byte released
-    assert await batch_digests(local, topic) == await batch_digests(west, topic)
+    assert await partition_digests(local, topic) == await partition_digests(west, topic)
 
 
 async def test_a_remote_that_disagrees_is_dropped_and_reported(
@@ -124,7 +124,7 @@ async def test_a_remote_killed_mid_copy_loses_its_chunks_to_the_other(
     assert sum(s.served.get("doomed", 0) for s in statuses) >= 200_000
     assert sum(s.served.get("west", 0) for s in statuses) > 0
     for partition in (0, 1):
-        assert await batch_digests(local, topic, partition) == await batch_digests(
+        assert await partition_digests(local, topic, partition) == await partition_digests(
             west, topic, partition
         )
 

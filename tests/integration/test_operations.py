@@ -17,7 +17,7 @@ from syncer.testbed import ClusterSpec, Testbed
 from syncer.testbed.bed import free_port
 from syncer.testbed.proxy import LinkProxy
 from syncer.testbed.tools import perf_produce
-from tests.kafka_helpers import Daemon, batch_digests, create_topic, get, own_bed, samples
+from tests.kafka_helpers import Daemon, create_topic, get, own_bed, partition_digests, samples
 
 PARTITIONS = 4
 RECORDS = 40_000  # 1 KiB each
@@ -74,7 +74,7 @@ async def copying(
 
 async def assert_identical(local: str, remote: str, topic: str) -> None:
     for partition in range(PARTITIONS):
-        assert await batch_digests(local, topic, partition) == await batch_digests(
+        assert await partition_digests(local, topic, partition) == await partition_digests(
             remote, topic, partition
         )
 
