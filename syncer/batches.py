@@ -214,21 +214,21 @@ def coalesced_runs(batches: Sequence[Batch], limit: int) -> list[list[Batch]]:
     after another (5 in flight, a connection's requests appended in turn)."""
     runs: list[list[Batch]] = []
     size = 0
+    open_run = False  # the last run ends in a coalescable batch: the next may join it
     for batch in batches:
-        last = runs[-1] if runs else None
-        joins = (
-            last is not None
+        small = coalescable(batch)
+        if (
+            open_run
+            and small
             and size + len(batch.raw) <= limit
-            and coalescable(batch)
-            and coalescable(last[-1])
-            and last[-1].next_offset == batch.base_offset
-        )
-        if last is not None and joins:
-            last.append(batch)
+            and runs[-1][-1].next_offset == batch.base_offset
+        ):
+            runs[-1].append(batch)
             size += len(batch.raw)
         else:
             runs.append([batch])
             size = len(batch.raw)
+        open_run = small
     return runs
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import shutil
 
+import pytest
+
 from syncer.status import State, status_document
 from syncer.syncer import Syncer
 from tests.kafka_helpers import (
@@ -108,14 +110,18 @@ async def test_a_second_catch_up_copies_only_the_gap(local: str, east: str, topi
     assert await read_partition(local, topic) == await read_partition(east, topic)
 
 
+@pytest.mark.parametrize("coalesce_bytes", [0, 65536], ids=["alone", "coalesced"])
 async def test_two_copiers_on_one_partition_write_each_offset_once(
-    local: str, east: str, topic: str
+    local: str, east: str, topic: str, coalesce_bytes: int
 ) -> None:
     await create_topic(east, topic)
-    for i in range(40):  # many small batches, so the two writers interleave
+    # many small batches, so the two writers interleave (coalesced: in writes cut wherever
+    # each copier's fetches ended, which the broker's sequence must fence as well)
+    for i in range(40):
         await produce(east, topic, [(b"k", b"%d-%d" % (i, j)) for j in range(25)])
-    one = Syncer(make_config(local, {"east": east}, [topic]))
-    two = Syncer(make_config(local, {"east": east}, [topic]))
+    copier = {"shutdown_timeout_s": 10, "coalesce_bytes": coalesce_bytes}
+    one = Syncer(make_config(local, {"east": east}, [topic], copier=copier))
+    two = Syncer(make_config(local, {"east": east}, [topic], copier=copier))
     async with one, two:
         await asyncio.gather(one.catch_up(), two.catch_up())
     remote = await read_partition(east, topic)

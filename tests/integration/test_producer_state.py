@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from syncer.config import Config
 from syncer.status import State
 from syncer.testbed import ClusterSpec, Testbed
 from syncer.testbed.bed import free_port
@@ -119,15 +120,26 @@ async def assert_prefix_of_remote(local: str, remote: str, topic: str) -> list[R
     return copied
 
 
+# coalesce_bytes 0: each source batch a write of its own, so the ones behind a refused write
+# are writes the one-at-a-time rule must hold back (coalesced, they would share its fate)
+COALESCING = pytest.mark.parametrize("coalesce_bytes", [0, 65536], ids=["alone", "coalesced"])
+
+
+def config_of(local: str, remote: str, topic: str, coalesce_bytes: int) -> Config:
+    copier = {"shutdown_timeout_s": 10, "coalesce_bytes": coalesce_bytes}
+    return make_config(local, {"east": remote}, [topic], copier=copier)
+
+
+@COALESCING
 async def test_a_refused_first_write_to_an_empty_partition_misplaces_nothing(
-    forgetful: Testbed, link: LinkProxy, topic: str
+    forgetful: Testbed, link: LinkProxy, topic: str, coalesce_bytes: int
 ) -> None:
     local, remote = forgetful.clusters["forgetful_local"], forgetful.clusters["forgetful_remote"]
     await create_topic(remote.direct, topic)
     await create_topic(local.direct, topic, **REFUSES_OLDEST)
     await produce(remote.direct, topic, [(b"k", b"oldest")], timestamp_ms=days_ago(3))
     await old_batches(remote.direct, topic, 1, 20)
-    syncer = await catch_up(make_config(local.bootstrap, {"east": remote.direct}, [topic]))
+    syncer = await catch_up(config_of(local.bootstrap, remote.direct, topic, coalesce_bytes))
     (status,) = syncer.statuses()
     assert status.state is State.HALTED
     assert status.error is not None and "write at offset 0" in status.error
@@ -160,14 +172,15 @@ async def test_a_first_batch_too_large_for_an_empty_partition_misplaces_nothing(
     assert await assert_prefix_of_remote(local.direct, remote.direct, topic) == []
 
 
+@COALESCING
 async def test_after_the_state_expired_a_refused_write_misplaces_nothing(
-    forgetful: Testbed, link: LinkProxy, topic: str
+    forgetful: Testbed, link: LinkProxy, topic: str, coalesce_bytes: int
 ) -> None:
     local, remote = forgetful.clusters["forgetful_local"], forgetful.clusters["forgetful_remote"]
     await create_topic(remote.direct, topic)
     await create_topic(local.direct, topic, **REFUSES_OLDEST)
     await old_batches(remote.direct, topic, 0, 20, size=100)
-    config = make_config(local.bootstrap, {"east": remote.direct}, [topic])
+    config = config_of(local.bootstrap, remote.direct, topic, coalesce_bytes)
     (status,) = (await catch_up(config)).statuses()
     assert status.state is State.CAUGHT_UP and status.local_end == 2000
     assert status.one_at_a_time and status.older_than_producer_expiry  # as /status shows
