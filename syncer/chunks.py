@@ -385,6 +385,8 @@ class ChunkScheduler:
         error the remote is blamed for: transient (another remote takes the chunk, or this
         one again after its back-off), or the partition halts if its only remote can never
         serve the offset."""
+        if fetched.outcome is FetchOutcome.OK:  # every answer with records: no list made
+            return Verdict.READY
         others = [n for n in self.sources.usable() if n != chunk.remote]
         verdict = judge(fetched.outcome, bool(others))
         if verdict in (Verdict.READY, Verdict.ASK_AGAIN):

@@ -406,22 +406,25 @@ class Fetcher(RequestLoop):
         try:
             if isinstance(outcome, Exception):
                 raise outcome
-            result = self._counted(request, outcome)
             if TRACE is not None:
-                fetch_answered(TRACE, self.cluster._client, request, result, DATA_CONNECTION)
+                fetch_answered(TRACE, self.cluster._client, request, outcome, DATA_CONNECTION)
             # free before the answers are handed back: a caught-up partition's copier writes
             # what its poll brought as it is handed back and asks its next poll, which goes
             # out at once on a free connection (held, it waited for a pass and shared one
             # request with the other partitions re-armed meanwhile: 2.6 partitions a poll
             # against 1.2, each answer's partitions stepped one after another)
             done = True
-            self.brokers.done(node, out)
             self.connections.free(node, connection)
-            self._handing = True
+            self._handing, answered_at = True, time.monotonic()
             try:
-                woke = self._answered(out, result, quiet)
+                woke = self._answered(out, outcome, quiet)
             finally:
                 self._handing = False
+                # counted once the copiers' steps wrote what it brought (counted first, it
+                # stood between a caught-up partition's answer and its write), before the
+                # pass below sends the polls those steps asked for
+                self.brokers.done(node, out)
+                self._counted(request, outcome, answered_at)
             self._send_now()  # the polls the copiers' steps asked for, behind their writes
             # and the loop's pass after the copiers this woke (their polls go behind their
             # steps' writes: asked while it is due, a poll waits for it), and for what waits
@@ -498,18 +501,16 @@ class Fetcher(RequestLoop):
                 node, connection, request.offsets, request.wait_ms, session
             )
 
-    def _counted(
-        self, request: SentRequest, result: dict[TP, FetchedPartition]
-    ) -> dict[TP, FetchedPartition]:
-        """An answer came: counted, its broker known to answer, its bytes paid for."""
+    def _counted(self, request: SentRequest, result: dict[TP, FetchedPartition], at: float) -> None:
+        """An answer came at ``at``: counted, its broker known to answer, its bytes paid
+        for."""
         node = request.node
         self.fetches += 1
         self.brokers.answered(node)
-        self.observe(time.monotonic() - request.sent)
+        self.observe(at - request.sent)
         size = sum(len(p.records) for p in result.values())
         self._gate.paid(size)
         log.debug("fetch from %s node %d: %d bytes", self.cluster.name, node, size)
-        return result
 
     def _free(self, node: int, connection: int) -> None:
         """A request on ``connection`` of ``node`` is done: the next may go out."""
