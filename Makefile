@@ -69,8 +69,9 @@ bench-remotes: $(STAMP)
 bench-wan: $(STAMP)
 	$(BIN)/python -m tests.bench.wan
 
-# Steady state: 5 MB/s into the remote, end-to-end latency and the hop p50/p99: syncer, the
-# hop's floor (tests/bench/floor.py: a one-threaded asyncio copier with no checks) and MM2.
+# Steady state: 5 MB/s into the remote (after 120 s of copying not counted), end-to-end latency
+# and the hop p50/p99: syncer, the hop's floor (tests/bench/floor.py: a one-threaded asyncio
+# copier with no checks) and MM2.
 bench-steady: $(STAMP)
 	$(BIN)/python -m tests.bench.steady
 

@@ -56,6 +56,10 @@ RECORD_SIZE = 1024
 RATE_BYTES = 5_000_000
 WARMUP_TOPIC = "steady.warmup"
 WARMUP_S = 25.0  # the brokers and both copiers warm up (JIT) before records count
+# a copy nobody counts before the first round (``--warmup``): whoever went first had the
+# run's worst tail (2026-12-05: syncer first, hop p99 30.1 and 36.3 ms; 3.4 after 120 s of
+# the floor)
+WARMUP_COPY_S = 120.0
 
 
 def main() -> None:
@@ -65,8 +69,8 @@ def main() -> None:
     parser.add_argument(
         "--warmup",
         type=float,
-        default=0.0,
-        help="seconds of a copy that is not counted, before the first copier",
+        default=WARMUP_COPY_S,
+        help="seconds of a copy that is not counted, before the first copier (0: none)",
     )
     parser.add_argument(
         "--warmup-copier", default="floor", help="the copier of the warm-up: syncer, floor, mm2"
@@ -122,10 +126,14 @@ def main() -> None:
         # 1.3 and 1.4 ms in two last); a 60 s warm-up, by the floor or by syncer, did not
         # change it (3.9, 6.7 ms), nor one of 90 s by MirrorMaker 2 (2026-12-04: syncer's
         # p99 32.2 ms first, 15.2 last), and MirrorMaker 2 run first is as slow there (29.9
-        # first, 8.4 last): it is off unless asked for. Part of the cause was the brokers'
+        # first, 8.4 last): it was off unless asked for. Part of the cause was the brokers'
         # heaps growing from 128 MiB through a bed's first minutes; the bed fixes them now
         # (2026-12-04 21:11, ABBA: syncer 0.9 / 8.2 first, 0.9 / 8.4 last; but at 21:35
-        # 1.2 / 24.8 first, that round's source read p99 15.3 ms against 4.3-6.1 after)
+        # 1.2 / 24.8 first, that round's source read p99 15.3 ms against 4.3-6.1 after).
+        # With the heaps fixed, both runs given a warm-up had a first round like the rest
+        # (2026-12-04 12:47, 300 s; 2026-12-05 06:29, 120 s: syncer 0.8 / 3.4 first and
+        # 0.7 / 3.6 last), and the two of that morning without one did not (syncer's first
+        # round p99 30.1 and 36.3 ms, its last 4.1 and 4.3): on by default since
         warmup = [("", args.warmup_copier, WARMUP_TOPIC)] if args.warmup > 0 else []
         for name, copier, topic in warmup + rounds_of(args.copiers.split(","), args.order):
             counted = topic != WARMUP_TOPIC
