@@ -380,15 +380,16 @@ class ChunkScheduler:
         """A fetch answer told ``remote``'s ends for this partition."""
         self.sources.update_end(remote, ends)
 
+    def _others_usable(self, remote: str) -> bool:
+        return any(n != remote for n in self.sources.usable())
+
     def _judge(self, chunk: Chunk, fetched: FetchedPartition) -> Verdict:
         """The verdict on an answer (``chunk_plan.judge``); raise for one that brought an
         error the remote is blamed for: transient (another remote takes the chunk, or this
         one again after its back-off), or the partition halts if its only remote can never
         serve the offset."""
-        if fetched.outcome is FetchOutcome.OK:  # every answer with records: no list made
-            return Verdict.READY
-        others = [n for n in self.sources.usable() if n != chunk.remote]
-        verdict = judge(fetched.outcome, bool(others))
+        others = partial(self._others_usable, chunk.remote)
+        verdict = judge(fetched.outcome, others)
         if verdict in (Verdict.READY, Verdict.ASK_AGAIN):
             return verdict
         where = f"{self.tp.topic}[{self.tp.partition}]"

@@ -217,14 +217,15 @@ class Verdict(Enum):
     HALT = "halt"  # the only remote can never serve the offset: the partition halts
 
 
-def judge(outcome: FetchOutcome, others: bool) -> Verdict:
-    """The verdict on a fetch answer with ``outcome``; ``others``: another remote usable for
-    this partition could take the chunk instead."""
+def judge(outcome: FetchOutcome, others: Callable[[], bool]) -> Verdict:
+    """The verdict on a fetch answer with ``outcome``; ``others()``: another remote usable for
+    this partition could take the chunk instead (asked only where the verdict turns on it:
+    not for the answers that bring records, every answer of a steady copy)."""
     if outcome is FetchOutcome.OK:
         return Verdict.READY
     if outcome is FetchOutcome.LEADER_MOVED:
         return Verdict.ASK_AGAIN
-    if outcome.retriable or others or outcome is FetchOutcome.OUT_OF_RANGE:
+    if outcome.retriable or outcome is FetchOutcome.OUT_OF_RANGE or others():
         # out of range: the remote's log starts above the offset or ends below it; the
         # copier then lists its ends and halts naming them (``Agreement.check_ends``)
         return Verdict.REMOTE_FAILED

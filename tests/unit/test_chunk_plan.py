@@ -427,15 +427,20 @@ def test_of_two_chunks_at_one_offset_the_one_that_reaches_further_stays(
 # an answer's verdict ---------------------------------------------------------------------------
 
 
+def _never() -> bool:
+    raise AssertionError("the other remotes were looked for an answer that brought records")
+
+
 def test_a_moved_leader_is_asked_again_and_only_a_remote_that_failed_backs_off() -> None:
-    assert judge(FetchOutcome.OK, others=False) is Verdict.READY
+    assert judge(FetchOutcome.OK, others=_never) is Verdict.READY  # not asked
     for others in (False, True):
-        assert judge(FetchOutcome.LEADER_MOVED, others) is Verdict.ASK_AGAIN
-        assert judge(FetchOutcome.RETRY, others) is Verdict.REMOTE_FAILED
-    assert judge(FetchOutcome.OUT_OF_RANGE, others=True) is Verdict.REMOTE_FAILED
+        assert judge(FetchOutcome.LEADER_MOVED, lambda o=others: o) is Verdict.ASK_AGAIN
+        assert judge(FetchOutcome.RETRY, lambda o=others: o) is Verdict.REMOTE_FAILED
+    assert judge(FetchOutcome.OUT_OF_RANGE, others=lambda: True) is Verdict.REMOTE_FAILED
     # no halt on the answer itself: the copier halts naming the remote's ends
-    assert judge(FetchOutcome.OUT_OF_RANGE, others=False) is Verdict.REMOTE_FAILED
-    assert judge(FetchOutcome.FAILED, others=False) is Verdict.HALT
+    assert judge(FetchOutcome.OUT_OF_RANGE, others=lambda: False) is Verdict.REMOTE_FAILED
+    assert judge(FetchOutcome.FAILED, others=lambda: False) is Verdict.HALT
+    assert judge(FetchOutcome.FAILED, others=lambda: True) is Verdict.REMOTE_FAILED
 
 
 class LeaderMovesOnce:
