@@ -75,7 +75,16 @@ class GapStickyAssignor(AbstractPartitionAssignor):  # type: ignore[misc]
             self.on_unknown(unknown)
         gaps = subscribed_gaps(topics, cluster.partitions_for_topic, self.gaps)
         owned = {member: decode_owned(meta.user_data) for member, meta in members.items()}
-        plan = assign(owned, weights_from_gaps(gaps))
+        weights = weights_from_gaps(gaps)
+        plan = assign(owned, weights)
+        log.info(
+            "group leader: %d partitions to %d members, loads %s "
+            "(by gap; the heaviest partition weighs %.2f)",
+            len(weights),
+            len(plan),
+            " / ".join(f"{sum(weights[tp] for tp in parts):.2f}" for parts in plan.values()),
+            max(weights.values(), default=0.0),
+        )
         return {member: member_assignment(parts) for member, parts in plan.items()}
 
     def metadata(self, topics: Iterable[str]) -> ConsumerProtocolMemberMetadata:

@@ -5,6 +5,7 @@ in what order the member learns of a rebalance and tells the copiers, and its li
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Iterable
 from typing import Any
 
@@ -337,7 +338,8 @@ def test_a_topic_given_out_before_the_leader_knows_its_partitions_is_told() -> N
     assert told == [{"new"}]  # known now: nothing more to tell
 
 
-def test_the_leaders_measured_gaps_weigh_partitions() -> None:
+def test_the_leaders_measured_gaps_weigh_partitions(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, "syncer.coordination")
     leader = GapStickyAssignor()
     leader.gaps = {TP("t", 0): 1_000_000}  # the rest caught up or never measured
     members = {m: ConsumerProtocol.METADATA(0, ["t"], b"") for m in ("a", "b")}
@@ -345,6 +347,11 @@ def test_the_leaders_measured_gaps_weigh_partitions() -> None:
     heavy = next(m for m, parts in plan.items() if TP("t", 0) in parts)
     # t-0 weighs 7 (1 + its gap over the mean gap), the others 1 each: it is a share alone
     assert plan[heavy] == {TP("t", 0)}
+    # the leader says so: an operator asking why one member copies fewer partitions
+    assert (
+        "group leader: 6 partitions to 2 members, loads 7.00 / 5.00 "
+        "(by gap; the heaviest partition weighs 7.00)" in caplog.messages
+    )
 
 
 def test_subscribed_gaps_cover_every_known_partition_once() -> None:
