@@ -84,6 +84,14 @@ class Notes:
 
 
 NOTES: Notes | None = None  # set by ``--notes``
+WORK_S = 0.0  # set by ``--work-us``: busy time before each answer's writes
+
+
+def work() -> None:
+    """Keep the loop busy for ``WORK_S``, as a copier's own Python before a write does."""
+    until = time.perf_counter() + WORK_S
+    while time.perf_counter() < until:
+        pass
 
 
 def fail(why: str) -> None:
@@ -182,6 +190,8 @@ class Partition:
                 fail(f"fetch of partition {self.number} answered error {part.error_code}")
             if NOTES is not None and part.records:
                 NOTES.note("fetch", self.number, self.offset)
+            if WORK_S and part.records:
+                work()
             writes, self.offset = writes_of(part.records, self.offset, self.writer)
             for source, batch in writes:
                 self.write.send(self.local_id, self.number, source, batch)
@@ -225,7 +235,16 @@ def main() -> None:
         parser.add_argument(name, required=True)
     parser.add_argument("--partitions", type=int, required=True)
     parser.add_argument("--notes", help="note each answer, write and produce answer here")
+    parser.add_argument(
+        "--work-us",
+        type=float,
+        default=0.0,
+        help="µs of busy Python before each answer's writes (a copier's checks stand-in;"
+        " bench-steady's floor+N rounds): what the hop pays for a copier's time before a write",
+    )
     args = parser.parse_args()
+    global WORK_S
+    WORK_S = args.work_us / 1e6
     if args.notes:
         global NOTES
         NOTES = Notes(args.topic)

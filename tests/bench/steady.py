@@ -108,7 +108,8 @@ def main() -> None:
         "--copiers",
         default="syncer,floor,mm2",
         help="which to run, comma-separated: syncer, floor (tests/bench/floor.py: the least a"
-        " one-threaded asyncio copier can do, the hop's floor for one of syncer's kind), mm2",
+        " one-threaded asyncio copier can do, the hop's floor for one of syncer's kind), mm2;"
+        " floor+N: the floor with N µs of busy Python before each answer's writes",
     )
     args = parser.parse_args()
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
@@ -197,9 +198,10 @@ def no_collector_pauses() -> Iterator[None]:
 def rounds_of(copiers: list[str], order: str) -> list[tuple[str, str, str]]:
     """(round's name, copier, topic) in the order they run: ``abba`` runs the copiers, then
     again in reverse, the second round of each named ``<copier> #2`` on a topic of its own."""
-    rounds = [(copier, copier, f"steady.{copier}") for copier in copiers]
+    topic = lambda copier: "steady." + copier.replace("+", "-")  # noqa: E731
+    rounds = [(copier, copier, topic(copier)) for copier in copiers]
     if order == "abba":
-        rounds += [(f"{c} #2", c, f"steady.{c}.2") for c in reversed(copiers)]
+        rounds += [(f"{c} #2", c, f"{topic(c)}.2") for c in reversed(copiers)]
     return rounds
 
 
@@ -247,9 +249,11 @@ def start_copier(
         cmd = [sys.executable, "-m", "syncer", "run", "-c", str(config)]
         env = {**os.environ, **({HOP_TRACE: str(trace.resolve())} if trace else {})}
         return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env), topic
-    if copier == "floor":  # the hop's floor for a one-threaded asyncio copier (floor.py)
+    if copier.split("+")[0] == "floor":  # the hop's floor for a one-threaded asyncio copier
+        # (floor.py); floor+N: with N µs of busy Python before each answer's writes
         asyncio.run(create_topic(local, topic, PARTITIONS))
         cmd = [sys.executable, "-m", "tests.bench.floor", "--remote", east, "--local", local]
+        cmd += ["--work-us", copier.split("+")[1]] if "+" in copier else []
         cmd += ["--topic", topic, "--partitions", str(PARTITIONS)]
         cmd += ["--notes", str(trace.resolve())] if trace else []
         return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT), topic

@@ -4,7 +4,12 @@ offset, stamped as syncer stamps it."""
 
 from __future__ import annotations
 
+import time
+
+import pytest
+
 from syncer.batches import sequence_for, split_batches
+from tests.bench import floor
 from tests.bench.floor import writes_of
 from tests.unit.test_batches import GZIP, build
 
@@ -28,3 +33,10 @@ def test_each_write_is_stamped_for_local_with_the_same_records() -> None:
     assert (out.producer_id, out.producer_epoch, out.base_sequence) == (7, 2, sequence_for(5000))
     assert out.crc_ok()
     assert out.raw[61:] == batch.raw[61:]  # the records themselves
+
+
+def test_the_work_before_a_write_lasts_what_it_is_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(floor, "WORK_S", 0.002)
+    started = time.perf_counter()
+    floor.work()
+    assert time.perf_counter() - started >= 0.002

@@ -49,3 +49,15 @@ def test_a_copiers_rounds_pool_into_one_row() -> None:
     ratios = ratios_of(rows)
     assert ratios["hop p50 (syncer / MM2)"] == 2.5 and ratios["CPU (syncer / MM2)"] == 1.0
     assert "hop p50 (floor / MM2)" not in ratios
+
+
+def test_a_floor_with_work_runs_on_a_topic_kafka_takes() -> None:
+    # floor+N: the floor with N µs of busy Python before each write; '+' is no topic char
+    rounds = rounds_of(["floor", "floor+100"], "abba")
+    assert [(n, t) for n, _c, t in rounds] == [
+        ("floor", "steady.floor"),
+        ("floor+100", "steady.floor-100"),
+        ("floor+100 #2", "steady.floor-100.2"),
+        ("floor #2", "steady.floor.2"),
+    ]
+    assert [c for _n, c, _t in rounds][1] == "floor+100"
