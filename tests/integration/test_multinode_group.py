@@ -257,7 +257,8 @@ async def test_kill_9_of_the_group_coordinator_moves_the_group_and_duplicates_no
         assert plans, "no leader logged a plan for three members"
         for plan in plans:
             assert plan.partitions == PARTITIONS, plan
-            assert max(plan.loads) - min(plan.loads) <= plan.heaviest + 0.01, plan
+            spread = max(plan.loads) - min(plan.loads)
+            assert spread <= plan.heaviest + 0.02, plan  # each figure printed to 0.01
         # one rebalance: no member was dropped mid-drain and its partitions given away
         assert rebalanced == [1] * MEMBERS, rebalanced
         assert stall < STALL_LIMIT_S
