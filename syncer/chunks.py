@@ -359,7 +359,7 @@ class ChunkScheduler:
         and the others take its chunks (a dead leader has none until the controller moves
         it, which takes seconds; the other remote has the records now)."""
         health = self.sources.health(chunk.remote)
-        others = any(n != chunk.remote for n in self.sources.usable())
+        others = self._others_usable(chunk.remote)
         if isinstance(exc, BrokerFailed) and not others:
             health.broker_failed(str(exc))
             log.info("%s[%d]: %s; fetching again", self.tp.topic, self.tp.partition, exc)
@@ -381,6 +381,7 @@ class ChunkScheduler:
         self.sources.update_end(remote, ends)
 
     def _others_usable(self, remote: str) -> bool:
+        """Is a remote other than ``remote`` usable for this partition?"""
         return any(n != remote for n in self.sources.usable())
 
     def _judge(self, chunk: Chunk, fetched: FetchedPartition) -> Verdict:
