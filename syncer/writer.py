@@ -82,6 +82,7 @@ class Writer(RequestLoop):
         self.may_write = may_write
         self.max_in_flight = max_in_flight
         self._queues: dict[TP, deque[Waiting]] = {}
+        self._connection_of: dict[TP, int] = {}  # ``write_connection``, computed once
         self._in_flight: dict[tuple[int, int], int] = defaultdict(int)  # by (node, connection)
         # (node, connection) → requests sent by a task (waiting for it to open)
         self._opening: dict[tuple[int, int], int] = defaultdict(int)
@@ -118,37 +119,46 @@ class Writer(RequestLoop):
         if self.dead is not None:
             future.set_exception(self.dead)
             return future
-        queue = self._queues.setdefault(tp, deque())
-        queue.append((batch, future, time.monotonic()))
-        try:
-            written = len(queue) == 1 and self._write_alone(tp, queue)
-        except Exception:
-            written = False  # a bug: the loop's pass meets it again and dies of it
-        if not written:
-            self._wakeup.set()
+        waiting = (batch, future, time.monotonic())
+        if tp not in self._queues:
+            try:
+                if self._write_alone(tp, waiting):
+                    return future
+            except Exception:
+                pass  # a bug: the loop's pass meets it again and dies of it
+        self._queues.setdefault(tp, deque()).append(waiting)
+        self._wakeup.set()
         return future
 
-    def _write_alone(self, tp: TP, queue: deque[Waiting]) -> bool:
-        """Write ``tp``'s one waiting batch in a request of its own, in the caller's turn of
-        the loop, if its connection has room for one more request (as Kafka's producer with
-        linger.ms=0 sends a batch at once while it has requests to spare): a caught-up
-        partition's records go out as they arrive, not after the other callbacks of the
-        turn. Batches that find their connection full wait for the pass, and go together in
-        one request when an answer frees it. False: it waits (or was failed) for the pass."""
+    def _write_alone(self, tp: TP, waiting: Waiting) -> bool:
+        """Write ``waiting``, ``tp``'s batch with none queued before it, in a request of its
+        own, in the caller's turn of the loop, if its connection has room for one more
+        request (as Kafka's producer with linger.ms=0 sends a batch at once while it has
+        requests to spare): a caught-up partition's records go out as they arrive, not after
+        the other callbacks of the turn. Batches that find their connection full wait for the
+        pass, and go together in one request when an answer frees it. False: it is queued
+        for the pass (which refuses it, waits for its leader, or fails it for want of one)."""
         running = self._task is not None and not self._task.done()
-        if not running or not self.may_write():
-            return False  # the pass refuses it
-        node = self._leader(tp, queue)
-        if node is None:
+        if not running or not self.may_write() or self.cluster.leaders.refreshing(tp.topic):
             return False
-        where = (node, write_connection(tp))
+        try:
+            node = self.cluster.leader(tp)
+        except SyncerError:
+            return False  # the pass fails it
+        connection = self._connection(tp)
+        where = (node, connection)
         if self._in_flight[where] >= self.max_in_flight:
             return False
-        waiting = queue.popleft()
-        del self._queues[tp]
         self._in_flight[where] += 1
-        self._start(node, where[1], {tp: waiting})
+        self._start(node, connection, {tp: waiting})
         return True
+
+    def _connection(self, tp: TP) -> int:
+        """``write_connection(tp)``, computed once."""
+        connection = self._connection_of.get(tp)
+        if connection is None:
+            connection = self._connection_of[tp] = write_connection(tp)
+        return connection
 
     def forget(self, tp: TP) -> None:
         """Drop what ``tp`` still has queued (after an error, its copier starts over)."""
@@ -173,7 +183,7 @@ class Writer(RequestLoop):
             node = self._leader(tp, queue)
             if node is None:
                 continue
-            request = (node, write_connection(tp))
+            request = (node, self._connection(tp))
             if request not in by_request and self._in_flight[request] >= self.max_in_flight:
                 continue
             by_request[request][tp] = queue.popleft()

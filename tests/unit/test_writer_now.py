@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from syncer.clusters import TP, ProduceResult
+from syncer.errors import TransientClusterError
 from syncer.leaders import MetadataRefresh
 from syncer.writer import WRITE_CONNECTIONS, Writer, write_connection
 
@@ -253,3 +254,36 @@ async def test_an_answer_with_nothing_waiting_wakes_no_pass_of_the_writers_task(
         assert cluster.written == [[b"a1"], [b"a2"], [b"a3"]]
         cluster.answer(2)
         assert waiting.done()
+
+
+class Leaderless(Direct):
+    """A cluster that knows no leader for ``C``."""
+
+    def leader(self, tp: TP) -> int:
+        if tp == C:
+            raise TransientClusterError(f"no leader known for {tp}")
+        return 1
+
+
+async def test_a_batch_whose_partition_has_no_leader_fails_with_why_and_others_go() -> None:
+    cluster = Leaderless()
+    async with Writer(cluster, max_in_flight=5) as writer:  # type: ignore[arg-type]
+        await asyncio.sleep(0)
+        lost, fine = writer.submit(C, b"c"), writer.submit(A, b"a")
+        assert cluster.written == [[b"a"]]  # the other partition's batch went at once
+        with pytest.raises(TransientClusterError, match="no leader known"):
+            await asyncio.wait_for(lost, 1)
+        assert (await fine).error_code == 0
+        assert cluster.written == [[b"a"]]  # the leaderless batch was never written
+
+
+async def test_a_batch_behind_one_that_waits_is_not_written_ahead_of_it() -> None:
+    cluster = Direct()
+    async with Writer(cluster, max_in_flight=1) as writer:  # type: ignore[arg-type]
+        await asyncio.sleep(0)
+        first = writer.submit(A, b"a1")  # written: A's connection is full now
+        second = writer.submit(A, b"a2")  # waits for it
+        await first
+        third = writer.submit(A, b"a3")  # the connection may have room: still behind a2
+        await asyncio.gather(second, third)
+        assert [b for request in cluster.written for b in request] == [b"a1", b"a2", b"a3"]
