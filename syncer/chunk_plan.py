@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Mapping
 
-from syncer.batches import split_batches
+from syncer.batches import CONTROL_BIT, split_batches
 from syncer.budget import ByteBudget
 from syncer.chunk_sizes import Sizes, fitted_fetch_bytes
 from syncer.chunk_types import Chunk as Chunk
@@ -102,8 +102,10 @@ class ChunkPlan:
         Call ``discard_excluded`` first."""
         self.target = target
         self.next_fetch = max(self.next_fetch, frontier)
-        self._leadless = {start for start in self._leadless if start >= frontier}
-        self.todo = [(s, e) for s, e in self.todo if s < target and e > frontier]
+        if self._leadless:  # (each step at the tail comes here: none to look at, mostly)
+            self._leadless = {start for start in self._leadless if start >= frontier}
+        if self.todo:
+            self.todo = [(s, e) for s, e in self.todo if s < target and e > frontier]
         started: list[Chunk] = []
         budget = self.chunk_budget
         while len(self.inflight) + len(self.ready) < budget and self.memory.has_room():
@@ -129,7 +131,7 @@ class ChunkPlan:
         start, end, remote = chunk.start, chunk.end, chunk.remote
         # an open fetch (a poll at the tail) never carries a lead: none looked for
         lead = 0 if end is None or start in self._leadless else self._lead(start, end, remote, now)
-        ticket = self.memory.ticket(self._expected_bytes(Chunk(start, end, remote, lead=lead)))
+        ticket = self.memory.ticket(self._expected_bytes(start, end, remote, lead))
         number = next(self._numbers)
         chunk = Chunk(start, end, remote, now, ticket, number, lead)  # not ``replace``: 2x slower
         self.inflight[number] = chunk
@@ -148,22 +150,26 @@ class ChunkPlan:
         del self.inflight[chunk.number]
         self._count(chunk, -1)
 
-    def _expected_bytes(self, chunk: Chunk) -> int:
-        """What a fetch may bring, reserved in the budget until its size is known: a chunk's
-        records, or up to the target for an open fetch. A long poll at the tail reserves
-        nothing: caught-up partitions mostly get nothing back, and thousands of them must
-        not hold the budget that partitions with a backlog wait for (what a poll does bring
-        is counted when it arrives)."""
-        if self.polls(chunk):
+    def _expected_bytes(self, start: int, end: int | None, remote: str, lead: int) -> int:
+        """What a fetch of the chunk from ``start`` to ``end`` of ``remote`` may bring,
+        reserved in the budget until its size is known: a chunk's records, or up to the
+        target for an open fetch. A long poll at the tail reserves nothing: caught-up
+        partitions mostly get nothing back, and thousands of them must not hold the budget
+        that partitions with a backlog wait for (what a poll does bring is counted when it
+        arrives)."""
+        if end is None and self._at_tail(start, remote):
             return 0
-        end = self.target if chunk.end is None else chunk.end
-        expected = self.sizes.ask(max(0, end - chunk.start), chunk.lead > 0)
-        return min(self.fetch_bytes(chunk.remote), expected)
+        end = self.target if end is None else end
+        expected = self.sizes.ask(max(0, end - start), lead > 0)
+        return min(self.fetch_bytes(remote), expected)
 
     def polls(self, chunk: Chunk) -> bool:
         """An open fetch at or past the remote's end as last seen: a long poll."""
-        known = self.ends.get(chunk.remote)
-        return chunk.end is None and (known is None or chunk.start >= known.end)
+        return chunk.end is None and self._at_tail(chunk.start, chunk.remote)
+
+    def _at_tail(self, start: int, remote: str) -> bool:
+        known = self.ends.get(remote)
+        return known is None or start >= known.end
 
     def ask_bytes(self, chunk: Chunk) -> int | None:
         """The bytes to ask for: about the chunk's records (the broker cannot stop at an
@@ -221,7 +227,6 @@ class ChunkPlan:
         """Re-fetches first; then, while several remotes or lanes hold the next offsets, a
         chunk cut to size for the best of them; otherwise one open-ended fetch at a time (a
         single connection gains nothing from cutting, and the tail is long-polled this way)."""
-        busy = self.busy()
         for start, end in list(self.todo):
             waiting = self._successor_covers(start, end)
             if waiting is not False:
@@ -229,6 +234,7 @@ class ChunkPlan:
                     self.todo.remove((start, end))  # the next chunk brought it already
                 continue
             before = self._before(start)
+            busy = self.busy()
             remote = pick_source(start, self.ends, self.health, busy, self.excluded, now, before)
             if remote is None:
                 return None
@@ -244,6 +250,7 @@ class ChunkPlan:
             if self.sizes.shape is None and (self.inflight or self.ready):
                 return None  # the first answer shows the batches' shape: then cut the rest
             before = self._before(start)
+            busy = self.busy()
             remote = pick_source(start, self.ends, self.health, busy, self.excluded, now, before)
             if remote is None:
                 return None
@@ -292,18 +299,26 @@ class ChunkPlan:
         brought; what it fell short of is fetched again."""
         batches = split_batches(fetched.records)  # a halt here leaves it in flight: released
         self._ended(chunk)
-        chunk.ticket.settle(len(fetched.records))
-        covered = max((b.next_offset for b in batches), default=chunk.start)
-        covered = max(covered, chunk.start)
-        shapes = [(b.next_offset - b.base_offset, len(b.raw)) for b in batches if not b.is_control]
-        self.sizes.learn(len(fetched.records), sum(b.record_count for b in batches), shapes)
+        size = len(fetched.records)
+        chunk.ticket.settle(size)
+        # one pass over the batches (each answer of a steady copy comes here, before its write)
+        covered, first, records = chunk.start, None, 0
+        shapes: list[tuple[int, int]] = []
+        for b in batches:
+            end = b.base_offset + b.last_offset_delta + 1
+            covered = max(covered, end)
+            if first is None or b.base_offset < first:
+                first = b.base_offset
+            records += b.record_count
+            if not b.attributes & CONTROL_BIT:
+                shapes.append((end - b.base_offset, len(b.raw)))
+        self.sizes.learn(size, records, shapes)
         if chunk.lead and covered <= chunk.start:
             self._leadless.add(chunk.start)
         if chunk.end is not None and covered < chunk.end:
             self._fell_short(covered, chunk.end)
         self.next_fetch = max(self.next_fetch, covered)
-        first = min((b.base_offset for b in batches), default=chunk.start)
-        got = Fetched(chunk, fetched, batches, covered, first)
+        got = Fetched(chunk, fetched, batches, covered, chunk.start if first is None else first)
         # two chunks may start at one offset (an open fetch in flight when more lanes came
         # to hold it): the one that reaches further stays, or what only it holds is lost
         other = self.ready.get(chunk.start)
