@@ -106,10 +106,11 @@ def main() -> None:
     )
     parser.add_argument(
         "--copiers",
-        default="syncer,floor,mm2",
+        default="syncer,syncer*2,floor,mm2",
         help="which to run, comma-separated: syncer, floor (tests/bench/floor.py: the least a"
         " one-threaded asyncio copier can do, the hop's floor for one of syncer's kind), mm2;"
-        " floor+N: the floor with N µs of busy Python before each answer's writes",
+        " floor+N: the floor with N µs of busy Python before each answer's writes; syncer*N:"
+        " N syncer processes in one group (no --timeline notes), their CPU added up",
     )
     args = parser.parse_args()
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
@@ -143,11 +144,13 @@ def main() -> None:
             what = name if counted else f"warm-up ({copier}, not counted)"
             console.print(f"{what}: starting ...")
             trace = args.out / timeline_file(name) if args.timeline else None
-            proc, target = start_copier(copier, work, bed, local, east, topic, args.tasks, trace)
+            procs, target = start_copier(copier, work, bed, local, east, topic, args.tasks, trace)
             try:
                 asyncio.run(wait_for_topic(local, target))
+                if len(procs) > 1:  # a group: measured once its partitions are shared out
+                    wait_for_group([work / f"{copier}-{i}.log" for i in range(len(procs))])
                 console.print(f"{what}: producing {args.rate:g} MB/s for {seconds:.0f} s")
-                cpu_before, started = cpu_seconds(proc.pid), time.monotonic()
+                cpu_before, started = cpu_of(procs), time.monotonic()
                 kept = args.out / timeline_file(name, "readers")
                 kept = kept if args.timeline and counted else None
                 with no_collector_pauses():
@@ -156,18 +159,20 @@ def main() -> None:
                     )
                 if counted:
                     results[name] = latencies
-                    used = cpu_seconds(proc.pid) - cpu_before
+                    used = cpu_of(procs) - cpu_before
                     cpu[name] = used / (time.monotonic() - started)
             except Exception:
                 tail = (work / f"{copier}.log").read_text().splitlines()[-20:]
                 console.print(f"{copier} failed; the end of its log:", *tail, sep="\n")
                 raise
             finally:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(30)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
+                for proc in procs:
+                    proc.send_signal(signal.SIGTERM)
+                for proc in procs:
+                    try:
+                        proc.wait(30)
+                    except subprocess.TimeoutExpired:
+                        proc.kill()
         report(console, args, results, cpu)
     finally:
         bed.down()
@@ -198,7 +203,7 @@ def no_collector_pauses() -> Iterator[None]:
 def rounds_of(copiers: list[str], order: str) -> list[tuple[str, str, str]]:
     """(round's name, copier, topic) in the order they run: ``abba`` runs the copiers, then
     again in reverse, the second round of each named ``<copier> #2`` on a topic of its own."""
-    topic = lambda copier: "steady." + copier.replace("+", "-")  # noqa: E731
+    topic = lambda copier: "steady." + copier.replace("+", "-").replace("*", "-x")  # noqa: E731
     rounds = [(copier, copier, topic(copier)) for copier in copiers]
     if order == "abba":
         rounds += [(f"{c} #2", c, f"{topic(c)}.2") for c in reversed(copiers)]
@@ -232,23 +237,19 @@ def start_copier(
     topic: str,
     tasks: int,
     trace: Path | None = None,
-) -> tuple[subprocess.Popen[bytes], str]:
+) -> tuple[list[subprocess.Popen[bytes]], str]:
+    """The copier's processes (several for ``syncer*N``) and the local topic it writes."""
     log = (work / f"{copier}.log").open("w")
-    if copier == "syncer":
-        config = work / "steady.yaml"
-        config.write_text(
-            yaml.safe_dump(
-                {
-                    "local": {"bootstrap_servers": local},
-                    "remotes": [{"name": "east", "bootstrap_servers": east}],
-                    "topics": {"include": [topic], "refresh_interval_s": 2},
-                    "http": {"listen": "127.0.0.1:0"},
-                }
-            )
-        )
+    if copier.split("*")[0] == "syncer":
+        members = int(copier.split("*")[1]) if "*" in copier else 1
+        config = work / f"{copier}.yaml"
+        config.write_text(yaml.safe_dump(syncer_config(local, east, topic, members)))
         cmd = [sys.executable, "-m", "syncer", "run", "-c", str(config)]
-        env = {**os.environ, **({HOP_TRACE: str(trace.resolve())} if trace else {})}
-        return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env), topic
+        if members == 1:
+            env = {**os.environ, **({HOP_TRACE: str(trace.resolve())} if trace else {})}
+            return [subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)], topic
+        logs = [(work / f"{copier}-{i}.log").open("w") for i in range(members)]
+        return [subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT) for out in logs], topic
     if copier.split("+")[0] == "floor":  # the hop's floor for a one-threaded asyncio copier
         # (floor.py); floor+N: with N µs of busy Python before each answer's writes
         asyncio.run(create_topic(local, topic, PARTITIONS))
@@ -256,7 +257,7 @@ def start_copier(
         cmd += ["--work-us", copier.split("+")[1]] if "+" in copier else []
         cmd += ["--topic", topic, "--partitions", str(PARTITIONS)]
         cmd += ["--notes", str(trace.resolve())] if trace else []
-        return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT), topic
+        return [subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)], topic
     props = work / "mm2-steady.properties"
     props.write_text(
         MM2_PROPERTIES.format(remote=east, local=local, topic=topic, tasks=tasks)
@@ -273,7 +274,39 @@ def start_copier(
         "org.apache.kafka.connect.mirror.MirrorMaker",
         str(props),
     ]
-    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT), f"east.{topic}"
+    return [subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)], f"east.{topic}"
+
+
+def syncer_config(local: str, east: str, topic: str, members: int) -> dict[str, object]:
+    """syncer's configuration for a round; with ``members`` > 1, one group of that many
+    processes on the local cluster sharing the partitions (one per core: the scale-out)."""
+    config: dict[str, object] = {
+        "local": {"bootstrap_servers": local},
+        "remotes": [{"name": "east", "bootstrap_servers": east}],
+        "topics": {"include": [topic], "refresh_interval_s": 2},
+        "http": {"listen": "127.0.0.1:0"},
+    }
+    if members > 1:
+        config["coordination"] = {"group": f"bench-{topic}"}
+    return config
+
+
+def cpu_of(procs: list[subprocess.Popen[bytes]]) -> float:
+    """CPU seconds used so far by all of a copier's processes."""
+    return sum(cpu_seconds(proc.pid) for proc in procs)
+
+
+def wait_for_group(logs: list[Path], timeout: float = 120.0, settle_s: float = 3.0) -> None:
+    """Until the group's leader logged a plan for all of its members (those that joined
+    first copied every partition until the rest came), then a moment for them to start."""
+    plan = f"partitions to {len(logs)} members"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if any(plan in log.read_text() for log in logs if log.exists()):
+            time.sleep(settle_s)
+            return
+        time.sleep(0.5)
+    raise RuntimeError(f"the group of {len(logs)} syncer processes never shared its partitions")
 
 
 async def wait_for_topic(local: str, topic: str, timeout: float = 120.0) -> None:
@@ -408,9 +441,10 @@ def row_of(latencies: Latencies, cpu: float) -> dict[str, float]:
 
 
 def ratios_of(rows: dict[str, dict[str, float]]) -> dict[str, float]:
-    """Each pair's p50 / p99 ratios, of the copiers in ``rows``."""
-    pairs = (("syncer", "mm2", "syncer / MM2"), ("floor", "mm2", "floor / MM2"))
-    pairs += (("syncer", "floor", "syncer / floor"),)
+    """Each pair's p50 / p99 ratios, of the copiers in ``rows``: every copier's to MirrorMaker
+    2's (``syncer*2``, ``floor+100`` too), and syncer's to the floor's."""
+    pairs = [(c, "mm2", f"{c} / MM2") for c in rows if c != "mm2"]
+    pairs += [("syncer", "floor", "syncer / floor")]
     ratios = {}
     for a, b, name in pairs:
         if a not in rows or b not in rows:

@@ -3,7 +3,21 @@ copier once early and once late, and a copier's rounds pool into one row."""
 
 from __future__ import annotations
 
-from tests.bench.steady import Latencies, pooled, ratios_of, rounds_of, row_of, timeline_file
+from pathlib import Path
+
+import pytest
+
+from syncer.config import Config
+from tests.bench.steady import (
+    Latencies,
+    pooled,
+    ratios_of,
+    rounds_of,
+    row_of,
+    syncer_config,
+    timeline_file,
+    wait_for_group,
+)
 
 
 def test_abba_runs_each_copier_early_and_late_on_topics_of_their_own() -> None:
@@ -49,6 +63,8 @@ def test_a_copiers_rounds_pool_into_one_row() -> None:
     ratios = ratios_of(rows)
     assert ratios["hop p50 (syncer / MM2)"] == 2.5 and ratios["CPU (syncer / MM2)"] == 1.0
     assert "hop p50 (floor / MM2)" not in ratios
+    group = {"syncer*2": {**rows["syncer"], "hop_p50_ms": 0.5}}
+    assert ratios_of(rows | group)["hop p50 (syncer*2 / MM2)"] == 0.5 / rows["mm2"]["hop_p50_ms"]
 
 
 def test_a_floor_with_work_runs_on_a_topic_kafka_takes() -> None:
@@ -61,3 +77,28 @@ def test_a_floor_with_work_runs_on_a_topic_kafka_takes() -> None:
         ("floor #2", "steady.floor.2"),
     ]
     assert [c for _n, c, _t in rounds][1] == "floor+100"
+
+
+def test_a_group_of_syncer_processes_runs_on_a_topic_kafka_takes_as_one_group() -> None:
+    # syncer*N: N processes in one group on the local cluster; '*' is no topic char
+    rounds = rounds_of(["syncer", "syncer*2"], "once")
+    assert rounds == [
+        ("syncer", "syncer", "steady.syncer"),
+        ("syncer*2", "syncer*2", "steady.syncer-x2"),
+    ]
+    alone = Config.from_dict(syncer_config("l:9092", "e:9092", "steady.syncer", 1))
+    group = Config.from_dict(syncer_config("l:9092", "e:9092", "steady.syncer-x2", 2))
+    assert not alone.coordination.enabled
+    assert group.coordination.enabled and group.coordination.group == "bench-steady.syncer-x2"
+    assert group.topics.include == ("steady.syncer-x2",)
+
+
+def test_a_group_is_measured_only_once_its_leader_shared_the_partitions_among_all(
+    tmp_path: Path,
+) -> None:
+    logs = [tmp_path / "syncer*2-0.log", tmp_path / "syncer*2-1.log"]
+    logs[0].write_text("group leader: 8 partitions to 1 members, loads 8.00\n")
+    with pytest.raises(RuntimeError, match="group of 2 syncer processes never shared"):
+        wait_for_group(logs, timeout=1.0, settle_s=0)
+    logs[1].write_text("group leader: 8 partitions to 2 members, loads 4.00 / 4.00\n")
+    wait_for_group(logs, timeout=1.0, settle_s=0)  # returns
