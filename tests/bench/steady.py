@@ -248,6 +248,8 @@ def start_copier(
         if members == 1:
             env = {**os.environ, **({HOP_TRACE: str(trace.resolve())} if trace else {})}
             return [subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)], topic
+        # -v: the group leader's plan is an INFO line (``wait_for_group`` waits for it)
+        cmd.insert(cmd.index("run"), "-v")
         logs = [(work / f"{copier}-{i}.log").open("w") for i in range(members)]
         return [subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT) for out in logs], topic
     if copier.split("+")[0] == "floor":  # the hop's floor for a one-threaded asyncio copier
