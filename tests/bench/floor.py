@@ -40,11 +40,15 @@ from typing import Any
 
 import uvloop
 
-from syncer.batches import rewrite_for_local, split_batches
-from syncer.clusters import Cluster
+from syncer.alignment import Outcome, StateClock, judge
+from syncer.batches import Batch, rewrite_for_local, split_batches
+from syncer.clusters import TP, Cluster
 from syncer.config import ClusterConfig
-from syncer.protocol.fetch import fetch_v13_frame, read_fetch_v13
+from syncer.holes import RemoteEnds, scan
+from syncer.partition import PartitionSources
+from syncer.protocol.fetch import FetchedById, fetch_v13_frame, read_fetch_v13
 from syncer.protocol.produce import ProduceResponse_v13, produce_v13_frame
+from syncer.sources import SourceHealth
 
 WRITE_CONNECTIONS = 8  # as syncer's writer (``writer.WRITE_CONNECTIONS``)
 POLL_WAIT_MS = 500
@@ -85,6 +89,68 @@ class Notes:
 
 NOTES: Notes | None = None  # set by ``--notes``
 WORK_S = 0.0  # set by ``--work-us``: busy time before each answer's writes
+CHECKS = False  # set by ``--checks``: syncer's checks of each answer and write (``Checks``)
+# the brokers' default producer.id.expiration.ms (the bench's brokers keep it)
+PRODUCER_EXPIRY_MS = 86_400_000
+
+
+class Refused(Exception):
+    """What syncer's checks refuse to write (the floor exits naming it)."""
+
+
+class Checks:
+    """syncer's own checks of one partition's answers and writes (``--checks``, the
+    ``floor+checks`` rounds), made with syncer's functions in the floor's one callback: what
+    keeping syncer's invariants costs a copier with none of syncer's other machinery. Before
+    the writes of an answer: the remote's ends (a remote that lost records copied from it:
+    ``PartitionSources.shrunk``), the scan for holes, aborted data, control batches and the
+    stable end (``holes.scan``), and for each write whether the broker is known to hold the
+    producer state to pipeline it (``StateClock.may_pipeline``: syncer would wait there;
+    the floor counts it). Each produce answer is judged (``alignment.judge``): anything but
+    landed at its source offset is refused."""
+
+    REMOTE = "remote"
+
+    def __init__(self, topic: str, partition: int) -> None:
+        tp = TP(topic, partition)
+        self.sources = PartitionSources(tp, {self.REMOTE: SourceHealth(self.REMOTE, 0)})
+        self.clock = StateClock(PRODUCER_EXPIRY_MS)
+        self.proven_at: int | None = None  # the max timestamp of the last write landed
+        self.in_flight: deque[int] = deque()  # max timestamps of the writes unanswered
+        self.would_wait = 0  # writes syncer would have held until the ones before landed
+
+    def writes_of(
+        self, part: FetchedById, offset: int, writer: tuple[int, int]
+    ) -> tuple[list[tuple[int, bytes | bytearray]], int]:
+        """``writes_of`` with syncer's checks before the writes; raises Refused."""
+        stable = part.last_stable_offset
+        stable = stable if stable >= 0 else part.high_watermark
+        self.sources.update_end(self.REMOTE, RemoteEnds(part.log_start_offset, stable))
+        if self.sources.shrunk(offset, time.monotonic()):
+            raise Refused(f"the remote's end {stable} is below the {offset} copied")
+        found = scan(split_batches(part.records), offset, limit=stable, aborted=part.aborted)
+        if found.hole is not None:
+            raise Refused(found.hole.describe())
+        if found.trim_first is not None:
+            raise Refused(f"a batch starts below {offset}: the floor polls at batch borders")
+        now_ms = int(time.time() * 1000)
+        out = []
+        for batch in found.writable:
+            assert isinstance(batch, Batch)  # no filler: holes are refused above
+            if self.in_flight and not self.clock.may_pipeline(
+                self.proven_at, self.in_flight, now_ms
+            ):
+                self.would_wait += 1
+            self.in_flight.append(batch.max_timestamp)
+            out.append((batch.base_offset, rewrite_for_local(batch, *writer)))
+        return out, found.next_offset
+
+    def landed(self, source: int, error_code: int, base_offset: int) -> None:
+        """The answer to the write of ``source``; raises Refused unless it landed there."""
+        verdict = judge(source, error_code, base_offset, False)
+        if verdict.outcome is not Outcome.LANDED:
+            raise Refused(f"the write of {source}: {verdict.outcome.value}")
+        self.proven_at = self.in_flight.popleft()
 
 
 def work() -> None:
@@ -137,19 +203,25 @@ class Writes(Framed):
 
     def __init__(self) -> None:
         super().__init__(self.produced)
-        self.expected: deque[tuple[int, int]] = deque()  # (partition, source offset)
+        # (partition, source offset, its checks with --checks)
+        self.expected: deque[tuple[int, int, Checks | None]] = deque()
 
     def send(
-        self, topic_id: uuid.UUID, partition: int, source: int, batch: bytes | bytearray
+        self,
+        topic_id: uuid.UUID,
+        partition: int,
+        source: int,
+        batch: bytes | bytearray,
+        checks: Checks | None = None,
     ) -> None:
         topics = {topic_id: [(partition, batch)]}
         self.transport.writelines(produce_v13_frame(self.next_id(), "floor", -1, 30_000, topics))
-        self.expected.append((partition, source))
+        self.expected.append((partition, source, checks))
         if NOTES is not None:
             NOTES.note("written", partition, source)
 
     def produced(self, answer: bytes) -> None:
-        partition, source = self.expected.popleft()
+        partition, source, checks = self.expected.popleft()
         if NOTES is not None:
             NOTES.note("answered", partition, source)
         response = ProduceResponse_v13.decode(BytesIO(answer[_HEADER_V1:]))
@@ -162,6 +234,11 @@ class Writes(Framed):
                         f"partition {partition}: the batch of source offset {source} landed"
                         f" at local offset {base_offset} of partition {index}"
                     )
+                if checks is not None:
+                    try:
+                        checks.landed(source, code, base_offset)
+                    except Refused as exc:
+                        fail(f"partition {partition}: {exc}")
 
 
 class Partition:
@@ -174,6 +251,7 @@ class Partition:
         self.offset = 0
         self.fetch: Framed | None = None
         self.write: Writes | None = None
+        self.checks = Checks("floor", number) if CHECKS else None
 
     def poll(self) -> None:
         assert self.fetch is not None and self.fetch.transport is not None
@@ -192,9 +270,15 @@ class Partition:
                 NOTES.note("fetch", self.number, self.offset)
             if WORK_S and part.records:
                 work()
-            writes, self.offset = writes_of(part.records, self.offset, self.writer)
+            if self.checks is not None and part.records:
+                try:
+                    writes, self.offset = self.checks.writes_of(part, self.offset, self.writer)
+                except Refused as exc:
+                    fail(f"partition {self.number}: {exc}")
+            else:
+                writes, self.offset = writes_of(part.records, self.offset, self.writer)
             for source, batch in writes:
-                self.write.send(self.local_id, self.number, source, batch)
+                self.write.send(self.local_id, self.number, source, batch, self.checks)
         self.poll()
 
 
@@ -242,9 +326,15 @@ def main() -> None:
         help="µs of busy Python before each answer's writes (a copier's checks stand-in;"
         " bench-steady's floor+N rounds): what the hop pays for a copier's time before a write",
     )
+    parser.add_argument(
+        "--checks",
+        action="store_true",
+        help="syncer's checks of each answer and write, by syncer's functions (bench-steady's"
+        " floor+checks rounds): what keeping syncer's invariants costs the floor",
+    )
     args = parser.parse_args()
-    global WORK_S
-    WORK_S = args.work_us / 1e6
+    global WORK_S, CHECKS
+    WORK_S, CHECKS = args.work_us / 1e6, args.checks
     if args.notes:
         global NOTES
         NOTES = Notes(args.topic)

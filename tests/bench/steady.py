@@ -109,7 +109,8 @@ def main() -> None:
         default="syncer,syncer*2,floor,mm2",
         help="which to run, comma-separated: syncer, floor (tests/bench/floor.py: the least a"
         " one-threaded asyncio copier can do, the hop's floor for one of syncer's kind), mm2;"
-        " floor+N: the floor with N µs of busy Python before each answer's writes; syncer*N:"
+        " floor+N: the floor with N µs of busy Python before each answer's writes; floor+checks:"
+        " the floor making syncer's checks of each answer and write (floor.py --checks); syncer*N:"
         " N syncer processes in one group (no --timeline notes), their CPU added up",
     )
     args = parser.parse_args()
@@ -256,7 +257,8 @@ def start_copier(
         # (floor.py); floor+N: with N µs of busy Python before each answer's writes
         asyncio.run(create_topic(local, topic, PARTITIONS))
         cmd = [sys.executable, "-m", "tests.bench.floor", "--remote", east, "--local", local]
-        cmd += ["--work-us", copier.split("+")[1]] if "+" in copier else []
+        work_us = copier.split("+")[1] if "+" in copier else "0"
+        cmd += ["--checks"] if work_us == "checks" else ["--work-us", work_us]
         cmd += ["--topic", topic, "--partitions", str(PARTITIONS)]
         cmd += ["--notes", str(trace.resolve())] if trace else []
         return [subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)], topic
