@@ -2,8 +2,9 @@
 the remote while a copier that is already running keeps local in step; a consumer on the local
 cluster measures each record's end-to-end latency (its CreateTime at the producer to its
 arrival from the local cluster; every copier keeps the source's timestamps). syncer (`run`)
-first, then the hop's floor (`tests/bench/floor.py`: the least a one-threaded asyncio copier
-can do, no checks), then MirrorMaker 2, each on its own topic; then (``--order abba``, the
+first, then the floor making syncer's checks (`floor+checks`), then the hop's floor
+(`tests/bench/floor.py`: the least a one-threaded asyncio copier can do, no checks), then
+MirrorMaker 2, each on its own topic; then (``--order abba``, the
 default) each again in the reverse order, so that every copier is measured once early and
 once late and what the order does falls on all alike (measured once, first, syncer's hop p50
 came out 2.5-10.3 ms where last it was 1.3-1.4). Each copier's rows pool its two rounds.
@@ -106,7 +107,7 @@ def main() -> None:
     )
     parser.add_argument(
         "--copiers",
-        default="syncer,syncer*2,floor,mm2",
+        default="syncer,floor+checks,floor,mm2",
         help="which to run, comma-separated: syncer, floor (tests/bench/floor.py: the least a"
         " one-threaded asyncio copier can do, the hop's floor for one of syncer's kind), mm2;"
         " floor+N: the floor with N µs of busy Python before each answer's writes; floor+checks:"
