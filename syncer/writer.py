@@ -113,45 +113,39 @@ class Writer(RequestLoop):
         self._queues.clear()
 
     def submit(self, tp: TP, batch: bytes | bytearray) -> asyncio.Future[ProduceResult]:
-        """``batch`` written for ``tp`` now if it can go (``_write_alone``), else queued for
+        """``batch`` written for ``tp`` now if it can go (``_room_alone``), else queued for
         the writer's next pass; the future of its result."""
         future: asyncio.Future[ProduceResult] = asyncio.get_running_loop().create_future()
         if self.dead is not None:
             future.set_exception(self.dead)
             return future
         waiting = (batch, future, time.monotonic())
-        if tp not in self._queues:
-            try:
-                if self._write_alone(tp, waiting):
-                    return future
-            except Exception:
-                pass  # a bug: the loop's pass meets it again and dies of it
+        where = self._room_alone(tp) if tp not in self._queues else None
+        if where is not None:  # written now; what ``_start`` raises is the caller's (a bug)
+            self._in_flight[where] += 1
+            self._start(*where, {tp: waiting})
+            return future
         self._queues.setdefault(tp, deque()).append(waiting)
         self._wakeup.set()
         return future
 
-    def _write_alone(self, tp: TP, waiting: Waiting) -> bool:
-        """Write ``waiting``, ``tp``'s batch with none queued before it, in a request of its
-        own, in the caller's turn of the loop, if its connection has room for one more
-        request (as Kafka's producer with linger.ms=0 sends a batch at once while it has
-        requests to spare): a caught-up partition's records go out as they arrive, not after
-        the other callbacks of the turn. Batches that find their connection full wait for the
-        pass, and go together in one request when an answer frees it. False: it is queued
-        for the pass (which refuses it, waits for its leader, or fails it for want of one)."""
-        running = self._task is not None and not self._task.done()
-        if not running or not self.may_write() or self.cluster.leaders.refreshing(tp.topic):
-            return False
+    def _room_alone(self, tp: TP) -> tuple[int, int] | None:
+        """Where ``tp``'s batch, with none of its queued before it, is written at once, in a
+        request of its own, in the caller's turn of the loop: (node, connection), if that
+        connection has room for one more request (as Kafka's producer with linger.ms=0 sends
+        a batch at once while it has requests to spare): a caught-up partition's records go
+        out as they arrive, not after the other callbacks of the turn. Batches that find
+        their connection full wait for the pass, and go together in one request when an
+        answer frees it. None: it is queued for the pass (which refuses it, waits for its
+        leader, or fails it for want of one)."""
         try:
-            node = self.cluster.leader(tp)
-        except SyncerError:
-            return False  # the pass fails it
-        connection = self._connection(tp)
-        where = (node, connection)
-        if self._in_flight[where] >= self.max_in_flight:
-            return False
-        self._in_flight[where] += 1
-        self._start(node, connection, {tp: waiting})
-        return True
+            running = self._task is not None and not self._task.done()
+            if not running or not self.may_write() or self.cluster.leaders.refreshing(tp.topic):
+                return None
+            where = (self.cluster.leader(tp), self._connection(tp))
+        except Exception:  # no leader known (``SyncerError``: the pass fails the batch with
+            return None  # it), or a bug (the loop's pass meets it again and dies of it)
+        return where if self._in_flight[where] < self.max_in_flight else None
 
     def _connection(self, tp: TP) -> int:
         """``write_connection(tp)``, computed once."""

@@ -287,3 +287,45 @@ async def test_a_batch_behind_one_that_waits_is_not_written_ahead_of_it() -> Non
         third = writer.submit(A, b"a3")  # the connection may have room: still behind a2
         await asyncio.gather(second, third)
         assert [b for request in cluster.written for b in request] == [b"a1", b"a2", b"a3"]
+
+
+async def test_a_batch_whose_request_start_fails_is_not_queued_to_go_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # a bug in a request's start, after it was written: the caller hears of it, and the pass
+    # does not write the batch a second time
+    start = Writer._start
+
+    def written_then_broken(self: Writer, *args: Any) -> None:
+        start(self, *args)
+        raise RuntimeError("a bug after the write")
+
+    monkeypatch.setattr(Writer, "_start", written_then_broken)
+    cluster = Direct()
+    async with Writer(cluster, max_in_flight=5) as writer:  # type: ignore[arg-type]
+        await asyncio.sleep(0)
+        with pytest.raises(RuntimeError, match="a bug after the write"):
+            writer.submit(A, b"a")
+        for _ in range(3):
+            await asyncio.sleep(0)  # passes of the writer's task: nothing left to send
+        assert cluster.written == [[b"a"]]
+
+
+class Broken(Direct):
+    """A cluster whose connection breaks as each request is written."""
+
+    def produce_then(self, node: int, batches: dict[TP, Any], then: Any, **_: Any) -> Any:
+        self.written.append(list(batches.values()))
+        raise TransientClusterError("connection broke as the request was written")
+
+
+async def test_a_batch_whose_request_breaks_as_it_is_written_fails_once_and_is_not_queued() -> None:
+    cluster = Broken()
+    async with Writer(cluster, max_in_flight=5) as writer:  # type: ignore[arg-type]
+        await asyncio.sleep(0)
+        future = writer.submit(A, b"a")
+        with pytest.raises(TransientClusterError, match="broke"):
+            await asyncio.wait_for(future, 1)
+        for _ in range(3):
+            await asyncio.sleep(0)  # passes of the writer's task: nothing left to send
+        assert cluster.written == [[b"a"]]
