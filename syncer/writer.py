@@ -140,12 +140,20 @@ class Writer(RequestLoop):
         leader, or fails it for want of one)."""
         try:
             running = self._task is not None and not self._task.done()
-            if not running or not self.may_write() or self.cluster.leaders.refreshing(tp.topic):
-                return None
-            where = (self.cluster.leader(tp), self._connection(tp))
+            node = self._current_leader(tp) if running and self.may_write() else None
         except Exception:  # no leader known (``SyncerError``: the pass fails the batch with
             return None  # it), or a bug (the loop's pass meets it again and dies of it)
+        if node is None:
+            return None
+        where = (node, self._connection(tp))
         return where if self._in_flight[where] < self.max_in_flight else None
+
+    def _current_leader(self, tp: TP) -> int | None:
+        """The node leading ``tp``; None while its topic's leaders are being refreshed (its
+        batches go once the refresh tells where to). Raises SyncerError if none is known."""
+        if self.cluster.leaders.refreshing(tp.topic):
+            return None
+        return self.cluster.leader(tp)
 
     def _connection(self, tp: TP) -> int:
         """``write_connection(tp)``, computed once."""
@@ -198,10 +206,8 @@ class Writer(RequestLoop):
         if not queue:
             del self._queues[tp]
             return None
-        if self.cluster.leaders.refreshing(tp.topic):
-            return None
         try:
-            return self.cluster.leader(tp)
+            return self._current_leader(tp)
         except SyncerError as exc:
             for _batch, future, _at in self._queues.pop(tp):
                 if not future.done():
