@@ -168,6 +168,7 @@ class ChunkPlan:
         return chunk.end is None and self._at_tail(chunk.start, chunk.remote)
 
     def _at_tail(self, start: int, remote: str) -> bool:
+        """Is ``start`` at or past ``remote``'s end as last seen (or is its end unknown)?"""
         known = self.ends.get(remote)
         return known is None or start >= known.end
 
