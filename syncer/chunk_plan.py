@@ -331,6 +331,52 @@ class ChunkPlan:
         self.ready[chunk.start] = got
         return got
 
+    def tail_answer(self, chunk: Chunk, fetched: FetchedPartition) -> Fetched | None:
+        """``fetched`` (records, no error), the answer to ``chunk``, the one fetch of a
+        caught-up partition: what ``answered`` would make ready, if it continues at the
+        chunk's start and reaches the remote's end, and no remote is known to end further
+        (so that the partition's next fetch is a poll from where it ends: ``advance_tail``);
+        else None. Nothing changes here; its ticket is not settled."""
+        if chunk.end is not None or chunk.lead or self.ready or self.todo or self.excluded:
+            return None
+        if len(self.inflight) != 1 or self.inflight.get(chunk.number) is not chunk:
+            return None
+        batches = split_batches(fetched.records)
+        if not batches:
+            return None
+        covered, first = chunk.start, batches[0].base_offset
+        for b in batches:
+            covered = max(covered, b.base_offset + b.last_offset_delta + 1)
+            first = min(first, b.base_offset)
+        if first > chunk.start or covered <= chunk.start or covered != fetched.stable_end:
+            return None  # not from the start, nothing new, or more to fetch than one poll
+        if any(ends.end > covered for ends in self.ends.values()):
+            return None  # another remote is ahead: the usual launches fetch from it
+        return Fetched(chunk, fetched, batches, covered, first)
+
+    def advance_tail(self, got: Fetched, now: float) -> Chunk:
+        """``got`` (from ``tail_answer``) was written as it came: what ``answered`` and
+        ``take`` do for it, and its chunk's fetch polls on from where it ended, as the
+        plan's open chunk there (same number: the same fetch; no bytes held, as a poll at
+        the tail holds none). Its ticket, settled, goes with ``got``. The new chunk."""
+        chunk = got.chunk
+        self._ended(chunk)
+        records, shapes = 0, []
+        for b in got.batches:
+            records += b.record_count
+            if not b.attributes & CONTROL_BIT:
+                shapes.append((b.last_offset_delta + 1, len(b.raw)))
+        self.sizes.learn(got.size, records, shapes)
+        self.next_fetch = max(self.next_fetch, got.covered_end)
+        if self.writing is not None:
+            self.writing.ticket.release()  # once only: the copier's release stands
+        self.writing = got
+        start, remote = got.covered_end, chunk.remote
+        ticket = self.memory.ticket(self._expected_bytes(start, None, remote, 0))
+        polling = Chunk(start, None, remote, now, ticket, chunk.number, 0)
+        self.inflight[chunk.number] = polling
+        return polling
+
     def _fell_short(self, covered: int, end: int) -> None:
         """An answer ended at ``covered``, short of ``end`` (a chunk cut by the learned shape
         ends inside a batch when the real borders lie elsewhere). If nothing was launched

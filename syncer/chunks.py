@@ -89,6 +89,10 @@ class ChunkScheduler:
         # the copier's step taken in the fetcher's turn as an answer comes, while the copier
         # waits in ``next_ready`` (``PartitionCopier._step_now``); None: the copier wakes
         self.tail: Callable[[], None] | None = None
+        # the copier's step on a chunk taken as its poll's answer comes, in the fetcher's turn
+        # (``_take_tail``): whether it wrote it all (False: nothing of it done that the
+        # copier's task does not do again); None: every answer goes the usual way
+        self.step: Callable[[Fetched], bool] | None = None
         # the offset the copier waits at: ``next_ready``'s, moved on by the steps ``tail`` takes
         self.frontier = 0
         # what ``tail`` left to the copier's task: a chunk it took and could not write
@@ -164,6 +168,7 @@ class ChunkScheduler:
         hands the answer back, so the chunk's task and then the copier run in the next loop
         turn (a task's done callbacks would take a turn more, ``asyncio.wait``'s two)."""
         hold_s = ONE_SOURCE_HOLD_S if len(self.fetchers) == 1 else None
+        take = partial(self._take_tail, chunk.number) if poll and self.step else None
         return self.fetchers[chunk.remote].fetch(
             self.tp,
             chunk.fetch_offset,
@@ -172,7 +177,46 @@ class ChunkScheduler:
             hold=self._holds,
             hold_s=hold_s,
             answered=self._answered,
+            take=take,
         )
+
+    def _take_tail(self, number: int, fetched: FetchedPartition) -> int | None:
+        """The poll of chunk ``number`` brought ``fetched`` (records), in the fetcher's turn,
+        its future not set yet: if the copier waits for it and it is all this partition has
+        in flight and continues at the frontier up to the remote's end
+        (``ChunkPlan.tail_answer``), the copier's step is taken on it now (``step``) and the
+        same fetch polls on from where it ended (``ChunkPlan.advance_tail``), with no
+        future, task or fetch of its own, the answer never fed to the plan and taken from
+        it: the offset it polls on from. None: nothing done that the answer's usual way
+        (its future set, ``_answered``) does not do again; what the step raised is left
+        to the copier's task, as ``_step_now`` leaves it."""
+        chunk = self.plan.inflight.get(number)
+        if chunk is None or self.step is None or not self.parked or self._stopping:
+            return None
+        if fetched.outcome is not FetchOutcome.OK or chunk.remote in self.sources.dropped:
+            return None
+        try:
+            ends = RemoteEnds(fetched.log_start_offset, fetched.stable_end)
+            self._learned_end(chunk.remote, ends)
+            got = self.plan.tail_answer(chunk, fetched)
+            if got is None or got.first_offset > self.frontier or chunk.start != self.frontier:
+                return None
+            got.ticket.settle(got.size)  # as ``answered`` does (again there: no change)
+        except Exception:
+            return None  # the usual way meets it again, and says what it is
+        try:
+            if not self.step(got):
+                return None
+        except Exception as exc:
+            self.leave(None, exc)  # raised in the copier's task
+            return None
+        now = time.monotonic()
+        self._quiet = False
+        self.plan.advance_tail(got, now)
+        self.sources.health(chunk.remote).succeeded(got.size, now - chunk.launched)
+        if TRACE is not None:
+            TRACE.note("taken", self.tp.topic, self.tp.partition, chunk.start, got.covered_end)
+        return got.covered_end
 
     def _answered(self) -> bool:
         """A fetch was answered (in the fetcher's turn): the copier's step is taken now if

@@ -88,6 +88,7 @@ class PartitionCopier:
         self._until: int | None = None  # a catch-up's end: its steps are all the task's
         if RECORDER is None:  # the benchmark's clocks time the task's steps
             self.chunks.tail = self._step_now
+            self.chunks.step = self._step_whole
         self.writes = PartitionWrites(
             tp,
             local,
@@ -287,9 +288,24 @@ class PartitionCopier:
 
     def _write_now(self, got: Fetched) -> bool:
         """The copier's step for ``got`` (``_copy``'s loop), taken at once if nothing in it
-        waits: no remote's ends to list, no comparison to read, no hole, and room for every
-        batch behind the writes in flight (``PartitionWrites.room_now``). False: nothing of
-        it was done but what the copier's task does again (judging answered writes)."""
+        waits (``_step``), and the next fetches launched. False: nothing of it was done but
+        what the copier's task does again."""
+        if not self._step(got):
+            return False
+        self.chunks.launch(self.frontier, self.sources.remote_end())
+        return True
+
+    def _step_whole(self, got: Fetched) -> bool:
+        """``_step``, only if it writes all of ``got``: a poll's answer taken as it comes,
+        its fetch polling on from where it ends (``ChunkScheduler._take_tail``)."""
+        return self._step(got, whole=True)
+
+    def _step(self, got: Fetched, *, whole: bool = False) -> bool:
+        """The copier's step for ``got`` (``_copy``'s loop) but the launches, taken if
+        nothing in it waits: no remote's ends to list, no comparison to read, no hole, and
+        room for every batch behind the writes in flight (``PartitionWrites.room_now``);
+        ``whole``: and it continues the log up to ``got``'s end. False: nothing of it was
+        done but what the copier's task does again (judging answered writes)."""
         frontier = self.frontier
         if self._until is not None or self._stopping:
             return False
@@ -300,6 +316,8 @@ class PartitionCopier:
         batches = [item for item in found.writable if isinstance(item, Batch)]
         if found.hole is not None or len(batches) < len(found.writable):
             return False  # a hole: halted, or filled with writes of their own
+        if whole and found.next_offset != got.covered_end:
+            return False
         runs = self._runs(batches, found.trim_first)
         if not self.writes.room_now([_max_timestamp(run) for run in runs]):
             return False
@@ -311,7 +329,6 @@ class PartitionCopier:
             self.status.state = State.CAUGHT_UP
         self.frontier = self.chunks.frontier = found.next_offset
         self._written(got)
-        self.chunks.launch(self.frontier, self.sources.remote_end())
         return True
 
     async def _check_landed(self, low: int, high: int) -> None:

@@ -43,6 +43,10 @@ class Want:
     expiry: Deadline[tuple[TP, Want]] | None = field(default=None, compare=False)  # queued
     # called as its answer is handed back, in the same loop turn (see ``ChunkScheduler``)
     answered: Callable[[], bool | None] = field(default=lambda: None, compare=False)
+    # a caught-up partition's step on an answer that brought records, taken before its
+    # future is set: the offset the same fetch polls on from (the step wrote the records),
+    # or None (nothing done: the answer is handed back as any other)
+    take: Callable[[FetchedPartition], int | None] | None = field(default=None, compare=False)
 
     @property
     def ask(self) -> tuple[int, int]:

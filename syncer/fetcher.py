@@ -139,12 +139,16 @@ class Fetcher(RequestLoop):
         hold: Callable[[], bool] = hold_always,
         hold_s: float | None = None,
         answered: Callable[[], bool | None] = lambda: None,
+        take: Callable[[FetchedPartition], int | None] | None = None,
     ) -> asyncio.Future[FetchedPartition]:
         """Records of ``tp`` from ``offset`` (raw), about ``max_bytes`` of them (whole
         batches, at least one). ``poll``: the partition is caught up, so wait for records to
         arrive, polling again while ``hold()`` says so, up to ``hold_s`` (None: ``HOLD_S`` or
         the chunk timeout); else answer at once. ``answered()``: called as it is answered;
         False: it took the answer then and woke no task (no loop pass is made for it).
+        ``take(answer)``: a poll's answer that brought records is offered to it first; an
+        offset back says it was taken (written) and the same fetch polls on from there, its
+        future still unset (no new fetch per answer: ``ChunkScheduler._take_tail``).
         Queued before this returns, the first poll of a loop turn sent too (``_idle``).
         Await the future for the answer; cancel it to give the fetch up."""
         future: asyncio.Future[FetchedPartition] = asyncio.get_running_loop().create_future()
@@ -155,7 +159,7 @@ class Fetcher(RequestLoop):
         limit = max(1, min(max_bytes or full, full))
         hold_s, since = self._hold_s if hold_s is None else hold_s, future.get_loop().time()
         want = Want(offset, next(self._order), limit, poll, future, since, hold, hold_s)
-        want.answered = answered
+        want.answered, want.take = answered, take
         at_once = poll and self._idle()
         self._queue(tp, want)
         self.pending_bytes += limit
@@ -476,6 +480,10 @@ class Fetcher(RequestLoop):
                 want.future.set_exception(TransientClusterError(gone))
                 woke = True
             elif got.outcome is FetchOutcome.REROUTED:  # a read replica named, or failed
+                self._queue(tp, want)
+            elif want.take is not None and got.records and (next_at := want.take(got)) is not None:
+                # taken: written in this turn, and polled again from ``next_at``
+                want.offset, want.empty, want.since = next_at, None, now
                 self._queue(tp, want)
             else:
                 want.future.set_result(got)

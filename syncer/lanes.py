@@ -116,6 +116,7 @@ class Lanes:
         hold: Callable[[], bool] = hold_always,
         hold_s: float | None = None,
         answered: Callable[[], bool | None] = lambda: None,
+        take: Callable[[FetchedPartition], int | None] | None = None,
     ) -> Awaitable[FetchedPartition]:
         """``Fetcher.fetch`` on the least loaded lane: queued before this returns if that
         lane knows ``tp``'s leader; else a coroutine that chooses as it runs and waits for
@@ -123,9 +124,16 @@ class Lanes:
         lane = self.lanes[0] if len(self.lanes) == 1 else self.lanes[self._least_loaded(tp)]
         if knows_leader(lane, tp):
             return lane.fetch(
-                tp, offset, max_bytes, poll=poll, hold=hold, hold_s=hold_s, answered=answered
+                tp,
+                offset,
+                max_bytes,
+                poll=poll,
+                hold=hold,
+                hold_s=hold_s,
+                answered=answered,
+                take=take,
             )
-        how = partial(_fetch_of, tp, offset, max_bytes, poll, hold, hold_s, answered)
+        how = partial(_fetch_of, tp, offset, max_bytes, poll, hold, hold_s, answered, take)
         return self._learned_first(tp, max_bytes, how)
 
     def _least_loaded(self, tp: TP) -> int:
@@ -196,9 +204,12 @@ def _fetch_of(
     hold: Callable[[], bool],
     hold_s: float | None,
     answered: Callable[[], bool | None],
+    take: Callable[[FetchedPartition], int | None] | None,
     lane: Fetcher,
 ) -> Awaitable[FetchedPartition]:
-    return lane.fetch(tp, offset, max_bytes, poll=poll, hold=hold, hold_s=hold_s, answered=answered)
+    return lane.fetch(
+        tp, offset, max_bytes, poll=poll, hold=hold, hold_s=hold_s, answered=answered, take=take
+    )
 
 
 def knows_leader(fetcher: Fetcher, tp: TP) -> bool:

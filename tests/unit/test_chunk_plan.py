@@ -74,6 +74,7 @@ class History:
     now: float = 0.0
     writing: list[Ticket] = field(default_factory=list)  # of chunks written, not answered
     dropped_any: bool = False
+    tails: int = 0  # answers taken by ``tail``
 
     @property
     def target(self) -> int:
@@ -137,6 +138,27 @@ class History:
         got = self.plan.answered(chunk, fetched)
         assert got.ticket.nbytes == len(fetched.records)  # settled to what came
         assert got.covered_end >= chunk.start
+
+    def tail(self, chunk: Chunk, count: int) -> None:
+        """The copier's step in the fetcher's turn (``ChunkScheduler._take_tail``): a poll's
+        answer written as it came, where the plan takes it so, and the same fetch polling on
+        from where it ended; else the answer goes the usual way (``answer``)."""
+        if chunk.remote in self.excluded:
+            return self.answer(chunk, count)
+        fetched = self.log.answer(chunk.fetch_offset, self.ends[chunk.remote].end, count)
+        got = self.plan.tail_answer(chunk, fetched) if fetched.records else None
+        if got is None or chunk.start != self.frontier or got.first_offset > self.frontier:
+            return self.answer(chunk, count)
+        assert got.covered_end == self.target  # it reached every remote's end
+        got.ticket.settle(got.size)
+        polling = self.plan.advance_tail(got, self.now)
+        assert (polling.number, polling.start, polling.end) == (chunk.number, self.target, None)
+        assert list(self.plan.inflight.values()) == [polling] and not self.plan.ready
+        assert self.plan.writing is got
+        self.frontier = got.covered_end
+        self.writing.append(got.ticket)  # released when its writes are answered
+        self.tails += 1
+        return None
 
     def fail(self, chunk: Chunk) -> None:
         self.health[chunk.remote].failed(self.now, "link cut", chunk.launched)
@@ -232,7 +254,9 @@ LAYOUTS = st.lists(
 )
 ACTIONS = st.lists(
     st.tuples(
-        st.sampled_from(["launch", "answer", "answer", "fail", "take", "drop", "free", "tick"]),
+        st.sampled_from(
+            ["launch", "answer", "answer", "tail", "fail", "take", "drop", "free", "tick"]
+        ),
         st.integers(0, 1_000),
     ),
     min_size=20,
@@ -302,6 +326,8 @@ def test_any_history_hands_out_the_log_in_order_and_gives_every_byte_back(
             run.launch()
         elif action == "answer" and inflight:
             run.answer(inflight[pick % len(inflight)], pick % 5)  # 0: an empty answer
+        elif action == "tail" and inflight:
+            run.tail(inflight[pick % len(inflight)], 1 + pick % 100)
         elif action == "fail" and inflight:
             run.fail(inflight[pick % len(inflight)])
         elif action == "take":

@@ -305,7 +305,7 @@ class Answers:
         self.hold_s: list[float | None] = []
 
     async def fetch(
-        self, tp, offset, max_bytes=None, *, poll=False, hold, hold_s=None, answered=None
+        self, tp, offset, max_bytes=None, *, poll=False, hold, hold_s=None, answered=None, take=None
     ):  # type: ignore[no-untyped-def]
         self.held.append(hold())
         self.hold_s.append(hold_s)

@@ -1,0 +1,188 @@
+"""A caught-up partition's poll answers are taken as they come, by the same fetch (issue 23,
+the hop): ``ChunkScheduler._take_tail`` gives the copier's step each answer that brought
+records before the fetch's future is set, and the fetch polls on from where the records
+end, with no new fetch, future or chunk per answer, and the answer never fed to the plan and
+taken back from it. The step is the copier's own, with every check (``_step``); whatever
+would wait, or is not all of the answer, goes the usual way. Driven with the real copier,
+fetcher and scheduler over the stand-ins of ``test_tail_step``; the plan's side alone over
+plain values (and inside the plan's random histories: ``test_chunk_plan``)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from syncer.budget import ByteBudget
+from syncer.chunk_plan import Chunk, ChunkPlan
+from syncer.clusters import FetchedPartition
+from syncer.holes import RemoteEnds
+from syncer.lanes import Lanes
+from syncer.sources import SourceHealth
+from syncer.status import State
+from tests.unit.test_chunk_wakeup import records
+from tests.unit.test_tail_step import A, Rig, caught_up, rig, stop
+
+
+def fetches_of(r: Rig) -> list[tuple[int, bool]]:
+    """Count the fetches the copier asks for from here: (offset, poll) of each."""
+    lanes: Lanes = r.copier.fetchers["east"]
+    asked: list[tuple[int, bool]] = []
+    fetch = lanes.fetch
+
+    def counted(tp: Any, offset: int, *args: Any, **kw: Any) -> Any:
+        asked.append((offset, kw.get("poll", False)))
+        return fetch(tp, offset, *args, **kw)
+
+    lanes.fetch = counted  # type: ignore[method-assign]
+    return asked
+
+
+async def test_one_fetch_polls_on_through_every_answer_and_its_records_land_in_order() -> None:
+    r = await rig()
+    try:
+        await caught_up(r)
+        asked = fetches_of(r)
+        memory = r.copier.chunks.memory
+        for n in range(6):
+            r.remote.append(A, 2)
+            await r.until(lambda n=n: len(r.writer.sent) == 2 + n, "the polled batch's write")
+            (base, written, _f), answered = r.writer.sent[-1], r.remote.answered_in[-1]
+            assert base == 3 + 2 * n
+            assert written == answered  # in the answer's own turn
+            r.writer.answer(1 + n)
+        await r.settle()
+        assert asked == []  # no fetch asked for since: the first poll went on through all six
+        (polling,) = r.copier.chunks.plan.inflight.values()
+        assert (polling.start, polling.end) == (15, None)  # it polls from where they end
+        assert r.copier.frontier == 15 and r.copier.status.local_end == 15
+        assert memory.used == 0  # every answer's bytes came back once its write was answered
+    finally:
+        await stop(r)
+
+
+async def test_an_answer_whose_writes_must_wait_goes_the_usual_way() -> None:
+    """With the producer state unproven a write goes only once the one before is answered:
+    the step would wait, so the answer is handed back as any other and the copier's task
+    writes it, from a fetch of its own after that."""
+    r = await rig(expiration_ms=0)
+    try:
+        await caught_up(r)
+        asked = fetches_of(r)
+        r.remote.append(A, 2)
+        await r.until(lambda: len(r.writer.sent) == 2, "the second write")
+        r.remote.append(A, 2)
+        await asyncio.sleep(0.05)
+        assert r.writer.offsets() == [0, 3]  # the third waits for the second's answer
+        r.writer.answer(1)
+        await r.until(lambda: len(r.writer.sent) == 3, "the third write")
+        assert r.writer.offsets() == [0, 3, 5]
+        assert asked[0] == (7, True)  # the usual way: the fetch ended, the next poll its own
+    finally:
+        await stop(r)
+
+
+async def test_a_step_that_raises_halts_the_partition_and_blames_no_broker() -> None:
+    """A bug in the step taken in the fetcher's turn: the partition halts with the error
+    (as one in the copier's task), and the fetcher's request is not failed for it (the
+    broker is not the one that broke)."""
+    r = await rig()
+    try:
+        await caught_up(r)
+        fetcher = r.copier.fetchers["east"].lanes[0]
+        blamed: list[Any] = []
+        failed = fetcher.brokers.failed
+
+        def blame(*args: Any) -> Any:
+            blamed.append(args)
+            return failed(*args)
+
+        fetcher.brokers.failed = blame  # type: ignore[method-assign]
+
+        def broken(*_: Any) -> Any:
+            raise RuntimeError("a bug in the step")
+
+        r.copier._scan = broken  # type: ignore[method-assign]
+        r.remote.append(A, 2)
+        await asyncio.wait_for(r.task, 2)
+        status = r.copier.status
+        assert status.state is State.HALTED
+        assert status.error == "internal error: RuntimeError: a bug in the step"
+        assert r.writer.offsets() == [0]  # nothing written from the answer
+        assert fetcher.dead is None and blamed == []
+    finally:
+        await stop(r)
+
+
+async def test_records_that_come_while_the_partition_stops_are_not_taken() -> None:
+    r = await rig()
+    try:
+        await caught_up(r)
+        r.copier.request_stop()
+        r.remote.append(A, 2)
+        await asyncio.wait_for(r.task, 2)
+        assert r.writer.offsets() == [0]
+        assert r.copier.status.state is State.STOPPED
+    finally:
+        await stop(r)
+
+
+# the plan's side, over plain values -------------------------------------------------------
+
+
+def batch(base: int, count: int) -> bytes:
+    return records(base, count)
+
+
+def plan_at(start: int, ends: dict[str, int]) -> tuple[ChunkPlan, Chunk, ByteBudget]:
+    """A plan caught up at ``start`` on remote ``east``: its one fetch, a poll there."""
+    memory = ByteBudget(1 << 20)
+    health = {name: SourceHealth(name, rank) for rank, name in enumerate(ends)}
+    known = {name: RemoteEnds(0, end) for name, end in ends.items()}
+    plan = ChunkPlan(health, known, {}, lambda _r: 1 << 20, 4, memory)
+    plan.restart(start)
+    (chunk,) = plan.launches(start, start, 0.0)
+    assert chunk.end is None and chunk.remote == "east" and plan.polls(chunk)
+    return plan, chunk, memory
+
+
+def answer(raw: bytes, end: int) -> FetchedPartition:
+    return FetchedPartition(0, end, end, 0, (), raw)
+
+
+def test_an_answer_from_the_polls_start_to_the_remotes_end_is_taken() -> None:
+    plan, chunk, memory = plan_at(10, {"east": 10})
+    got = plan.tail_answer(chunk, answer(batch(10, 3) + batch(13, 2), 15))
+    assert got is not None and (got.first_offset, got.covered_end) == (10, 15)
+    assert plan.inflight == {chunk.number: chunk}  # nothing changed yet
+    got.ticket.settle(got.size)
+    polling = plan.advance_tail(got, 1.0)
+    assert (polling.start, polling.end, polling.number) == (15, None, chunk.number)
+    assert polling.ticket.nbytes == 0 and plan.writing is got and plan.next_fetch == 15
+    assert memory.used == got.size  # held until its writes are answered
+    got.ticket.release()
+    assert memory.used == 0
+
+
+def test_an_answer_that_is_not_all_of_one_poll_at_the_tail_goes_the_usual_way() -> None:
+    plan, chunk, _memory = plan_at(10, {"east": 10})
+    assert plan.tail_answer(chunk, answer(batch(10, 3), 20)) is None  # more to fetch
+    assert plan.tail_answer(chunk, answer(batch(12, 3), 15)) is None  # not from its start
+    assert plan.tail_answer(chunk, answer(batch(7, 3), 10)) is None  # nothing past it
+    assert plan.tail_answer(chunk, answer(b"", 10)) is None  # nothing at all
+
+
+def test_an_answer_with_another_remote_ahead_goes_the_usual_way() -> None:
+    """The usual launches fetch what the other remote holds past it: a poll on the one
+    that answered would leave it waiting for records it may never get."""
+    plan, chunk, _memory = plan_at(10, {"east": 10, "west": 10})
+    plan.ends["west"] = RemoteEnds(0, 30)  # type: ignore[index]
+    assert plan.tail_answer(chunk, answer(batch(10, 3), 13)) is None
+
+
+def test_an_answer_beside_other_chunks_or_ranges_to_fetch_again_goes_the_usual_way() -> None:
+    plan, chunk, _memory = plan_at(10, {"east": 10})
+    plan.todo.append((4, 6))
+    assert plan.tail_answer(chunk, answer(batch(10, 3), 13)) is None
+    plan.todo.clear()
+    plan.excluded["west"] = "records differ"  # type: ignore[index]
+    assert plan.tail_answer(chunk, answer(batch(10, 3), 13)) is None
