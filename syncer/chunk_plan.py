@@ -197,13 +197,17 @@ class ChunkPlan:
         return ending[0] if ending else None
 
     def _covers(self, frontier: int) -> bool:
-        """Is the chunk holding ``frontier`` in flight or fetched already?"""
+        """Is the chunk holding ``frontier`` in flight or fetched already, or taken by the
+        copier, which writes it from there on? (A chunk taken as its answer came but left
+        to the copier's task, whose writes had to wait, was fetched a second time from the
+        frontier by the launches made as it was left: ``ChunkScheduler.leave``.)"""
         for chunk in self.inflight.values():
             if chunk.start <= frontier and (chunk.end is None or frontier < chunk.end):
                 return True
+        if self.writing is not None and _holds(self.writing, frontier):
+            return True
         return any(
-            min(got.chunk.start, got.first_offset) <= frontier < got.covered_end
-            or (got.chunk.end is None and got.chunk.start == frontier)
+            _holds(got, frontier) or (got.chunk.end is None and got.chunk.start == frontier)
             for got in self.ready.values()
         )
 
@@ -469,3 +473,8 @@ class ChunkPlan:
         self.todo.clear()
         self.next_fetch = frontier
         return dropped
+
+
+def _holds(got: Fetched, offset: int) -> bool:
+    """Do ``got``'s records hold ``offset``? (Its first batch may begin below its start.)"""
+    return min(got.chunk.start, got.first_offset) <= offset < got.covered_end

@@ -110,6 +110,24 @@ async def test_a_second_catch_up_copies_only_the_gap(local: str, east: str, topi
     assert await read_partition(local, topic) == await read_partition(east, topic)
 
 
+async def test_a_catch_up_reads_each_record_from_the_remote_once(
+    local: str, east: str, topic: str
+) -> None:
+    """A catch-up takes each chunk in its task; a chunk taken as its answer came was left to
+    the task, and the fetches launched then went from the frontier again: the remote served
+    each chunk twice (the second thrown away). Fetched bytes are now about those copied."""
+    await create_topic(east, topic)
+    for i in range(40):  # 40 batches of ~50 KB, ~16 chunks of 128 KiB
+        await produce(east, topic, [(b"k", b"%d-%d" % (i, j) + b"v" * 1000) for j in range(50)])
+    copier = {"shutdown_timeout_s": 10, "partition_fetch_max_bytes": 128 * 1024}
+    syncer = await caught_up(make_config(local, {"east": east}, [topic], copier=copier))
+    (status,) = syncer.statuses()
+    assert status.state is State.CAUGHT_UP and status.local_end == 2000
+    assert await read_partition(local, topic) == await read_partition(east, topic)
+    fetched = sum(sum(r.fetched_by_node.values()) for r in syncer.snapshot().remotes)
+    assert status.bytes_copied <= fetched <= 1.25 * status.bytes_copied, (fetched, status)
+
+
 @pytest.mark.parametrize("coalesce_bytes", [0, 65536], ids=["alone", "coalesced"])
 async def test_two_copiers_on_one_partition_write_each_offset_once(
     local: str, east: str, topic: str, coalesce_bytes: int

@@ -126,6 +126,24 @@ async def test_records_that_come_while_the_partition_stops_are_not_taken() -> No
         await stop(r)
 
 
+async def test_a_catch_up_fetches_no_offset_twice() -> None:
+    """A catch-up leaves every step to the copier's task: each chunk taken as its answer
+    comes is left to it, and the next fetch goes on from where that chunk ends (it went
+    from the frontier again too, 1 MiB more from the remote for each chunk, thrown away)."""
+    r = await rig(until=40, coalesce_bytes=0, batches=20)
+    asked = fetches_of(r)
+    try:
+        for n in range(20):
+            await r.until(lambda n=n: len(r.writer.sent) > n, f"write {n}")
+            r.writer.answer(n)
+        await asyncio.wait_for(r.task, 2)
+        assert r.writer.offsets() == list(range(0, 40, 2))
+        offsets = [offset for offset, _poll in asked]
+        assert len(offsets) == len(set(offsets)), asked  # none asked twice
+    finally:
+        await stop(r)
+
+
 # the plan's side, over plain values -------------------------------------------------------
 
 

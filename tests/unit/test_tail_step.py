@@ -119,9 +119,18 @@ class Rig:
             await asyncio.sleep(0)
 
 
-async def rig(expiration_ms: int = DAY_MS, coalesce_bytes: int = 64 * 1024) -> Rig:
+async def rig(
+    expiration_ms: int = DAY_MS,
+    coalesce_bytes: int = 64 * 1024,
+    until: int | None = None,
+    batches: int = 0,
+) -> Rig:
+    """A copier of ``A`` started (its task made, not run yet); ``until``: a catch-up to
+    there; ``batches``: the remote holds this many batches of two records already."""
     turns = Turns()
     remote = Remote(ends={A: 0}, turns=turns)
+    for _ in range(batches):
+        remote.append(A, 2)
     lanes = Lanes([fetcher(remote, wait_ms=5_000, timeout_ms=10_000)])
     writer, local = Writer(turns), Local()
     config = CopierConfig(
@@ -130,7 +139,8 @@ async def rig(expiration_ms: int = DAY_MS, coalesce_bytes: int = 64 * 1024) -> R
         retry_backoff_max_ms=20,
         coalesce_bytes=coalesce_bytes,
     )
-    sources = PartitionSources(A, {"east": SourceHealth("east", 0)}, {"east": RemoteEnds(0, 0)})
+    end = RemoteEnds(0, 2 * batches)
+    sources = PartitionSources(A, {"east": SourceHealth("east", 0)}, {"east": end})
     copier = PartitionCopier(
         A,
         local,  # type: ignore[arg-type]
@@ -141,7 +151,7 @@ async def rig(expiration_ms: int = DAY_MS, coalesce_bytes: int = 64 * 1024) -> R
         sources,
         state_clock=StateClock(expiration_ms),
     )
-    task = asyncio.create_task(copier.run())
+    task = asyncio.create_task(copier.run(until))
     return Rig(remote, writer, local, copier, task, turns)
 
 
