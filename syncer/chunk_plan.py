@@ -197,15 +197,12 @@ class ChunkPlan:
         return ending[0] if ending else None
 
     def _covers(self, frontier: int) -> bool:
-        """Is the chunk holding ``frontier`` in flight or fetched already, or taken by the
-        copier, which writes it from there on? (A chunk taken as its answer came but left
-        to the copier's task, whose writes had to wait, was fetched a second time from the
-        frontier by the launches made as it was left: ``ChunkScheduler.leave``.)"""
+        """Is the chunk holding ``frontier`` in flight or fetched already? (Not one taken by
+        the copier: it may write only a part of it, up to the remote's stable end, and the
+        rest is fetched again from where it stopped.)"""
         for chunk in self.inflight.values():
             if chunk.start <= frontier and (chunk.end is None or frontier < chunk.end):
                 return True
-        if self.writing is not None and _holds(self.writing, frontier):
-            return True
         return any(
             _holds(got, frontier) or (got.chunk.end is None and got.chunk.start == frontier)
             for got in self.ready.values()

@@ -254,12 +254,15 @@ class ChunkScheduler:
 
     def leave(self, got: Fetched | None, error: Exception | None = None) -> None:
         """Wake the copier with ``got`` (a chunk ``ready_now`` took: ``next_ready`` returns
-        it, the next fetches launched first, as when it wakes), or ``error`` (raised
-        there), or nothing (it looks again)."""
+        it, the next fetches launched first, as when it wakes, from where ``got`` ends: the
+        copier holds it, and its task launches from its own frontier after the write,
+        where it wrote less), or ``error`` (raised there), or nothing (it looks again).
+        Launched from the frontier, the chunk was fetched a second time: at every step of
+        a catch-up, and for a backlog's chunks whose writes had to wait."""
         self._left = (got, error)
         try:
             if got is not None and error is None and not self._stopping:
-                self.launch(self.frontier, self.plan.target)
+                self.launch(max(self.frontier, got.covered_end), self.plan.target)
         finally:
             self._wake_copier()
 
