@@ -204,7 +204,8 @@ class ChunkPlan:
             if chunk.start <= frontier and (chunk.end is None or frontier < chunk.end):
                 return True
         return any(
-            _holds(got, frontier) or (got.chunk.end is None and got.chunk.start == frontier)
+            min(got.chunk.start, got.first_offset) <= frontier < got.covered_end
+            or (got.chunk.end is None and got.chunk.start == frontier)
             for got in self.ready.values()
         )
 
@@ -470,8 +471,3 @@ class ChunkPlan:
         self.todo.clear()
         self.next_fetch = frontier
         return dropped
-
-
-def _holds(got: Fetched, offset: int) -> bool:
-    """Do ``got``'s records hold ``offset``? (Its first batch may begin below its start.)"""
-    return min(got.chunk.start, got.first_offset) <= offset < got.covered_end

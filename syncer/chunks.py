@@ -193,13 +193,15 @@ class ChunkScheduler:
         chunk = self.plan.inflight.get(number)
         if chunk is None or self.step is None or not self.parked or self._stopping:
             return None
-        if fetched.outcome is not FetchOutcome.OK or chunk.remote in self.sources.dropped:
+        if chunk.start != self.frontier or fetched.outcome is not FetchOutcome.OK:
+            return None
+        if chunk.remote in self.sources.dropped:
             return None
         try:
             ends = RemoteEnds(fetched.log_start_offset, fetched.stable_end)
             self._learned_end(chunk.remote, ends)
-            got = self.plan.tail_answer(chunk, fetched)
-            if got is None or got.first_offset > self.frontier or chunk.start != self.frontier:
+            got = self.plan.tail_answer(chunk, fetched)  # from the chunk's start: the frontier
+            if got is None:
                 return None
             got.ticket.settle(got.size)  # as ``answered`` does (again there: no change)
         except Exception:
