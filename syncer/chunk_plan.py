@@ -318,10 +318,11 @@ class ChunkPlan:
         self.sizes.learn(size, records, shapes)
         if chunk.lead and covered <= chunk.start:
             self._leadless.add(chunk.start)
-        if chunk.end is not None and covered < chunk.end:
-            self._fell_short(covered, chunk.end)
-        self.next_fetch = max(self.next_fetch, covered)
         got = Fetched(chunk, fetched, batches, covered, chunk.start if first is None else first)
+        usable = got.usable_end  # the rest, past the stable end told, is fetched again
+        if chunk.end is not None and usable < chunk.end:
+            self._fell_short(usable, chunk.end)
+        self.next_fetch = max(self.next_fetch, usable)
         # two chunks may start at one offset (an open fetch in flight when more lanes came
         # to hold it): the one that reaches further stays, or what only it holds is lost
         other = self.ready.get(chunk.start)

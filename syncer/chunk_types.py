@@ -44,6 +44,15 @@ class Fetched:
         return len(self.fetched.records)
 
     @property
+    def usable_end(self) -> int:
+        """Where what it brought may be written up to: its covered end, or the stable end
+        its answer told where the records run past that (the broker takes the ends before
+        it reads, ``Partition.readRecords``, and its high watermark may move in between: a
+        real broker's answer did so once in 15,000). The rest is fetched again from there:
+        the remote holds it by now, where a poll from past it would wait for more."""
+        return min(self.covered_end, max(self.chunk.start, self.fetched.stable_end))
+
+    @property
     def ticket(self) -> Ticket:
         """Its bytes in the budget: the copier releases them when its writes are answered."""
         return self.chunk.ticket

@@ -264,7 +264,7 @@ class ChunkScheduler:
         self._left = (got, error)
         try:
             if got is not None and error is None and not self._stopping:
-                self.launch(max(self.frontier, got.covered_end), self.plan.target)
+                self.launch(max(self.frontier, got.usable_end), self.plan.target)
         finally:
             self._wake_copier()
 

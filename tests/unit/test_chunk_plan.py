@@ -700,3 +700,28 @@ def test_the_rest_of_a_chunk_the_copier_wrote_a_part_of_is_fetched_again() -> No
     assert got is not None and got.covered_end == 20
     launched = run.plan.launches(12, run.target, run.now)  # written up to 12 of it
     assert (12, None) in [(c.start, c.end) for c in launched]
+
+
+def test_what_an_answer_brought_past_the_stable_end_it_told_is_fetched_again_from_there() -> None:
+    """The broker takes a partition's ends before it reads, so an answer's records may run
+    past the stable end it tells: they may not be written from it, and the next fetch goes
+    from that end (the remote holds the rest by now), not from past the records, which a
+    poll at the tail would wait at until the remote grew again."""
+    run = history([(0, 4)] * 10, ["west"], [0, 0, 0], 1 << 30, False, BatchShape(4, 1 << 20))
+    run.launch()
+    (chunk,) = run.plan.inflight.values()
+    records = run.log.answer(0, 20, 5).records  # 0..19, told an end of 12
+    got = run.plan.answered(chunk, FetchedPartition(0, 12, 12, 0, (), records))
+    assert (got.covered_end, got.usable_end) == (20, 12)
+    assert run.plan.take(0) is got
+    launched = run.plan.launches(12, 12, run.now)  # written up to 12
+    assert [(c.start, c.end) for c in launched] == [(12, None)]
+    # a closed chunk: the next one begins at that end
+    run = history([(0, 4)] * 10, ["west"], [0, 0, 0], 1 << 30, False, BatchShape(4, 1 << 20))
+    run.plan.next_fetch, run.plan.target = 24, 40
+    closed = run.plan._start(Chunk(8, 24, "west"), run.now)
+    records = run.log.answer(8, 40, 4).records  # 8..23, told an end of 16
+    got = run.plan.answered(closed, FetchedPartition(0, 16, 16, 0, (), records))
+    assert got.usable_end == 16 and run.plan.take(8) is got
+    launched = run.plan.launches(16, 40, run.now)  # written up to 16
+    assert launched[0].start == 16
