@@ -175,7 +175,7 @@ class StateClock:
         refused, the state must still be there to refuse its successors."""
         if proven_at is None or self.expiration_ms <= 0:
             return False
-        return self.fresh(min((proven_at, *in_flight)), now_ms)  # the oldest goes first
+        return all(self.fresh(t, now_ms) for t in (proven_at, *in_flight))
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,7 +25,6 @@ import crc32c
 
 from syncer import legacy
 from syncer.errors import PartitionHalted
-from syncer.values import quick_init
 
 HEADER_SIZE = 61
 LOG_OVERHEAD = 12  # base offset (8) + batch length (4)
@@ -59,7 +58,6 @@ class RebuildFailed(PartitionHalted):
     the copier adds the partition)."""
 
 
-@quick_init
 @dataclass(frozen=True, slots=True)
 class Batch:
     """One record batch: its header fields and its bytes (a view into the fetch payload, or

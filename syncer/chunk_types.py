@@ -8,11 +8,9 @@ from dataclasses import dataclass, field
 
 from syncer.batches import Batch
 from syncer.budget import Ticket
-from syncer.values import quick_init
 from syncer.wire import FetchedPartition
 
 
-@quick_init
 @dataclass(frozen=True, slots=True)
 class Chunk:
     start: int
@@ -29,7 +27,6 @@ class Chunk:
         return self.start - self.lead
 
 
-@quick_init
 @dataclass(frozen=True, slots=True)
 class Fetched:
     chunk: Chunk

@@ -13,7 +13,6 @@ from syncer.connection import error_for, is_retriable
 from syncer.errors import ClusterError, TransientClusterError
 from syncer.leaders import LEADER_MOVED_CODES
 from syncer.protocol import UNKNOWN_TOPIC_ID
-from syncer.values import quick_init
 
 READ_UNCOMMITTED = 0
 READ_COMMITTED = 1
@@ -54,7 +53,6 @@ def fetch_outcome(code: int) -> FetchOutcome:
     return FetchOutcome.FAILED
 
 
-@quick_init
 @dataclass(frozen=True, slots=True)
 class FetchedPartition:
     """One partition of a fetch response, records still as raw bytes."""

@@ -9,10 +9,8 @@ from dataclasses import dataclass
 from enum import Enum
 
 from syncer.batches import Batch
-from syncer.values import quick_init
 
 
-@quick_init
 @dataclass(frozen=True, slots=True)
 class RemoteEnds:
     """What a remote holds of one partition: ``[start, end)``; ``end`` is the last stable
@@ -91,7 +89,6 @@ class Filler:
     around: Batch | None = None
 
 
-@quick_init
 @dataclass(frozen=True, slots=True)
 class Scan:
     """The writable prefix of a fetched run of batches, and the hole that ends it, if any."""

@@ -19,12 +19,10 @@ from aiokafka.protocol.produce import ProduceRequest
 from syncer.connection import TP, ClusterConnection
 from syncer.direct import by_id, open_connection, time_out, write_produce
 from syncer.protocol import ProduceByIdRequest, produced_by_id
-from syncer.values import quick_init
 
 log = logging.getLogger(__name__)
 
 
-@quick_init
 @dataclass(frozen=True, slots=True)
 class ProduceResult:
     error_code: int

@@ -20,7 +20,6 @@ from syncer.clusters import TP, Cluster, ProduceResult, error_for, is_retriable
 from syncer.errors import ClusterError, MisalignedWrite, PartitionHalted, TransientClusterError
 from syncer.partition import PartitionSources
 from syncer.status import PartitionStatus
-from syncer.values import quick_init
 from syncer.writer import Writer
 
 log = logging.getLogger(__name__)
@@ -50,7 +49,6 @@ class Resync(Exception):
         self.refused_at = refused_at
 
 
-@quick_init
 @dataclass(frozen=True, slots=True)
 class Sent:
     """One write: the source offsets it carries and what status counts of it."""

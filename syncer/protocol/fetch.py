@@ -26,7 +26,6 @@ from syncer.protocol.common import (
     Uuid,
 )
 from syncer.protocol.lean import LeanAnswer, LeanHeader, Reader
-from syncer.values import quick_init
 
 # fetch ----------------------------------------------------------------------------------
 
@@ -158,7 +157,6 @@ class FetchByIdRequest(Request[FetchRequest_v13]):  # type: ignore[misc]
         )
 
 
-@quick_init
 @dataclass(frozen=True, slots=True)
 class FetchedById:
     """One partition of a fetch-by-id answer, with the fields of aiokafka's v11 answer."""

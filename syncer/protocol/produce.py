@@ -26,7 +26,6 @@ from syncer.protocol.common import (
     Uuid,
 )
 from syncer.protocol.lean import LeanAnswer, LeanHeader, Reader
-from syncer.values import quick_init
 
 # produce --------------------------------------------------------------------------------
 
@@ -118,7 +117,6 @@ class ProduceByIdRequest(Request[ProduceRequest_v13]):  # type: ignore[misc]
         return request_struct_class(None, self.acks, self.timeout_ms, topics, {})
 
 
-@quick_init
 @dataclass(frozen=True, slots=True)
 class ProducedById:
     """One partition of a produce-by-id answer."""
