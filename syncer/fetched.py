@@ -4,8 +4,8 @@ numbers."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import Enum
+from typing import NamedTuple
 
 from aiokafka import errors as kafka_errors
 
@@ -53,16 +53,16 @@ def fetch_outcome(code: int) -> FetchOutcome:
     return FetchOutcome.FAILED
 
 
-@dataclass(frozen=True, slots=True)
-class FetchedPartition:
-    """One partition of a fetch response, records still as raw bytes."""
+class FetchedPartition(NamedTuple):
+    """One partition of a fetch response, records still as raw bytes (a named tuple: one is
+    made per partition of every answer, ahead of its records' write)."""
 
     error_code: int
     high_watermark: int
     last_stable_offset: int
     log_start_offset: int
     aborted: tuple[tuple[int, int], ...]
-    records: bytes
+    records: bytes | memoryview  # a view of the answer, not copied out of it
     preferred_read_replica: int = -1  # named by the leader (KIP-392); -1: none
     from_follower: bool = False  # answered by a broker that does not lead the partition
 
@@ -75,6 +75,8 @@ class FetchedPartition:
         """A follower's error says only that it cannot serve us (it lags: OFFSET_OUT_OF_RANGE;
         it is no replica now: NOT_LEADER_OR_FOLLOWER), never that the log lost the offset:
         KIP-392's client asks the leader then, and so do we."""
+        if not self.error_code and (self.preferred_read_replica < 0 or self.records):
+            return FetchOutcome.OK  # nearly every answer
         if self.error_code and self.from_follower:
             return FetchOutcome.REROUTED
         if not self.error_code and self.preferred_read_replica >= 0 and not self.records:

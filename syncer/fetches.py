@@ -6,7 +6,6 @@ replica its leader named: ``syncer.replicas``): by name, or by topic id (in a se
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import time
 import uuid
@@ -255,7 +254,7 @@ class Fetches(ClusterConnection):
             if p.preferred_read_replica >= 0:  # only a leader names one
                 self.read_replicas.named(tp, p.preferred_read_replica, node, now)
             elif self._client.cluster.leader_for_partition(tp) != node:
-                out[tp] = dataclasses.replace(p, from_follower=True)
+                out[tp] = p._replace(from_follower=True)
                 if p.error_code:
                     log.info(
                         "%s[%d]: read replica %d of %s answered error %d: reading from the leader",

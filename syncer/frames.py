@@ -34,6 +34,9 @@ class Frames(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         buffer = self.buffer
+        if not buffer and len(data) >= 4 and len(data) == 4 + int.from_bytes(data[:4], "big"):
+            self._frame(data, 4)  # one whole answer, as nearly all come: not copied
+            return
         buffer += data
         while len(buffer) >= 4:
             end = 4 + int.from_bytes(buffer[:4], "big")
@@ -42,36 +45,43 @@ class Frames(asyncio.Protocol):
             with memoryview(buffer) as view:  # one copy of the frame, not two
                 frame = bytes(view[4:end])
             del buffer[:end]
-            try:
-                self._hand_on(frame)
-            except Exception as exc:  # as aiokafka's reader: the connection is done for
-                log.debug("closing %s:%s: %r", self.conn.host, self.conn.port, exc)
-                self.conn.close(reason=CloseReason.CONNECTION_BROKEN, exc=exc)
+            if not self._frame(frame, 0):
                 return
 
-    def _hand_on(self, frame: bytes) -> None:
-        """``frame`` to the request it answers. The answer to a request of syncer's own
-        (``syncer.direct``: its answer type a ``LeanAnswer``), when the correlation ids
-        match, is decoded and resolved here, as aiokafka's ``_handle_frame`` would, without
-        its buffer and header objects (a dozen calls an answer, two answers a copied batch);
-        every other frame, and one whose id does not match (aiokafka closes the connection),
-        goes to ``_handle_frame``."""
+    def _frame(self, data: bytes, start: int) -> bool:
+        """Hand on the frame at ``start`` of ``data`` (to its end); False if that closed the
+        connection."""
+        try:
+            self._hand_on(data, start)
+        except Exception as exc:  # as aiokafka's reader: the connection is done for
+            log.debug("closing %s:%s: %r", self.conn.host, self.conn.port, exc)
+            self.conn.close(reason=CloseReason.CONNECTION_BROKEN, exc=exc)
+            return False
+        return True
+
+    def _hand_on(self, data: bytes, start: int) -> None:
+        """The frame at ``start`` of ``data`` to the request it answers. The answer to a
+        request of syncer's own (``syncer.direct``: its answer type a ``LeanAnswer``), when
+        the correlation ids match, is decoded and resolved here, as aiokafka's
+        ``_handle_frame`` would, without its buffer and header objects (a dozen calls an
+        answer, two answers a copied batch); every other frame, and one whose id does not
+        match (aiokafka closes the connection), goes to ``_handle_frame``."""
         conn = self.conn
         requests = getattr(conn, "_requests", None)
         if requests:
             correlation_id, request, future = requests[0]
             answer = getattr(request, "RESPONSE_TYPE", None)
             if isinstance(answer, LeanAnswer):
-                answered, body = header_v1(frame)
+                answered, body = header_v1(data, start)
                 if answered == correlation_id:
                     if TRACE is not None:  # as the traced ``_handle_frame`` notes it
                         TRACE.whole_at[id(conn)] = time.time()
                     if not future.done():
-                        future.set_result(answer.read(frame, body))
+                        future.set_result(answer.read(data, body))
                     conn._last_action = time.monotonic()
                     requests.popleft()
                     return
-        conn._handle_frame(frame)
+        conn._handle_frame(data[start:] if start else data)
 
     def eof_received(self) -> bool:
         return False  # the transport closes itself: ``connection_lost`` follows

@@ -185,8 +185,13 @@ _INT16 = struct.Struct(">h").pack
 _INT32 = struct.Struct(">i").pack
 
 
+_ONE_BYTE = [bytes((value,)) for value in range(0x80)]  # nearly every count of a request
+
+
 def uvarint(value: int) -> bytes:
     """Kafka's unsigned varint (compact lengths and array counts): 7 bits a byte, low first."""
+    if 0 <= value <= 0x7F:
+        return _ONE_BYTE[value]
     out = bytearray()
     while value > 0x7F:
         out.append((value & 0x7F) | 0x80)

@@ -90,6 +90,20 @@ def test_an_answer_decodes_as_aiokafkas_structs_decode_it(
     assert (got.error_code, got.session_id) == (top_error, session)
 
 
+def test_one_partitions_records_are_a_view_of_the_answer_several_are_copied_apart() -> None:
+    """A poll's records are not copied out of the answer; an answer of several partitions
+    is not held whole by one partition's records while the others' are done with."""
+    one = [(ORDERS, answer_rows([(0, 0, [], b"R" * 100, {})]), {})]
+    body = FetchResponse_v13(0, 0, 0, one, {}).encode()
+    (alone,) = read_fetch_v13(body).partitions
+    assert isinstance(alone.records, memoryview) and alone.records.obj is body
+    two = [(ORDERS, answer_rows([(0, 0, [], b"R" * 100, {}), (1, 0, [], b"S" * 9, {})]), {})]
+    body = FetchResponse_v13(0, 0, 0, two, {}).encode()
+    first, second = read_fetch_v13(body).partitions
+    assert type(first.records) is bytes and type(second.records) is bytes
+    assert (first.records, second.records) == (b"R" * 100, b"S" * 9)
+
+
 def test_a_truncated_answer_is_refused() -> None:
     responses = [(ORDERS, answer_rows([(0, 0, [], b"R" * 100, {})]), {})]
     body = FetchResponse_v13(0, 0, 0, responses, {}).encode()

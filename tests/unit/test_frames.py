@@ -57,8 +57,16 @@ async def test_every_whole_frame_is_handed_on_however_the_bytes_are_cut() -> Non
             frames.data_received(stream[i : i + cut])
         assert conn.frames == [b"first", b"", b"x" * 70_000, b"last"]
         assert not frames.buffer
-    frames.data_received(stream[:7])  # a frame not whole yet waits for the rest
+    conn.frames.clear()
+    for payload in (b"first", b"", b"x" * 70_000, b"last"):  # one whole frame a read, as most
+        frames.data_received(framed(payload))  # come: handed on from the bytes read
     assert conn.frames == [b"first", b"", b"x" * 70_000, b"last"]
+    frames.data_received(stream[:7])  # a frame not whole yet waits for the rest
+    assert conn.frames == [b"first", b"", b"x" * 70_000, b"last"] and frames.buffer
+    frames.data_received(stream[7:] + framed(b"next")[:3])
+    frames.data_received(framed(b"next")[3:])
+    frames.data_received(framed(b"alone"))
+    assert conn.frames[4:] == [b"first", b"", b"x" * 70_000, b"last", b"next", b"alone"]
 
 
 async def test_a_frame_is_handled_in_the_read_callback_itself() -> None:
@@ -129,6 +137,12 @@ async def test_an_answer_to_a_request_of_syncers_own_is_resolved_without_aiokafk
     assert conn.frames == [answer(8, b"theirs")]  # aiokafka's own: to aiokafka
     assert futures[2].result() == b"more"
     assert not conn._requests and not conn.closed
+    # each answer read whole, alone: decoded from the bytes read, past their size
+    futures = [loop.create_future() for _ in range(2)]
+    conn._requests += [(10, Lean(), futures[0]), (11, Struct(), futures[1])]
+    frames.data_received(framed(answer(10, b"one", tagged)))
+    frames.data_received(framed(answer(11, b"two")))
+    assert futures[0].result() == b"one" and conn.frames[1:] == [answer(11, b"two")]
 
 
 async def test_an_answer_whose_correlation_id_does_not_match_goes_to_aiokafka() -> None:
