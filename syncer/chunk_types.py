@@ -5,6 +5,7 @@ them (``chunk_plan.ChunkPlan``) so that the plan's decisions read on their own."
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from syncer.batches import Batch
 from syncer.budget import Ticket
@@ -27,8 +28,7 @@ class Chunk:
         return self.start - self.lead
 
 
-@dataclass(frozen=True, slots=True)
-class Fetched:
+class Fetched(NamedTuple):
     chunk: Chunk
     fetched: FetchedPartition
     batches: list[Batch]

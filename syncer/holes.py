@@ -7,12 +7,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
+from typing import NamedTuple
 
 from syncer.batches import Batch
 
 
-@dataclass(frozen=True, slots=True)
-class RemoteEnds:
+class RemoteEnds(NamedTuple):
     """What a remote holds of one partition: ``[start, end)``; ``end`` is the last stable
     offset (the high watermark when no transaction is open)."""
 
@@ -89,8 +89,7 @@ class Filler:
     around: Batch | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Scan:
+class Scan(NamedTuple):
     """The writable prefix of a fetched run of batches, and the hole that ends it, if any."""
 
     writable: list[Batch | Filler]

@@ -10,8 +10,7 @@ import logging
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from aiokafka import errors as kafka_errors
 from aiokafka.protocol.produce import ProduceRequest
@@ -23,8 +22,7 @@ from syncer.protocol import ProduceByIdRequest, produced_by_id
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
-class ProduceResult:
+class ProduceResult(NamedTuple):
     error_code: int
     base_offset: int
     message: str | None = None

@@ -12,8 +12,8 @@ import logging
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from functools import partial
+from typing import NamedTuple
 
 from syncer.alignment import Outcome, StateClock, Verdict, judge, waiting_for
 from syncer.clusters import TP, Cluster, ProduceResult, error_for, is_retriable
@@ -49,8 +49,7 @@ class Resync(Exception):
         self.refused_at = refused_at
 
 
-@dataclass(frozen=True, slots=True)
-class Sent:
+class Sent(NamedTuple):
     """One write: the source offsets it carries and what status counts of it."""
 
     base_offset: int

@@ -5,8 +5,7 @@ from __future__ import annotations
 import struct
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from aiokafka.protocol.api import Request, RequestStruct, Response
 from aiokafka.protocol.types import (
@@ -117,8 +116,7 @@ class ProduceByIdRequest(Request[ProduceRequest_v13]):  # type: ignore[misc]
         return request_struct_class(None, self.acks, self.timeout_ms, topics, {})
 
 
-@dataclass(frozen=True, slots=True)
-class ProducedById:
+class ProducedById(NamedTuple):
     """One partition of a produce-by-id answer."""
 
     topic_id: uuid.UUID
@@ -128,8 +126,7 @@ class ProducedById:
     message: str | None  # the broker's own words on an error, if it gave any
 
 
-@dataclass(frozen=True, slots=True)
-class ProduceAnswer:
+class ProduceAnswer(NamedTuple):
     """A Produce v13 answer as ``read_produce_v13`` decodes it: every partition."""
 
     partitions: list[ProducedById]
