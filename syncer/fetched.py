@@ -62,7 +62,7 @@ class FetchedPartition(NamedTuple):
     last_stable_offset: int
     log_start_offset: int
     aborted: tuple[tuple[int, int], ...]
-    records: bytes | memoryview  # a view of the answer, not copied out of it
+    records: bytes | memoryview  # a view of a poll's answer (``read_fetch_v13``)
     preferred_read_replica: int = -1  # named by the leader (KIP-392); -1: none
     from_follower: bool = False  # answered by a broker that does not lead the partition
 

@@ -264,64 +264,35 @@ class FetchAnswer(NamedTuple):
 
 def read_fetch_v13(data: bytes, pos: int = 0) -> FetchAnswer:
     """The Fetch v13 answer whose body starts at ``pos`` of ``data`` (past its header). The
-    one-byte counts and empty tagged fields of nearly every answer are read in line, the
-    rest by ``Reader`` (a poll's answer is decoded ahead of every record's write). The
-    records of an answer of one partition (a poll's) are a view of ``data``, not a copy;
-    those of several are copied apart, so that each partition's are freed as it is done
-    with them (the copy's memory budget counts each partition's bytes)."""
+    records of an answer of one partition (a poll's, decoded ahead of every record's write)
+    are a view of ``data``, not a copy; those of several are copied apart, so that each
+    partition's are freed as it is done with them (the copy's memory budget counts each
+    partition's bytes)."""
     reader = Reader(data, pos)
-    _throttle, top_error, session_id = _ANSWER_HEAD.unpack_from(data, pos)
-    reader.pos = pos + _ANSWER_HEAD.size
+    _throttle, top_error, session_id = reader.take(_ANSWER_HEAD)
     out: list[FetchedById] = []
-    for _ in range(_count(reader)):
+    for _ in range(reader.uvarint() - 1):
         topic_id = reader.topic_id()
-        for _ in range(_count(reader)):
-            at = reader.pos
-            partition, code, hw, lso, start = _PARTITION_HEAD.unpack_from(data, at)
-            reader.pos = at + _PARTITION_HEAD.size
-            aborted: tuple[tuple[int, int], ...] = ()
-            if data[reader.pos] == 1:  # none: nearly always
-                reader.pos += 1
-            else:
-                aborted = tuple(_aborted(reader))
-            (replica,) = _REPLICA.unpack_from(data, reader.pos)
-            reader.pos += _REPLICA.size
+        for _ in range(reader.uvarint() - 1):
+            partition, code, hw, lso, start = reader.take(_PARTITION_HEAD)
+            aborted = []
+            for _ in range(reader.uvarint() - 1):
+                aborted.append(reader.take(_ABORTED))
+                reader.skip_tags()
+            (replica,) = reader.take(_REPLICA)
             records = reader.compact_view()
-            _skip_tags(reader)
+            reader.skip_tags()
             error = code or top_error
             out.append(
-                FetchedById(topic_id, partition, error, hw, lso, start, aborted, records, replica)
+                FetchedById(
+                    topic_id, partition, error, hw, lso, start, tuple(aborted), records, replica
+                )
             )
-        _skip_tags(reader)
-    _skip_tags(reader)
+        reader.skip_tags()
+    reader.skip_tags()
     if len(out) > 1:  # a view would hold the whole answer while one partition's is held
         out = [p._replace(records=bytes(p.records)) for p in out]
     return FetchAnswer(top_error, session_id, out)
-
-
-def _count(reader: Reader) -> int:
-    """A compact array's length (its uvarint is the length + 1)."""
-    byte = reader.data[reader.pos]
-    if byte & 0x80:
-        return reader.uvarint() - 1
-    reader.pos += 1
-    return byte - 1
-
-
-def _skip_tags(reader: Reader) -> None:
-    if reader.data[reader.pos] == 0:  # no tagged fields: nearly always
-        reader.pos += 1
-    else:
-        reader.skip_tags()
-
-
-def _aborted(reader: Reader) -> list[tuple[int, int]]:
-    """A partition's aborted transactions: (producer id, first offset) each."""
-    aborted = []
-    for _ in range(reader.uvarint() - 1):
-        aborted.append(reader.take(_ABORTED))
-        reader.skip_tags()
-    return aborted
 
 
 class LeanFetchRequest_v13(LeanHeader, FetchRequest_v13):
