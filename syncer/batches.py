@@ -19,7 +19,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import crc32c
 
@@ -107,29 +107,10 @@ class Batch(NamedTuple):
 def split_batches(payload: bytes | memoryview) -> list[Batch]:
     """Split a fetch payload into whole v2 batches; a truncated trailing batch is dropped
     (the broker cuts the last batch at the fetch size limit). Runs of v0/v1 messages come
-    back as v2 batches built from them (``_converted``). A payload of v2 batches alone (of
-    every poll answer of a v2 topic) is split here in one pass over their headers; anything
-    else (a v0/v1 message, a frame too short for a batch header) by ``_split_any``."""
-    view = memoryview(payload)
-    batches: list[Batch] = []
-    pos, end = 0, len(view)
-    while end - pos >= HEADER_SIZE:
-        fields = _HEADER.unpack_from(view, pos)
-        size = LOG_OVERHEAD + fields[1]
-        if fields[3] != MAGIC_V2 or size < HEADER_SIZE:
-            return _split_any(view)
-        if end - pos < size:
-            return batches  # cut at the fetch's byte limit
-        batches.append(_batch(fields, view[pos : pos + size]))
-        pos += size
-    return batches if end - pos < LOG_OVERHEAD else _split_any(view)
-
-
-def _split_any(payload: memoryview) -> list[Batch]:
-    """``split_batches`` for any payload: v2 batches, v0/v1 messages, or both."""
+    back as v2 batches built from them (``_converted``)."""
     batches: list[Batch] = []
     legacy_messages: list[memoryview] = []  # since the last v2 batch
-    for raw in legacy.frames(payload, "batch"):
+    for raw in legacy.frames(memoryview(payload), "batch"):
         if raw[legacy.MAGIC_AT] in (0, 1):
             legacy_messages.append(raw)
             continue
@@ -160,18 +141,34 @@ def _converted(messages: list[memoryview]) -> list[Batch]:
 
 
 def _parse(raw: memoryview) -> Batch:
-    fields = _HEADER.unpack_from(raw, 0)
-    if fields[3] != MAGIC_V2:
-        raise BatchFormatError(f"batch at offset {fields[0]} has magic {fields[3]}, expected 2")
-    return _batch(fields, raw)
-
-
-def _batch(fields: tuple[Any, ...], raw: memoryview) -> Batch:
-    """The batch of header ``fields`` (``_HEADER``: base offset, length, leader epoch, magic,
-    crc, attributes, last offset delta, base timestamp, max timestamp, producer id, producer
-    epoch, base sequence, record count) and bytes ``raw``."""
-    base, _, _, _, _, attributes, last_delta, _, max_ts, writer, epoch, sequence, count = fields
-    return Batch(base, last_delta, count, attributes, writer, epoch, sequence, max_ts, raw)
+    (
+        base_offset,
+        _length,
+        _epoch,
+        magic,
+        _crc,
+        attributes,
+        last_delta,
+        _base_ts,
+        max_ts,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        count,
+    ) = _HEADER.unpack_from(raw, 0)
+    if magic != MAGIC_V2:
+        raise BatchFormatError(f"batch at offset {base_offset} has magic {magic}, expected 2")
+    return Batch(
+        base_offset,
+        last_delta,
+        count,
+        attributes,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        max_ts,
+        raw,
+    )
 
 
 def sequence_for(offset: int) -> int:

@@ -103,10 +103,8 @@ class ResponseHeader:
 def header_v1(data: bytes, pos: int = 0) -> tuple[int, int]:
     """The correlation id of the answer whose header (v1: correlation id, tagged fields)
     starts at ``pos`` of ``data``, and where its body starts."""
-    (correlation_id,) = _INT32.unpack_from(data, pos)
-    if data[pos + 4] == 0:  # no tagged fields: nearly always
-        return correlation_id, pos + 5
-    reader = Reader(data, pos + 4)
+    reader = Reader(data, pos)
+    (correlation_id,) = reader.take(_INT32)
     reader.skip_tags()
     return correlation_id, reader.pos
 

@@ -10,7 +10,6 @@ from hypothesis import strategies as st
 from syncer.batches import (
     COALESCE_BATCH_BYTES,
     BatchFormatError,
-    _split_any,
     coalescable,
     coalesce_for_local,
     coalesced_runs,
@@ -79,35 +78,6 @@ def test_a_truncated_trailing_batch_is_dropped() -> None:
     whole = build(0, [(b"k", b"v")])
     cut = build(1, [(b"k", b"v" * 100)])[:-10]
     assert [b.base_offset for b in split_batches(whole + cut)] == [0]
-
-
-@given(
-    sizes=st.lists(st.integers(1, 4), min_size=0, max_size=4),
-    cut=st.integers(0, 400),
-    tail=st.sampled_from([b"", b"\x00" * 11, b"\x00" * 12 + b"\x00\x00\x00\x05" + b"\x02" * 5]),
-)
-def test_v2_batches_split_in_one_pass_as_the_general_way_splits_them(
-    sizes: list[int], cut: int, tail: bytes
-) -> None:
-    """Whole batches, one cut anywhere (at the fetch's byte limit), bytes too few for a frame
-    or a frame too short for a batch header: the one pass over v2 headers gives what the
-    general way (``_split_any``) gives, or refuses it the same way."""
-    payload, offset = b"", 0
-    for n in sizes:
-        payload += build(offset, [(b"k", b"v" * 40)] * n)
-        offset += n
-    payload = payload[: max(0, len(payload) - cut)] + (tail if not cut else b"")
-    try:
-        theirs = _split_any(memoryview(payload))
-    except (BatchFormatError, LegacyFormatError) as exc:
-        with pytest.raises(type(exc)):
-            split_batches(payload)
-        return
-    got = split_batches(payload)
-    assert [(b.base_offset, bytes(b.raw)) for b in got] == [
-        (b.base_offset, bytes(b.raw)) for b in theirs
-    ]
-    assert got == theirs
 
 
 def test_an_unknown_magic_is_refused_as_a_halt() -> None:
