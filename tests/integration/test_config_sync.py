@@ -115,6 +115,10 @@ async def test_local_topic_settings_follow_the_remote(local: str, east: str, top
         await eventually(
             lambda: _inherits(local, topic, "retention.ms"), "retention.ms to be deleted"
         )
+        # counted once the local broker reports it, which this test may see first
+        await eventually(
+            lambda: syncer.snapshot().topics.synced.get(topic, 0) >= 2, "the second sync counted"
+        )
         drift = syncer.snapshot().topics
         assert drift.synced[topic] == 2, drift
         # the local broker's own default, as it reports it (the test bed sets -1)
