@@ -89,6 +89,7 @@ class Notes:
 
 NOTES: Notes | None = None  # set by ``--notes``
 WORK_S = 0.0  # set by ``--work-us``: busy time before each answer's writes
+POST_S = 0.0  # set by ``--post-us``: busy time as each produce answer is read
 CHECKS = False  # set by ``--checks``: syncer's checks of each answer and write (``Checks``)
 # the brokers' default producer.id.expiration.ms (the bench's brokers keep it)
 PRODUCER_EXPIRY_MS = 86_400_000
@@ -153,9 +154,10 @@ class Checks:
         self.proven_at = self.in_flight.popleft()
 
 
-def work() -> None:
-    """Keep the loop busy for ``WORK_S``, as a copier's own Python before a write does."""
-    until = time.perf_counter() + WORK_S
+def work(seconds: float) -> None:
+    """Keep the loop busy for ``seconds``, as a copier's own Python does before a write
+    (``WORK_S``) or as it judges and counts an answered one (``POST_S``)."""
+    until = time.perf_counter() + seconds
     while time.perf_counter() < until:
         pass
 
@@ -239,6 +241,8 @@ class Writes(Framed):
                         checks.landed(source, code, base_offset)
                     except Refused as exc:
                         fail(f"partition {partition}: {exc}")
+        if POST_S:
+            work(POST_S)
 
 
 class Partition:
@@ -269,7 +273,7 @@ class Partition:
             if NOTES is not None and part.records:
                 NOTES.note("fetch", self.number, self.offset)
             if WORK_S and part.records:
-                work()
+                work(WORK_S)
             if self.checks is not None and part.records:
                 try:
                     writes, self.offset = self.checks.writes_of(part, self.offset, self.writer)
@@ -327,14 +331,21 @@ def main() -> None:
         " bench-steady's floor+N rounds): what the hop pays for a copier's time before a write",
     )
     parser.add_argument(
+        "--post-us",
+        type=float,
+        default=0.0,
+        help="µs of busy Python as each produce answer is read (bench-steady's floor+postN"
+        " rounds): what the hop pays for a copier's time after its writes, judging and counting",
+    )
+    parser.add_argument(
         "--checks",
         action="store_true",
         help="syncer's checks of each answer and write, by syncer's functions (bench-steady's"
         " floor+checks rounds): what keeping syncer's invariants costs the floor",
     )
     args = parser.parse_args()
-    global WORK_S, CHECKS
-    WORK_S, CHECKS = args.work_us / 1e6, args.checks
+    global WORK_S, POST_S, CHECKS
+    WORK_S, POST_S, CHECKS = args.work_us / 1e6, args.post_us / 1e6, args.checks
     if args.notes:
         global NOTES
         NOTES = Notes(args.topic)

@@ -110,7 +110,8 @@ def main() -> None:
         default="syncer,floor+checks,floor,mm2",
         help="which to run, comma-separated: syncer, floor (tests/bench/floor.py: the least a"
         " one-threaded asyncio copier can do, the hop's floor for one of syncer's kind), mm2;"
-        " floor+N: the floor with N µs of busy Python before each answer's writes; floor+checks:"
+        " floor+N: the floor with N µs of busy Python before each answer's writes; floor+postN:"
+        " with N µs as each produce answer is read (both: floor+N+postM); floor+checks:"
         " the floor making syncer's checks of each answer and write (floor.py --checks); syncer*N:"
         " N syncer processes in one group (no --timeline notes), their CPU added up",
     )
@@ -255,11 +256,17 @@ def start_copier(
         logs = [(work / f"{copier}-{i}.log").open("w") for i in range(members)]
         return [subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT) for out in logs], topic
     if copier.split("+")[0] == "floor":  # the hop's floor for a one-threaded asyncio copier
-        # (floor.py); floor+N: with N µs of busy Python before each answer's writes
+        # (floor.py); floor+N: with N µs of busy Python before each answer's writes;
+        # floor+postN: as each produce answer is read; floor+checks: syncer's checks
         asyncio.run(create_topic(local, topic, PARTITIONS))
         cmd = [sys.executable, "-m", "tests.bench.floor", "--remote", east, "--local", local]
-        work_us = copier.split("+")[1] if "+" in copier else "0"
-        cmd += ["--checks"] if work_us == "checks" else ["--work-us", work_us]
+        for extra in copier.split("+")[1:]:
+            if extra == "checks":
+                cmd += ["--checks"]
+            elif extra.startswith("post"):
+                cmd += ["--post-us", extra.removeprefix("post")]
+            else:
+                cmd += ["--work-us", extra]
         cmd += ["--topic", topic, "--partitions", str(PARTITIONS)]
         cmd += ["--notes", str(trace.resolve())] if trace else []
         return [subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)], topic
