@@ -122,10 +122,27 @@ def split_batches(payload: bytes | memoryview) -> list[Batch]:
                 f"batch at offset {_BASE_OFFSET.unpack_from(raw)[0]} is"
                 f" {len(raw)} bytes, shorter than a header"
             )
-        batches.append(_parse(raw))
+        batch = _parse(raw)
+        _check_crc(batch)
+        batches.append(batch)
     if legacy_messages:
         batches.extend(_converted(legacy_messages))
     return batches
+
+
+def _check_crc(batch: Batch) -> None:
+    """Halt on a batch whose bytes fail its CRC-32C: stamped for local, it would get a fresh
+    CRC over the wrong bytes and land as a good batch (a reader of the source is told
+    CorruptRecordException; one of the copy would be told nothing)."""
+    raw = batch.raw
+    stored = _CRC.unpack_from(raw, _CRC_AT)[0]
+    computed = crc32c.crc32c(raw[_ATTRIBUTES_AT:])
+    if stored != computed:
+        raise BatchFormatError(
+            f"batch at offset {batch.base_offset} fails its CRC-32C check (stored"
+            f" {stored:#010x}, computed {computed:#010x}): its bytes were corrupted at the"
+            " source or on the way"
+        )
 
 
 def _converted(messages: list[memoryview]) -> list[Batch]:

@@ -370,7 +370,10 @@ class ChunkScheduler:
         if verdict is Verdict.ASK_AGAIN:
             self._leader_moved(chunk, fetched)
             return
-        got = self.plan.answered(chunk, fetched)
+        try:
+            got = self.plan.answered(chunk, fetched)
+        except PartitionHalted as exc:  # its records are not well-formed batches: say whose
+            raise type(exc)(f"from remote {chunk.remote}: {exc}") from exc
         self._learned_end(chunk.remote, RemoteEnds(fetched.log_start_offset, fetched.stable_end))
         self.sources.health(chunk.remote).succeeded(got.size, seconds)
         log.debug(

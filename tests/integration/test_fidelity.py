@@ -1,21 +1,26 @@
 """What a reader sees is equal (invariant 7) against real brokers: a LogAppendTime remote topic
-is mirrored with the append times its readers see, and a local topic whose settings would
-change what readers see is refused with one line, nothing written to it."""
+is mirrored with the append times its readers see, a local topic whose settings would
+change what readers see is refused with one line, nothing written to it, and a batch whose
+bytes went bad at the remote halts the partition before any of it lands."""
 
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from pathlib import Path
 
 from syncer.clusters import TP
 from syncer.errors import ExitCode
 from syncer.status import State
+from syncer.testbed import Testbed
 from tests.kafka_helpers import (
     CODECS,
     Rec,
+    batch_layout,
     catch_up,
     create_topic,
+    kcat_lines,
     make_config,
     produce,
     read_partition,
@@ -98,3 +103,47 @@ async def test_a_local_topic_with_a_lower_max_message_bytes_is_refused(
     }
     assert syncer.statuses() == [] and TP(topic, 0) not in syncer.copiers
     assert await read_partition(local, topic) == []
+
+
+def kcat_checked(bootstrap: str, topic: str) -> subprocess.CompletedProcess[str]:
+    """kcat reading the partition with librdkafka's CRC checks on (off by default)."""
+    read = ["kcat", "-C", "-e", "-b", bootstrap, "-t", topic, "-p", "0", "-o", "beginning"]
+    return subprocess.run(
+        [*read, "-X", "check.crcs=true", "-f", "%o %s\\n"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+async def test_a_batch_corrupted_at_the_remote_halts_and_none_of_it_lands(
+    testbed: Testbed, local: str, east: str, topic: str
+) -> None:
+    await create_topic(east, topic)
+    for first in range(0, 100, 20):  # five batches of twenty
+        records = [(b"k", b"value-%03d" % i) for i in range(first, first + 20)]
+        await produce(east, topic, records, linger_ms=100)
+    assert [base for base, _n, _c in await batch_layout(east, topic)] == [0, 20, 40, 60, 80]
+    before = kcat_lines(east, topic, 0)
+    # a bit goes bad in the remote's log (its disk): the broker serves what the file holds
+    segment = Path(testbed.clusters["east"].directory) / "data" / f"{topic}-0" / f"{0:020d}.log"
+    data = bytearray(segment.read_bytes())
+    at = data.index(b"value-050")
+    data[at + 6] ^= 0x01  # "value-150"
+    with segment.open("r+b") as out:
+        out.seek(at + 6)
+        out.write(data[at + 6 : at + 7])
+    assert "50 k value-150" in kcat_lines(east, topic, 0)  # a reader that does not check
+    checked = kcat_checked(east, topic)  # one that does is told
+    assert "CRC" in checked.stderr or "corrupt" in checked.stderr.lower(), checked.stderr
+
+    syncer = await catch_up(make_config(local, {"east": east}, [topic]))
+    (status,) = syncer.statuses()
+    assert status.state is State.HALTED, status
+    assert status.error is not None and status.error.startswith(
+        "from remote east: batch at offset 40 fails its CRC-32C check (stored 0x"
+    ), status.error
+    copied = kcat_lines(local, topic, 0)  # the batches before it, as they were, and no more
+    assert copied == before[: len(copied)] and len(copied) <= 40, copied[-3:]
+    assert not any("value-150" in line or "value-05" in line for line in copied)

@@ -88,6 +88,26 @@ def test_an_unknown_magic_is_refused_as_a_halt() -> None:
     assert isinstance(caught.value, PartitionHalted)  # one line, not an internal error
 
 
+@given(st.data())
+def test_a_byte_changed_under_the_crc_halts_naming_the_batch(data: st.DataObject) -> None:
+    good = build(0, [(b"k%d" % i, b"v" * i) for i in range(5)])
+    raw = bytearray(build(5, [(b"k%d" % i, b"w" * i) for i in range(7)], codec=GZIP))
+    at = data.draw(st.integers(21, len(raw) - 1), label="byte")  # attributes to the end
+    raw[at] ^= data.draw(st.integers(1, 255), label="flip")
+    with pytest.raises(BatchFormatError) as caught:
+        split_batches(good + bytes(raw))  # the good batch before it lands neither
+    message = str(caught.value)
+    assert isinstance(caught.value, PartitionHalted) and "\n" not in message
+    assert message.startswith("batch at offset 5 fails its CRC-32C check (stored 0x")
+
+
+def test_the_fields_outside_the_crc_are_not_checked_by_it() -> None:
+    raw = bytearray(build(0, [(b"k", b"v")]))
+    raw[12:16] = (99).to_bytes(4, "big")  # the partition leader epoch: the broker sets it
+    (batch,) = split_batches(bytes(raw))
+    assert batch.crc_ok() and decode(batch)[0].value == b"v"
+
+
 def test_a_v2_batch_marked_v1_is_read_as_v1_and_fails_its_crc() -> None:
     raw = bytearray(build(0, [(b"k", b"v")]))
     raw[16] = 1

@@ -111,7 +111,7 @@ def test_filler_batches_hold_null_values_at_every_offset_with_our_sequence() -> 
     assert all(len(raw) < 1_000_000 for _b, _e, raw in pieces)  # under max.message.bytes
     base, end, raw = pieces[1]
     (parsed,) = split_batches(raw)
-    assert parsed.crc_ok and parsed.producer_id == PID and parsed.producer_epoch == EPOCH
+    assert parsed.crc_ok() and parsed.producer_id == PID and parsed.producer_epoch == EPOCH
     assert parsed.base_sequence == sequence_for(base) and parsed.record_count == end - base
     records = list(DefaultRecordBatch(raw))
     assert [r.offset for r in records] == list(range(10))
@@ -124,7 +124,7 @@ def test_fill_around_keeps_real_records_at_their_offsets() -> None:
     compacted = batch(50, 2, delta=4)  # records at 50 and 51 of 50..54
     raw, fillers = fill_around(compacted, 51, PID, EPOCH)  # the local end is 51
     (parsed,) = split_batches(raw)
-    assert parsed.crc_ok and parsed.base_sequence == sequence_for(51) and fillers == 3
+    assert parsed.crc_ok() and parsed.base_sequence == sequence_for(51) and fillers == 3
     records = list(DefaultRecordBatch(raw))
     assert [r.offset for r in records] == [0, 1, 2, 3]  # 51..54, the broker adds the base
     assert (records[0].key, records[0].value) == (b"k", b"v")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import crc32c
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from hypothesis import given
 from hypothesis import strategies as st
@@ -36,6 +37,7 @@ def batch(
         raw[23:27] = delta.to_bytes(4, "big")
     if control:
         raw[22] |= 0x20
+    raw[17:21] = crc32c.crc32c(raw[21:]).to_bytes(4, "big")  # as a broker stores it
     (parsed,) = split_batches(bytes(raw))
     return parsed
 
