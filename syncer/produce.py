@@ -26,6 +26,9 @@ class ProduceResult(NamedTuple):
     error_code: int
     base_offset: int
     message: str | None = None
+    # the local broker's clock, stamped on the batch in place of its records' timestamps
+    # (the topic's message.timestamp.type is LogAppendTime); -1: the timestamps were kept
+    log_append_time: int = -1
 
 
 class ProduceRequests(ClusterConnection):
@@ -69,8 +72,9 @@ class ProduceRequests(ClusterConnection):
         response = await self.send(node, request, connection=connection)
         out: dict[TP, ProduceResult] = {}
         for topic, partitions in response.topics:
-            for partition, code, offset, *_ in partitions:
-                out[TP(topic, partition)] = ProduceResult(code, offset)
+            for partition, code, offset, *rest in partitions:  # v2 on: the append time
+                append_time = rest[0] if rest else -1
+                out[TP(topic, partition)] = ProduceResult(code, offset, None, append_time)
         self.leaders_moved([(tp.topic, r.error_code) for tp, r in out.items()], seen)
         return out
 
@@ -112,7 +116,8 @@ class ProduceRequests(ClusterConnection):
         for p in produced_by_id(response):
             name = names.get(p.topic_id)
             if name is not None:
-                out[TP(name, p.partition)] = ProduceResult(p.error_code, p.base_offset, p.message)
+                result = ProduceResult(p.error_code, p.base_offset, p.message, p.append_time)
+                out[TP(name, p.partition)] = result
                 answered.append((name, p.error_code))
         self.leaders_moved(answered, seen)
         return out

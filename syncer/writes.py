@@ -290,6 +290,18 @@ class PartitionWrites:
                 " larger than the local topic's max.message.bytes allows"
             )
 
+    def _stamped_by_broker(self, sent: Sent, result: ProduceResult) -> PartitionHalted:
+        """A write landed with the local broker's clock in place of its records' timestamps:
+        the local topic became LogAppendTime since it was checked (a refresh refuses it, up
+        to ``refresh_interval_s`` later; the answer tells at once)."""
+        return PartitionHalted(
+            f"{self.where}: the write of offsets {sent.base_offset}..{sent.next_offset - 1}"
+            f" landed stamped with the local broker's time ({result.log_append_time}) in place"
+            " of the source's timestamps: the local topic's message.timestamp.type is now"
+            " LogAppendTime; set it back to CreateTime (the records written since carry the"
+            " local clock)"
+        )
+
     def _misplaced(self, verdict: Verdict) -> MisalignedWrite:
         return MisalignedWrite(
             f"{self.where}: record from remote offset {verdict.expected} landed at local"
@@ -302,6 +314,8 @@ class PartitionWrites:
         anything else stops the writes behind it."""
         verdict = self._judge(sent, result)
         outcome = verdict.outcome
+        if outcome is Outcome.LANDED and result.log_append_time != -1:
+            raise self._stamped_by_broker(sent, result)
         if outcome is Outcome.LANDED:
             self._confirm(sent)
             return
@@ -344,10 +358,11 @@ class PartitionWrites:
         for sent, future in pending:
             if future.cancelled() or future.exception() is not None:
                 continue  # never sent, or unknown: the local end read next is checked
-            verdict = self._judge(sent, future.result())
+            result = future.result()
+            verdict = self._judge(sent, result)
             if verdict.outcome is Outcome.MISPLACED:
                 raise self._misplaced(verdict)
-            if verdict.landed:
+            if verdict.landed and result.log_append_time == -1:  # stamped: not the source's
                 self._confirm(sent)
 
     async def checked_local_end(self, check: LandedCheck) -> int:

@@ -124,6 +124,7 @@ class ProducedById(NamedTuple):
     error_code: int
     base_offset: int
     message: str | None  # the broker's own words on an error, if it gave any
+    append_time: int = -1  # the broker's clock stamped on the batch (LogAppendTime), else -1
 
 
 class ProduceAnswer(NamedTuple):
@@ -144,14 +145,14 @@ def read_produce_v13(data: bytes, pos: int = 0) -> ProduceAnswer:
     for _ in range(reader.uvarint() - 1):
         topic_id = reader.topic_id()
         for _ in range(reader.uvarint() - 1):
-            index, code, base_offset, _append_time, _start = reader.take(_PRODUCED)
+            index, code, base_offset, append_time, _start = reader.take(_PRODUCED)
             for _ in range(reader.uvarint() - 1):  # record errors: the message says it
                 reader.take(_BATCH_INDEX)
                 reader.compact_string()
                 reader.skip_tags()
             message = reader.compact_string()
             reader.skip_tags()  # the current leader, on NOT_LEADER_OR_FOLLOWER
-            out.append(ProducedById(topic_id, index, code, base_offset, message))
+            out.append(ProducedById(topic_id, index, code, base_offset, message, append_time))
         reader.skip_tags()
     reader.take(_THROTTLE)
     reader.skip_tags()  # node endpoints
@@ -170,9 +171,9 @@ def produced_by_id(response: ProduceResponse_v13 | ProduceAnswer) -> list[Produc
     if isinstance(response, ProduceAnswer):
         return response.partitions
     return [
-        ProducedById(topic_id, index, code, base_offset, message)
+        ProducedById(topic_id, index, code, base_offset, message, append_time)
         for topic_id, partitions, *_ in response.responses
-        for index, code, base_offset, _append_time, _start, _errors, message, *_ in partitions
+        for index, code, base_offset, append_time, _start, _errors, message, *_ in partitions
     ]
 
 

@@ -1,10 +1,13 @@
 """What a reader sees is equal (invariant 7) against real brokers: a LogAppendTime remote topic
 is mirrored with the append times its readers see, a local topic whose settings would
 change what readers see is refused with one line, nothing written to it, and a batch whose
-bytes went bad at the remote halts the partition before any of it lands."""
+bytes went bad at the remote halts the partition before any of it lands, and so does a
+local topic turned LogAppendTime while it is copied, at its first write so stamped (the
+produce answer tells the broker's time; the topic refresh would refuse it minutes later)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import time
@@ -14,9 +17,11 @@ from syncer.clusters import TP
 from syncer.errors import ExitCode
 from syncer.status import State
 from syncer.testbed import Testbed
+from tests.integration.test_config_sync import eventually, running
 from tests.kafka_helpers import (
     CODECS,
     Rec,
+    alter_topic,
     batch_layout,
     catch_up,
     create_topic,
@@ -147,3 +152,27 @@ async def test_a_batch_corrupted_at_the_remote_halts_and_none_of_it_lands(
     copied = kcat_lines(local, topic, 0)  # the batches before it, as they were, and no more
     assert copied == before[: len(copied)] and len(copied) <= 40, copied[-3:]
     assert not any("value-150" in line or "value-05" in line for line in copied)
+
+
+async def test_a_local_topic_turned_log_append_time_while_copying_halts_at_its_first_write(
+    local: str, east: str, topic: str
+) -> None:
+    await create_topic(east, topic)
+    await produce(east, topic, [(b"k", b"a%d" % i) for i in range(10)], timestamp_ms=TWO_DAYS_AGO)
+    topics = {"include": [topic], "refresh_interval_s": 600}  # no refresh refuses it first
+    async with running(make_config(local, {"east": east}, [topic], topics=topics)) as syncer:
+        await eventually(lambda: [s.local_end for s in syncer.statuses()] == [10], "a copy")
+        (status,) = syncer.statuses()
+        await alter_topic(local, topic, {"message.timestamp.type": "LogAppendTime"})
+        await asyncio.sleep(1)  # the local broker takes the change from its metadata log
+        records = [(b"k", b"b%d" % i) for i in range(10)]
+        await produce(east, topic, records, timestamp_ms=TWO_DAYS_AGO, linger_ms=100)
+        took = await eventually(lambda: status.state is State.HALTED, "the halt", 20)
+    assert took < 20 and status.error is not None, status.error
+    assert status.error.startswith(
+        f"{topic}[0]: the write of offsets 10..19 landed stamped with the local broker's time ("
+    ), status.error
+    copied, remote = await read_partition(local, topic), await read_partition(east, topic)
+    assert seen(copied[:10]) == seen(remote[:10])  # before the change: as the source's
+    assert {r.timestamp_type for r in copied[10:]} == {1}  # what the halt names
+    assert {r.timestamp for r in remote[10:]} == {TWO_DAYS_AGO}

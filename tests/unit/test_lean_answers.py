@@ -26,6 +26,7 @@ partitions = st.lists(
         st.integers(0, 2**31 - 1),
         st.sampled_from([0, 6, 45, 47, 87]),  # none, not leader, out of order, bad epoch, invalid
         st.integers(-1, 2**62),
+        st.one_of(st.just(-1), st.integers(0, 2**62)),  # the append time (-1: CreateTime)
         st.lists(st.tuples(st.integers(0, 100), messages), max_size=2),  # record errors
         messages,
         st.dictionaries(st.integers(1, 3), st.binary(max_size=20), max_size=2),  # as a leader
@@ -36,18 +37,22 @@ partitions = st.lists(
 
 @given(orders=partitions, audit=partitions, throttle=st.integers(0, 1000))
 def test_a_produce_answer_decodes_as_aiokafkas_struct_decodes_it(
-    orders: list[tuple[int, int, int, list[tuple[int, str | None]], str | None, dict[int, bytes]]],
-    audit: list[tuple[int, int, int, list[tuple[int, str | None]], str | None, dict[int, bytes]]],
+    orders: list[
+        tuple[int, int, int, int, list[tuple[int, str | None]], str | None, dict[int, bytes]]
+    ],
+    audit: list[
+        tuple[int, int, int, int, list[tuple[int, str | None]], str | None, dict[int, bytes]]
+    ],
     throttle: int,
 ) -> None:
     def rows(
         shape: list[
-            tuple[int, int, int, list[tuple[int, str | None]], str | None, dict[int, bytes]]
+            tuple[int, int, int, int, list[tuple[int, str | None]], str | None, dict[int, bytes]]
         ],
     ) -> list[tuple[object, ...]]:
         return [
-            (i, code, base, -1, 0, [(b, m, {}) for b, m in errors], message, tagged(tags))
-            for i, code, base, errors, message, tags in shape
+            (i, code, base, at, 0, [(b, m, {}) for b, m in errors], message, tagged(tags))
+            for i, code, base, at, errors, message, tags in shape
         ]
 
     responses = [(ORDERS, rows(orders), {}), (AUDIT, rows(audit), tagged({1: b"x"}))]
@@ -55,6 +60,7 @@ def test_a_produce_answer_decodes_as_aiokafkas_struct_decodes_it(
     theirs = produced_by_id(ProduceResponse_v13.decode(io.BytesIO(body)))
     ours = read_produce_v13(b"head" + body, 4)
     assert produced_by_id(ours) == theirs
+    assert [p.append_time for p in ours.partitions] == [row[3] for row in orders + audit]
     assert [p.topic_id for p in ours.partitions] == [ORDERS] * len(orders) + [AUDIT] * len(audit)
 
 

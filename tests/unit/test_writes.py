@@ -271,6 +271,33 @@ async def test_a_write_that_landed_elsewhere_halts_naming_both_offsets() -> None
     assert w.confirmed == 0
 
 
+async def test_a_write_stamped_with_the_brokers_time_halts_naming_its_offsets() -> None:
+    writer, _local, w = await started()
+    w.submit(batch(0), b"raw")
+    w.submit(batch(10), b"raw")
+    writer.sent[0].set_result(ProduceResult(0, 0))
+    writer.sent[1].set_result(ProduceResult(0, 10, None, 1_700_000_000_123))  # LogAppendTime
+    with pytest.raises(PartitionHalted) as halted:
+        await w.drain(0)
+    message = str(halted.value)
+    assert message.startswith(
+        "t[0]: the write of offsets 10..19 landed stamped with the local broker's time"
+        " (1700000000123) in place of the source's timestamps"
+    )
+    assert "message.timestamp.type is now LogAppendTime" in message and "\n" not in message
+    assert w.confirmed == 10  # the first landed as it was; the second is not the source's
+
+
+async def test_settle_does_not_confirm_a_write_stamped_with_the_brokers_time() -> None:
+    writer, _local, w = await started()
+    w.submit(batch(0), b"raw")
+    w.submit(batch(10), b"raw")
+    writer.sent[0].set_result(ProduceResult(0, 0))
+    writer.sent[1].set_result(ProduceResult(0, 10, None, 1_700_000_000_123))
+    await w.settle()
+    assert w.confirmed == 10
+
+
 async def test_a_refused_sequence_resyncs_and_names_the_offset() -> None:
     writer, _local, w = await started()
     w.submit(batch(0), b"raw")
