@@ -271,7 +271,7 @@ class Record:
     timestamp: int
     key: bytes | None
     value: bytes | None
-    headers: tuple[tuple[str, bytes], ...]
+    headers: tuple[tuple[str, bytes | None], ...]  # a header's value may be null
 
 
 def decode(batch: Batch) -> list[Record]:
@@ -309,11 +309,13 @@ def record_digest(r: Record) -> bytes:
     import hashlib
 
     h = hashlib.blake2b(digest_size=16)
-    # a null key or value (a tombstone) is not an empty one: length -1, as on the wire
-    for part in (str(r.timestamp).encode(), r.key, r.value):
-        h.update(b"\xff" * 4 if part is None else len(part).to_bytes(4, "big") + part)
+    # a null key, value or header value (a tombstone) is not an empty one: length -1, as on
+    # the wire; every part carries its length, so no two records' parts run together alike
+    parts: list[bytes | None] = [str(r.timestamp).encode(), r.key, r.value]
     for name, value in r.headers:
-        h.update(name.encode() + b"\0" + value)
+        parts += (name.encode(), value)
+    for part in parts:
+        h.update(b"\xff" * 4 if part is None else len(part).to_bytes(4, "big") + part)
     return h.digest()
 
 
@@ -346,7 +348,7 @@ class _Row(NamedTuple):
     timestamp: int
     key: bytes | None
     value: bytes | None
-    headers: Sequence[tuple[str, bytes]]
+    headers: Sequence[tuple[str, bytes | None]]
 
 
 def _build(
@@ -463,6 +465,6 @@ def fill_around(
     return raw, batch.next_offset - first - len(found)
 
 
-def is_filler(key: bytes | None, headers: Iterable[tuple[str, bytes]]) -> bool:
+def is_filler(key: bytes | None, headers: Iterable[tuple[str, bytes | None]]) -> bool:
     """Was this record written by syncer to fill a hole? (For consumers and for ``verify``.)"""
     return key == FILLER_KEY and any(name == FILLER_HEADER for name, _v in headers)

@@ -60,7 +60,7 @@ async def produce(
     *,
     partition: int = 0,
     codec: str | None = None,
-    headers: list[tuple[str, bytes]] | None = None,
+    headers: list[tuple[str, bytes | None]] | None = None,
     timestamp_ms: int | None = None,
     linger_ms: int = 0,
     max_request_size: int = 1048576,

@@ -3,7 +3,9 @@ is mirrored with the append times its readers see, a local topic whose settings 
 change what readers see is refused with one line, nothing written to it, and a batch whose
 bytes went bad at the remote halts the partition before any of it lands, and so does a
 local topic turned LogAppendTime while it is copied, at its first write so stamped (the
-produce answer tells the broker's time; the topic refresh would refuse it minutes later)."""
+produce answer tells the broker's time; the topic refresh would refuse it minutes later).
+Records whose headers have null values are compared like any others (a restart compares the
+local log's last records with the remote's; their digest took a null value for bytes)."""
 
 from __future__ import annotations
 
@@ -176,3 +178,26 @@ async def test_a_local_topic_turned_log_append_time_while_copying_halts_at_its_f
     assert seen(copied[:10]) == seen(remote[:10])  # before the change: as the source's
     assert {r.timestamp_type for r in copied[10:]} == {1}  # what the halt names
     assert {r.timestamp for r in remote[10:]} == {TWO_DAYS_AGO}
+
+
+async def test_records_with_null_header_values_are_compared_after_a_restart(
+    local: str, east: str, topic: str, config_file: Path
+) -> None:
+    await create_topic(east, topic)
+    headers: list[tuple[str, bytes | None]] = [("trace", None), ("kind", b"")]
+    await produce(east, topic, [(b"k", b"a%d" % i) for i in range(10)], headers=headers)
+    config = make_config(local, {"east": east}, [topic])
+    first = await catch_up(config)
+    assert [s.state for s in first.statuses()] == [State.CAUGHT_UP]
+    await produce(east, topic, [(b"k", b"b%d" % i) for i in range(10)], headers=headers)
+    again = await catch_up(config)  # compares the local log's last records with the remote's
+    (status,) = again.statuses()
+    assert status.state is State.CAUGHT_UP and status.local_end == 20, status.error
+    copied = await read_partition(local, topic)
+    assert seen(copied) == seen(await read_partition(east, topic))
+    assert {r.headers for r in copied} == {(("trace", None), ("kind", b""))}
+    write_config(config_file, local, east, topic)
+    result = run_cli("verify", "-c", str(config_file), "--json")
+    assert result.returncode == ExitCode.OK, result.stdout + result.stderr
+    (verdict,) = json.loads(result.stdout)
+    assert verdict["identical"] and (verdict["from"], verdict["to"]) == (0, 20)

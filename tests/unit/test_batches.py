@@ -182,6 +182,29 @@ def test_record_digests_ignore_batch_layout_and_see_any_difference() -> None:
 
 
 @pytest.mark.parametrize(
+    ("one", "other"),
+    [
+        ([("h", None)], [("h", b"")]),  # a null header value is not an empty one
+        ([("a", b"\0b")], [("a\0", b"b")]),  # nor do a name and a value run together
+        ([("a", b"b")], [("a", b"b"), ("a", b"b")]),
+        ([("h", None), ("g", b"x")], [("g", b"x"), ("h", None)]),  # the order is seen
+    ],
+)
+def test_record_digests_tell_headers_apart(
+    one: list[tuple[str, bytes | None]], other: list[tuple[str, bytes | None]]
+) -> None:
+    def digest(headers: list[tuple[str, bytes | None]]) -> bytes:
+        builder = DefaultRecordBatchBuilder(
+            magic=2, compression_type=0, is_transactional=False, producer_id=-1,
+            producer_epoch=-1, base_sequence=-1, batch_size=1 << 20,
+        )  # fmt: skip
+        builder.append(0, timestamp=5, key=b"k", value=b"v", headers=headers)
+        return record_digests(split_batches(bytes(builder.build())), 0, 1)[0]
+
+    assert digest(one) == digest(list(one)) and digest(one) != digest(other)
+
+
+@pytest.mark.parametrize(
     ("mine", "theirs"),
     [
         ((b"k", None), (b"k", b"")),  # a tombstone is not an empty value
