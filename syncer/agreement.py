@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
@@ -51,9 +51,11 @@ BELOW_BYTES = 1  # below the frontier, the batch holding the record compared is 
 SAMPLE_EVERY = 32
 TAIL_BATCHES = 2  # of a written chunk, kept (as digests) to compare with the next chunk
 LOOKUP_TIMEOUT_S = 15.0
-# how far below the frontier the nearest real local record is looked for: past fillers
-# (transaction markers, aborted data, compaction's holes)
+# how far below the frontier the nearest real local record is looked for first: past
+# fillers (transaction markers, aborted data, compaction's holes); then in windows this many
+# times as wide, down to the log's start
 LOCAL_WINDOWS = (1, 16, 256, 4096)
+LOCAL_WIDENING = 16
 LOCAL_READ_BYTES = 1 << 20
 
 
@@ -108,6 +110,15 @@ class Comparison:
 def compare(ours: Mapping[int, bytes], theirs: Mapping[int, bytes]) -> Comparison:
     common = ours.keys() & theirs.keys()
     return Comparison(len(common), tuple(sorted(o for o in common if ours[o] != theirs[o])))
+
+
+def _windows() -> Iterator[int]:
+    """How far below the frontier each look for a local reference reaches."""
+    yield from LOCAL_WINDOWS
+    window = LOCAL_WINDOWS[-1]
+    while True:
+        window *= LOCAL_WIDENING
+        yield window
 
 
 class SourceDropped(Exception):
@@ -298,16 +309,20 @@ class Agreement:
         return not self.sources.shrunk(copied_end, time.monotonic())
 
     async def _local_reference(self, frontier: int) -> dict[int, bytes]:
-        """Digests of the real records (not fillers) in the smallest window below
-        ``frontier`` that holds any; empty if none is found."""
+        """Digests of the real records (not fillers) nearest below ``frontier``, looked for in
+        windows ever wider down to the log's start; empty only if the local log holds none
+        below it. Past the first windows lie a long run of fillers (an aborted transaction
+        of thousands of records) or writes still in flight above the high watermark:
+        stopping there, a remote with another history was let through unchecked."""
         try:
             start, _end = (await self.local.ends([self.tp]))[self.tp]
-            for window in LOCAL_WINDOWS:
+            high = frontier  # what lies above was read, and held no real record
+            for window in _windows():
                 low = max(start, frontier - window)
-                if low >= frontier:
+                if low >= high:
                     return {}
-                batches = await self._read_local(low, frontier)
-                found = real_digests(batches, low, frontier)
+                batches = await self._read_local(low, high)
+                found = real_digests(batches, low, high)
                 self._local_writers = {
                     o: b.producer_id
                     for b in batches
@@ -316,9 +331,10 @@ class Agreement:
                 }
                 if found or low == start:
                     return found
+                high = low
         except (TimeoutError, OSError) as exc:
             raise TransientClusterError(f"{self.where}: reading the local log: {exc}") from exc
-        return {}
+        return {}  # not reached: the windows end at the log's start
 
     async def _read_local(self, low: int, high: int) -> list[Batch]:
         node = await self.local.leader_for(self.tp)

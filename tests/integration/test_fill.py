@@ -1,6 +1,7 @@
 """Policy fill against real brokers: a compacted source with gaps and a transactional source
 with committed and aborted transactions are copied with every offset aligned, filler records
-exactly at the holes."""
+exactly at the holes; and below thousands of fillers, a remote recreated with another history
+is still compared with the local log's last real record before anything of it is written."""
 
 from __future__ import annotations
 
@@ -193,3 +194,31 @@ async def test_a_transactional_remote_recreated_with_another_history_halts_under
     assert status.state is State.HALTED and status.error is not None
     assert "the local record at offset 7 differs from remote east's" in status.error
     assert await read_partition(local, topic) == before  # nothing of the new log appended
+
+
+ABORTED = 4_200  # more than the first windows look below the frontier (4,096 offsets)
+
+
+async def test_a_recreated_remote_is_compared_below_thousands_of_fillers(
+    local: str, east: str, topic: str
+) -> None:
+    await create_topic(east, topic)
+    await produce(east, topic, [(b"k", b"old-%d" % i) for i in range(10)])
+    aborted = [(b"k", b"aborted-%d" % i) for i in range(ABORTED)]
+    await produce_transactions(east, topic, [(False, aborted)])
+    end = 10 + ABORTED + 1  # the abort marker
+    first = await catch_up_filling(local, east, topic)
+    assert [(s.state, s.local_end) for s in first.statuses()] == [(State.CAUGHT_UP, end)]
+    before = await read_partition(local, topic)
+
+    # a new process (no topic id remembered) meets the remote topic recreated: another history,
+    # longer than the copy, whose records at the copy's offsets differ
+    await delete_topic(east, topic)
+    await asyncio.sleep(2)
+    await create_topic(east, topic)
+    await produce(east, topic, [(b"k", b"new-%d" % i) for i in range(end + 100)])
+    second = await catch_up_filling(local, east, topic)
+    (status,) = second.statuses()
+    assert status.state is State.HALTED, status
+    assert status.error is not None and "the local record at offset 9 differs" in status.error
+    assert await read_partition(local, topic) == before  # nothing of the new history spliced

@@ -209,6 +209,26 @@ async def test_below_a_filler_the_nearest_real_record_is_compared() -> None:
         await check.check(chunk_at(9), 9)
 
 
+async def test_below_thousands_of_fillers_the_nearest_real_record_is_still_compared() -> None:
+    """An aborted transaction of 5,000 records, filled, lies below the frontier: the first
+    windows hold only fillers, and the real record below them is still the reference."""
+    fillers = filler_batches(10, 5010, 1_600_000_000_000, "aborted", 5, 1)
+    local = build(9, [(b"k", b"committed")]) + b"".join(stamped(b, raw) for b, _e, raw in fillers)
+    check, _ = agreement(local, east=build(9, [(b"k", b"another log")]))
+    with pytest.raises(PartitionHalted, match="the local record at offset 9 differs"):
+        await check.check(chunk_at(5010), 5010)
+    same, _ = agreement(local, east=build(9, [(b"k", b"committed")]))
+    await same.check(chunk_at(5010), 5010)  # the same log: let through
+    assert "east" in same.checked
+
+
+async def test_a_local_log_of_fillers_only_has_nothing_to_compare() -> None:
+    ((base, _end, raw),) = filler_batches(0, 10, 1_600_000_000_000, "aborted", 5, 1)
+    check, _ = agreement(stamped(base, raw), east=build(0, [(b"k", b"x")] * 10))
+    await check.check(chunk_at(10), 10)  # down to the log's start: no real record to compare
+    assert "east" in check.checked
+
+
 async def test_a_remote_that_failed_since_it_was_checked_is_compared_again() -> None:
     same = build(9, [(b"k", b"same")])
     check, sources = agreement(same, east=same)
