@@ -66,6 +66,16 @@ class Sent(NamedTuple):
 LandedCheck = Callable[[int, int], Awaitable[None]]
 
 
+def stamped_by_broker(sent: Sent, result: ProduceResult) -> bool:
+    """Did the write land with the local broker's clock in place of its records' timestamps
+    (the topic is LogAppendTime)? A broker answers -1 for a batch it appended as sent; a
+    duplicate it took before (a write retried, or another writer's with our producer id and
+    sequence) is answered with that batch's own max timestamp (``UnifiedLog.append``: the
+    cached ``duplicate.timestamp``), which is ours. (A broker's clock that stamped exactly
+    our max timestamp, to the millisecond, is told by the next write.)"""
+    return result.log_append_time not in (-1, sent.max_timestamp)
+
+
 class PartitionWrites:
     """The writes of one partition: sent, answered, judged, and the confirmed end."""
 
@@ -314,7 +324,7 @@ class PartitionWrites:
         anything else stops the writes behind it."""
         verdict = self._judge(sent, result)
         outcome = verdict.outcome
-        if outcome is Outcome.LANDED and result.log_append_time != -1:
+        if outcome is Outcome.LANDED and stamped_by_broker(sent, result):
             raise self._stamped_by_broker(sent, result)
         if outcome is Outcome.LANDED:
             self._confirm(sent)
@@ -362,7 +372,7 @@ class PartitionWrites:
             verdict = self._judge(sent, result)
             if verdict.outcome is Outcome.MISPLACED:
                 raise self._misplaced(verdict)
-            if verdict.landed and result.log_append_time == -1:  # stamped: not the source's
+            if verdict.landed and not stamped_by_broker(sent, result):  # not the source's
                 self._confirm(sent)
 
     async def checked_local_end(self, check: LandedCheck) -> int:

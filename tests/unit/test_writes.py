@@ -288,6 +288,18 @@ async def test_a_write_stamped_with_the_brokers_time_halts_naming_its_offsets() 
     assert w.confirmed == 10  # the first landed as it was; the second is not the source's
 
 
+async def test_a_duplicate_answered_with_our_own_max_timestamp_is_confirmed() -> None:
+    """A broker answers a batch it took before (a retry, another writer's with our producer
+    id) with that batch's cached max timestamp in the append time field: ours, not its
+    clock's."""
+    writer, _local, w = await started()
+    sent = batch(0)
+    w.submit(sent, b"raw")
+    writer.sent[0].set_result(ProduceResult(0, 0, None, sent.max_timestamp))
+    await w.drain(0)
+    assert w.confirmed == 10
+
+
 async def test_settle_does_not_confirm_a_write_stamped_with_the_brokers_time() -> None:
     writer, _local, w = await started()
     w.submit(batch(0), b"raw")
