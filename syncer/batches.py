@@ -38,6 +38,8 @@ _HEADER = struct.Struct(">qiibIhiqqqhii")
 _WRITER = struct.Struct(">qhi")
 _ATTRIBUTES = struct.Struct(">h")
 _CRC = struct.Struct(">I")
+_MAX_TIMESTAMP_AT = 35
+_TIMESTAMP = struct.Struct(">q")
 
 COMPRESSION_MASK = 0x07
 TIMESTAMP_TYPE_BIT = 0x08
@@ -186,6 +188,13 @@ def _parse(raw: memoryview) -> Batch:
         max_ts,
         raw,
     )
+
+
+def max_timestamp_of(raw: bytes | bytearray) -> int:
+    """The max timestamp in the header of a v2 batch stamped for local: its records' max, as
+    a broker keeps it for our producer (``ProducerStateEntry``'s last timestamp, which its
+    state's expiry counts from) and answers it for a duplicate of the batch."""
+    return int(_TIMESTAMP.unpack_from(raw, _MAX_TIMESTAMP_AT)[0])
 
 
 def sequence_for(offset: int) -> int:

@@ -18,6 +18,7 @@ from syncer.batches import (
     coalesced_runs,
     fill_around,
     filler_batches,
+    max_timestamp_of,
     rewrite_for_local,
     trim_for_local,
 )
@@ -318,13 +319,15 @@ class PartitionCopier:
             return False  # a hole: halted, or filled with writes of their own
         if whole and found.next_offset != got.covered_end:
             return False
-        runs = self._runs(batches, found.trim_first)
+        if found.trim_first is not None:
+            return False  # its max timestamp, which room counts with, is known once rebuilt
+        runs = self._runs(batches, None)
         if not self.writes.room_now([_max_timestamp(run) for run in runs]):
             return False
         if not self.agreement.check_now(got, frontier):
             return False
         for run in runs:
-            self._send(run, got.remote, found.trim_first if run[0] is batches[0] else None)
+            self._send(run, got.remote, None)
         if not batches:
             self.status.state = State.CAUGHT_UP
         self.frontier = self.chunks.frontier = found.next_offset
@@ -374,7 +377,8 @@ class PartitionCopier:
         now_ms = int(time.time() * 1000)
         for base, end, raw in filler_batches(0, start, now_ms, "below-start", pid, epoch):
             await self.writes.room()
-            self._submit(Sent(base, end, end - base, len(raw), "", now_ms, end - base), raw)
+            stamp = max_timestamp_of(raw)
+            self._submit(Sent(base, end, end - base, len(raw), "", stamp, end - base), raw)
         await self.writes.drain(0)
         local_start = await self.local.delete_records(self.tp, start)
         if local_start != start:
@@ -475,7 +479,8 @@ class PartitionCopier:
             if i:
                 await self.writes.room()
             filled = end - base if hole.around is None else fillers
-            self._submit(Sent(base, end, end - base, len(raw), remote, hole.timestamp, filled), raw)
+            stamp = max_timestamp_of(raw)
+            self._submit(Sent(base, end, end - base, len(raw), remote, stamp, filled), raw)
 
     def _send(self, run: list[Batch], remote: str, trim_first: int | None) -> None:
         """Write ``run``: one batch as it is (trimmed from ``trim_first``), or several small
@@ -492,7 +497,9 @@ class PartitionCopier:
         else:
             raw = rewrite_for_local(batch, pid, epoch)
             base, records = batch.base_offset, batch.record_count
-        sent = Sent(base, end, records, len(raw), remote, _max_timestamp(run), batches=len(run))
+        # the written batch's own max: a trimmed one holds less than its source's
+        stamp = max_timestamp_of(raw)
+        sent = Sent(base, end, records, len(raw), remote, stamp, batches=len(run))
         self._submit(sent, raw)
 
     def _submit(self, sent: Sent, raw: bytes | bytearray) -> None:

@@ -7,7 +7,9 @@ from __future__ import annotations
 import asyncio
 import time
 
-from syncer.batches import Batch
+from aiokafka.record.default_records import DefaultRecordBatchBuilder
+
+from syncer.batches import Batch, split_batches
 from syncer.chunk_types import Chunk, Fetched
 from syncer.clusters import TP, FetchedPartition
 from syncer.config import CopierConfig
@@ -89,6 +91,7 @@ class GatedWrites:
     def __init__(self) -> None:
         self.gate = asyncio.Queue[None]()
         self.sent: list[int] = []
+        self.writes: list[Sent] = []
         self.coalescing = False  # each batch a write of its own (copier.coalesce_bytes 0)
 
     async def room(self) -> None:
@@ -96,6 +99,7 @@ class GatedWrites:
 
     def submit(self, sent: Sent, raw: bytes | bytearray) -> None:
         self.sent.append(sent.base_offset)
+        self.writes.append(sent)
 
 
 def writing_copier(writes: GatedWrites) -> PartitionCopier:
@@ -145,3 +149,29 @@ async def test_a_chunk_written_with_no_stop_is_sent_whole() -> None:
         writes.gate.put_nowait(None)
     assert await asyncio.wait_for(copier._write(got, 0), 1) == 50
     assert writes.sent == list(range(0, 50, 5))
+
+
+def timed_batch(base: int, timestamps: list[int]) -> Batch:
+    builder = DefaultRecordBatchBuilder(
+        magic=2, compression_type=0, is_transactional=False, producer_id=1, producer_epoch=0,
+        base_sequence=0, batch_size=1 << 20,
+    )  # fmt: skip
+    for i, timestamp in enumerate(timestamps):
+        builder.append(i, timestamp=timestamp, key=b"k", value=b"v", headers=[])
+    raw = bytearray(builder.build())
+    raw[0:8] = base.to_bytes(8, "big")  # not under the CRC
+    (parsed,) = split_batches(bytes(raw))
+    return parsed
+
+
+async def test_each_write_counts_the_max_timestamp_of_the_records_it_holds() -> None:
+    """The broker keeps our producer state from the max timestamp of the batch written (its
+    expiry counts from it), and answers a duplicate of the batch with it: a write trimmed at
+    the local end holds less than its source batch, whose max came before the trim."""
+    writes = GatedWrites()
+    copier = writing_copier(writes)
+    got = fetched([timed_batch(0, [100, 900, 200, 300, 400]), timed_batch(5, [500, 600])])
+    for _ in range(2):
+        writes.gate.put_nowait(None)
+    assert await asyncio.wait_for(copier._write(got, 2), 1) == 7
+    assert [(s.base_offset, s.max_timestamp) for s in writes.writes] == [(2, 400), (5, 600)]
