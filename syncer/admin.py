@@ -90,6 +90,14 @@ def _admin_errors(what: str) -> Iterator[None]:
         raise TransientClusterError(f"{what}: {exc!r}") from exc
 
 
+def _failed(message: str, exc: BaseException) -> ClusterError:
+    """``message`` as the error a caller acts on: transient (tried again) where the cause is
+    (a connection lost or refused, a node not ready, a timeout: a cluster that comes back),
+    else a ClusterError."""
+    transient = isinstance(exc, OSError) or bool(getattr(exc, "retriable", False))
+    return (TransientClusterError if transient else ClusterError)(message)
+
+
 class TopicAdmin(ClusterConnection):
     """Topic, broker-setting and consumer-group administration of one cluster."""
 
@@ -325,9 +333,12 @@ class TopicAdmin(ClusterConnection):
         """Create each (name, partitions, settings), CREATE_BATCH topics per request: at
         thousands of partitions, one request per topic is most of a start-up. A topic that
         exists already is no error."""
-        admin = await self._admin_client()
-        if replication_factor < 1:
-            replication_factor = await self._default_replication_factor()
+        try:
+            admin = await self._admin_client()
+            if replication_factor < 1:
+                replication_factor = await self._default_replication_factor()
+        except (kafka_errors.KafkaError, OSError) as exc:
+            raise _failed(f"{self.name}: creating topics failed: {exc!r}", exc) from exc
         for i in range(0, len(topics), CREATE_BATCH):
             batch = [
                 NewTopic(topic, partitions, replication_factor, topic_configs=configs)
@@ -336,21 +347,23 @@ class TopicAdmin(ClusterConnection):
             names = ", ".join(repr(t.name) for t in batch[:3]) + ("…" if len(batch) > 3 else "")
             try:
                 response = await admin.create_topics(batch)
-            except kafka_errors.KafkaError as exc:
-                raise ClusterError(f"{self.name}: creating topics {names} failed: {exc}") from exc
+            except (kafka_errors.KafkaError, OSError) as exc:
+                message = f"{self.name}: creating topics {names} failed: {exc}"
+                raise _failed(message, exc) from exc
             for name, code, *rest in response.topic_errors:
                 if code and code != kafka_errors.TopicAlreadyExistsError.errno:
-                    detail = rest[0] if rest and rest[0] else kafka_errors.for_code(code).__name__
-                    raise ClusterError(f"{self.name}: creating topic {name!r} failed: {detail}")
+                    kind = kafka_errors.for_code(code)
+                    detail = rest[0] if rest and rest[0] else kind.__name__
+                    message = f"{self.name}: creating topic {name!r} failed: {detail}"
+                    raise _failed(message, kind())
 
     async def add_partitions(self, topic: str, total: int) -> None:
-        admin = await self._admin_client()
         try:
+            admin = await self._admin_client()
             await admin.create_partitions({topic: NewPartitions(total_count=total)})
-        except kafka_errors.KafkaError as exc:
-            raise ClusterError(
-                f"{self.name}: growing {topic!r} to {total} partitions: {exc}"
-            ) from exc
+        except (kafka_errors.KafkaError, OSError) as exc:
+            message = f"{self.name}: growing {topic!r} to {total} partitions: {exc}"
+            raise _failed(message, exc) from exc
 
     async def broker_settings(self, name: str) -> dict[int, str]:
         """Node id → the value of broker setting ``name`` on each broker of the cluster

@@ -50,6 +50,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# a topic refresh that failed (the local or a remote cluster away) is tried again after this,
+# doubling while it keeps failing, up to the refresh interval: at start no partition is
+# copied until one succeeds (at 30 s, a cluster back in 2 s cost a member half a minute)
+REFRESH_RETRY_S = 1.0
+
 
 class Syncer:
     """Keeps the local cluster's selected partitions identical to the remotes'. ``config``
@@ -233,12 +238,15 @@ class Syncer:
         return self.summary()
 
     async def _run_until_stopped(self) -> None:
+        failed = 0  # topic refreshes failed in a row (a cluster away: tried again sooner)
         while not self._stop.is_set():
             try:
                 await unless_stopped(self.refresh_topics(), self._stop, "topic-refresh")
+                failed = 0
             except SyncerError as exc:
                 if not exc.retriable:
                     raise
+                failed += 1
                 log.warning("topic refresh failed, will try again: %s", exc)
             if self._stop.is_set():
                 break
@@ -250,8 +258,11 @@ class Syncer:
                 for tp, copier in self.copiers.items():
                     if tp not in self._tasks and tp.topic not in self.halted_topics:
                         self._spawn(tp, copier.run())
+            wait = self.topics.next_refresh_s
+            if failed:  # 1, 2, 4 ... s, up to the refresh interval
+                wait = min(wait, REFRESH_RETRY_S * 2 ** min(failed - 1, 10))
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stop.wait(), self.topics.next_refresh_s)
+                await asyncio.wait_for(self._stop.wait(), wait)
         for copier in self.copiers.values():
             copier.request_stop()
         await asyncio.gather(*self._tasks.values(), return_exceptions=True)

@@ -30,10 +30,13 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaProducer
 
+from syncer.status import State
+from syncer.syncer import Syncer
 from syncer.testbed import ClusterSpec, Testbed
 from syncer.testbed.bed import free_port
 from syncer.testbed.proxy import LinkProxy
-from tests.kafka_helpers import Daemon, create_topic, own_bed, read_partition
+from tests.integration.test_config_sync import eventually
+from tests.kafka_helpers import Daemon, create_topic, make_config, own_bed, produce, read_partition
 
 PARTITIONS = 6
 DAEMONS = 3
@@ -197,3 +200,35 @@ async def test_random_kills_pauses_and_cut_links_lose_and_duplicate_nothing(
         # in threads: the proxies run on this loop, and a stopping daemon drains through them
         await asyncio.gather(*(asyncio.to_thread(member.stop) for member in members))
         await asyncio.gather(producing, return_exceptions=True)
+
+
+async def test_the_local_link_lost_as_the_first_refresh_creates_topics_is_waited_out(
+    proxied: Testbed, links: dict[str, LinkProxy], topic: str
+) -> None:
+    """The chaos run's first fault, an outage of the local link, once came as the members
+    created their topic: one exited ("creating topics failed"), one died of an unwrapped
+    NodeNotReadyError, the third waited 30 s for its next refresh, and nothing was copied.
+    Once started, a daemon waits out a cluster that is away, and tries again soon."""
+    local, remote = proxied.clusters["chaos_local"], proxied.clusters["chaos_remote"]
+    await create_topic(remote.direct, topic)
+    await produce(remote.direct, topic, [(b"k", b"%d" % i) for i in range(50)])
+    syncer = Syncer(make_config(local.bootstrap, {"east": remote.bootstrap}, [topic]))
+    async with syncer:  # started: the local cluster gave our producer id and its settings
+        await links["local"].stop()  # then it is away as the first refresh creates the topic
+        run = asyncio.create_task(syncer.run())
+        try:
+            await asyncio.sleep(3)
+            assert not run.done(), run  # not ended by it: waiting it out
+            await links["local"].start()
+            took = await eventually(
+                lambda: (
+                    [(s.state, s.local_end) for s in syncer.statuses()] == [(State.CAUGHT_UP, 50)]
+                ),
+                "the copy after the outage",
+                timeout=20,
+            )
+        finally:
+            syncer.request_stop()
+            await asyncio.wait_for(run, 30)
+    assert took < 20
+    assert await read_partition(local.direct, topic) == await read_partition(remote.direct, topic)
