@@ -373,7 +373,7 @@ class ChunkScheduler:
         try:
             got = self.plan.answered(chunk, fetched)
         except PartitionHalted as exc:  # its records are not well-formed batches: say whose
-            raise type(exc)(f"from remote {chunk.remote}: {exc}") from exc
+            raise PartitionHalted(f"from remote {chunk.remote}: {exc}") from exc
         self._learned_end(chunk.remote, RemoteEnds(fetched.log_start_offset, fetched.stable_end))
         self.sources.health(chunk.remote).succeeded(got.size, seconds)
         log.debug(
