@@ -271,12 +271,21 @@ async def test_a_write_that_landed_elsewhere_halts_naming_both_offsets() -> None
     assert w.confirmed == 0
 
 
-async def test_a_write_stamped_with_the_brokers_time_halts_naming_its_offsets() -> None:
+BROKER_TIME = 1_700_000_000_123  # a LogAppendTime topic's answer: the broker's clock
+
+
+async def second_stamped_by_the_broker() -> PartitionWrites:
+    """Two writes answered: the first as sent, the second stamped with the broker's time."""
     writer, _local, w = await started()
     w.submit(batch(0), b"raw")
     w.submit(batch(10), b"raw")
     writer.sent[0].set_result(ProduceResult(0, 0))
-    writer.sent[1].set_result(ProduceResult(0, 10, None, 1_700_000_000_123))  # LogAppendTime
+    writer.sent[1].set_result(ProduceResult(0, 10, None, BROKER_TIME))
+    return w
+
+
+async def test_a_write_stamped_with_the_brokers_time_halts_naming_its_offsets() -> None:
+    w = await second_stamped_by_the_broker()
     with pytest.raises(PartitionHalted) as halted:
         await w.drain(0)
     message = str(halted.value)
@@ -301,11 +310,7 @@ async def test_a_duplicate_answered_with_our_own_max_timestamp_is_confirmed() ->
 
 
 async def test_settle_does_not_confirm_a_write_stamped_with_the_brokers_time() -> None:
-    writer, _local, w = await started()
-    w.submit(batch(0), b"raw")
-    w.submit(batch(10), b"raw")
-    writer.sent[0].set_result(ProduceResult(0, 0))
-    writer.sent[1].set_result(ProduceResult(0, 10, None, 1_700_000_000_123))
+    w = await second_stamped_by_the_broker()
     await w.settle()
     assert w.confirmed == 10
 
