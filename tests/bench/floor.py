@@ -90,6 +90,8 @@ class Notes:
 NOTES: Notes | None = None  # set by ``--notes``
 WORK_S = 0.0  # set by ``--work-us``: busy time before each answer's writes
 POST_S = 0.0  # set by ``--post-us``: busy time as each produce answer is read
+GAP_S = 0.0  # set by ``--gap-us``: busy time between an answer's writes and its next poll
+POLL_FIRST = False  # set by ``--poll-first``: the next poll written before an answer's writes
 CHECKS = False  # set by ``--checks``: syncer's checks of each answer and write (``Checks``)
 # the brokers' default producer.id.expiration.ms (the bench's brokers keep it)
 PRODUCER_EXPIRY_MS = 86_400_000
@@ -267,12 +269,13 @@ class Partition:
 
     def fetched(self, answer: bytes) -> None:
         assert self.write is not None
+        wrote = False
         for part in read_fetch_v13(answer, _HEADER_V1).partitions:
             if part.error_code:
                 fail(f"fetch of partition {self.number} answered error {part.error_code}")
             if NOTES is not None and part.records:
                 NOTES.note("fetch", self.number, self.offset)
-            if WORK_S and part.records:
+            if WORK_S and part.records and not POLL_FIRST:
                 work(WORK_S)
             if self.checks is not None and part.records:
                 try:
@@ -281,8 +284,17 @@ class Partition:
                     fail(f"partition {self.number}: {exc}")
             else:
                 writes, self.offset = writes_of(part.records, self.offset, self.writer)
+            if POLL_FIRST:
+                self.poll()  # then the time before the writes (``WORK_S``)
+                if WORK_S and part.records:
+                    work(WORK_S)
             for source, batch in writes:
                 self.write.send(self.local_id, self.number, source, batch, self.checks)
+                wrote = True
+        if POLL_FIRST:
+            return
+        if GAP_S and wrote:
+            work(GAP_S)
         self.poll()
 
 
@@ -338,14 +350,31 @@ def main() -> None:
         " rounds): what the hop pays for a copier's time after its writes, judging and counting",
     )
     parser.add_argument(
+        "--gap-us",
+        type=float,
+        default=0.0,
+        help="µs of busy Python between an answer's writes and its partition's next poll"
+        " (bench-steady's floor+gapN rounds): what the hop pays for a copier's time after a"
+        " write that holds its next poll back, as syncer's bookkeeping of an answer does",
+    )
+    parser.add_argument(
+        "--poll-first",
+        action="store_true",
+        help="write each partition's next poll before the writes of what its answer brought"
+        " (bench-steady's floor+pollfirst rounds)",
+    )
+    parser.add_argument(
         "--checks",
         action="store_true",
         help="syncer's checks of each answer and write, by syncer's functions (bench-steady's"
         " floor+checks rounds): what keeping syncer's invariants costs the floor",
     )
     args = parser.parse_args()
-    global WORK_S, POST_S, CHECKS
+    global WORK_S, POST_S, GAP_S, CHECKS
     WORK_S, POST_S, CHECKS = args.work_us / 1e6, args.post_us / 1e6, args.checks
+    GAP_S = args.gap_us / 1e6
+    global POLL_FIRST
+    POLL_FIRST = args.poll_first
     if args.notes:
         global NOTES
         NOTES = Notes(args.topic)

@@ -263,8 +263,12 @@ def start_copier(
         for extra in copier.split("+")[1:]:
             if extra == "checks":
                 cmd += ["--checks"]
+            elif extra == "pollfirst":
+                cmd += ["--poll-first"]
             elif extra.startswith("post"):
                 cmd += ["--post-us", extra.removeprefix("post")]
+            elif extra.startswith("gap"):
+                cmd += ["--gap-us", extra.removeprefix("gap")]
             else:
                 cmd += ["--work-us", extra]
         cmd += ["--topic", topic, "--partitions", str(PARTITIONS)]
