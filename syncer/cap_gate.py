@@ -20,6 +20,11 @@ class CapGate:
         self._wakeup = wakeup
         self._timer: asyncio.TimerHandle | None = None  # the wake-up once paid back
 
+    @property
+    def limited(self) -> bool:
+        """Is a cap set? (Else ``closed`` never is.)"""
+        return bool(self._limits)
+
     def closed(self) -> bool:
         """Is a cap overdrawn? Then the fetcher is woken again when it is paid back."""
         if self._timer is not None:

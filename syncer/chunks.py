@@ -23,6 +23,7 @@ from syncer.chunk_sizes import chunk_size
 from syncer.clusters import TP, FetchedPartition
 from syncer.config import CopierConfig
 from syncer.errors import PartitionHalted, TransientClusterError
+from syncer.fetch_wants import Taken
 from syncer.holes import RemoteEnds
 from syncer.hop_trace import TRACE
 from syncer.lanes import Lanes
@@ -180,16 +181,17 @@ class ChunkScheduler:
             take=take,
         )
 
-    def _take_tail(self, number: int, fetched: FetchedPartition) -> int | None:
+    def _take_tail(self, number: int, fetched: FetchedPartition) -> Taken | None:
         """The poll of chunk ``number`` brought ``fetched`` (records), in the fetcher's turn,
         its future not set yet: if the copier waits for it and it is all this partition has
         in flight and continues at the frontier up to the remote's end
         (``ChunkPlan.tail_answer``), the copier's step is taken on it now (``step``) and the
-        same fetch polls on from where it ended (``ChunkPlan.advance_tail``), with no
-        future, task or fetch of its own, the answer never fed to the plan and taken from
-        it: the offset it polls on from. None: nothing done that the answer's usual way
-        (its future set, ``_answered``) does not do again; what the step raised is left
-        to the copier's task, as ``_step_now`` leaves it."""
+        same fetch polls on from where it ended, with no future, task or fetch of its own,
+        the answer never fed to the plan and taken from it: the offset it polls on from,
+        and what the fetcher calls once that poll is out, before anything else runs
+        (``_tail_taken``: the plan's chunk moved on). None: nothing done that the answer's
+        usual way (its future set, ``_answered``) does not do again; what the step raised
+        is left to the copier's task, as ``_step_now`` leaves it."""
         chunk = self.plan.inflight.get(number)
         if chunk is None or self.step is None or not self.parked or self._stopping:
             return None
@@ -212,13 +214,17 @@ class ChunkScheduler:
         except Exception as exc:
             self.leave(None, exc)  # raised in the copier's task
             return None
-        now = time.monotonic()
+        return got.covered_end, partial(self._tail_taken, got)
+
+    def _tail_taken(self, got: Fetched) -> None:
+        """``got``, taken by ``_take_tail``, was written and its fetch polls on from its end:
+        the plan's open chunk is the poll from there (``ChunkPlan.advance_tail``)."""
+        chunk, now = got.chunk, time.monotonic()
         self._quiet = False
         self.plan.advance_tail(got, now)
         self.sources.health(chunk.remote).succeeded(got.size, now - chunk.launched)
         if TRACE is not None:
             TRACE.note("taken", self.tp.topic, self.tp.partition, chunk.start, got.covered_end)
-        return got.covered_end
 
     def _answered(self) -> bool:
         """A fetch was answered (in the fetcher's turn): the copier's step is taken now if

@@ -23,6 +23,13 @@ class RequestKind(Enum):
     QUIET = "quiet"  # brought nothing for QUIET_S: polled apart, with QUIET_WAIT_MS
 
 
+# a caught-up partition's step on a poll's answer that brought records (``Want.take``): the
+# offset the same fetch polls on from (the step wrote the records), and what the step still
+# does once that poll is out (its bookkeeping, after the poll: ``Fetcher._poll_on``)
+Taken = tuple[int, Callable[[], None]]
+Take = Callable[[FetchedPartition], Taken | None]
+
+
 def hold_always() -> bool:
     return True
 
@@ -44,9 +51,8 @@ class Want:
     # called as its answer is handed back, in the same loop turn (see ``ChunkScheduler``)
     answered: Callable[[], bool | None] = field(default=lambda: None, compare=False)
     # a caught-up partition's step on an answer that brought records, taken before its
-    # future is set: the offset the same fetch polls on from (the step wrote the records),
-    # or None (nothing done: the answer is handed back as any other)
-    take: Callable[[FetchedPartition], int | None] | None = field(default=None, compare=False)
+    # future is set (``Taken``), or None (nothing done: the answer is handed back as any other)
+    take: Take | None = field(default=None, compare=False)
 
     @property
     def ask(self) -> tuple[int, int]:

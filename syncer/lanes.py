@@ -16,7 +16,7 @@ from syncer.clusters import TP, FetchedPartition
 from syncer.config import ClusterConfig, CopierConfig
 from syncer.errors import SyncerError
 from syncer.fetch_connections import DATA_CONNECTION
-from syncer.fetch_wants import hold_always
+from syncer.fetch_wants import Take, hold_always
 from syncer.fetcher import Fetcher
 
 
@@ -116,7 +116,7 @@ class Lanes:
         hold: Callable[[], bool] = hold_always,
         hold_s: float | None = None,
         answered: Callable[[], bool | None] = lambda: None,
-        take: Callable[[FetchedPartition], int | None] | None = None,
+        take: Take | None = None,
     ) -> Awaitable[FetchedPartition]:
         """``Fetcher.fetch`` on the least loaded lane: queued before this returns if that
         lane knows ``tp``'s leader; else a coroutine that chooses as it runs and waits for
@@ -204,7 +204,7 @@ def _fetch_of(
     hold: Callable[[], bool],
     hold_s: float | None,
     answered: Callable[[], bool | None],
-    take: Callable[[FetchedPartition], int | None] | None,
+    take: Take | None,
     lane: Fetcher,
 ) -> Awaitable[FetchedPartition]:
     return lane.fetch(

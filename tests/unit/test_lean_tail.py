@@ -10,13 +10,16 @@ plain values (and inside the plan's random histories: ``test_chunk_plan``)."""
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 from syncer.budget import ByteBudget
+from syncer.cap_gate import CapGate
 from syncer.chunk_plan import Chunk, ChunkPlan
 from syncer.clusters import FetchedPartition
 from syncer.holes import RemoteEnds
 from syncer.lanes import Lanes
+from syncer.ratelimit import ByteRate
 from syncer.sources import SourceHealth
 from syncer.status import State
 from tests.unit.test_chunk_wakeup import records
@@ -56,6 +59,74 @@ async def test_one_fetch_polls_on_through_every_answer_and_its_records_land_in_o
         assert (polling.start, polling.end) == (15, None)  # it polls from where they end
         assert r.copier.frontier == 15 and r.copier.status.local_end == 15
         assert memory.used == 0  # every answer's bytes came back once its write was answered
+    finally:
+        await stop(r)
+
+
+def polls_out_as_the_plan_moves_on(r: Rig) -> tuple[list[int], list[list[int]]]:
+    """Note, each time the plan moves its open chunk on past a taken answer
+    (``advance_tail``), how many polls are out to the remote (the answered one's connection
+    was freed before the answer was handed back); and the offsets of each fetch request
+    sent from here."""
+    fetcher = r.copier.fetchers["east"].lanes[0]
+    plan = r.copier.chunks.plan
+    advance, send = plan.advance_tail, fetcher._send
+    out: list[int] = []
+    sent: list[list[int]] = []
+
+    def noted(*args: Any) -> Any:
+        out.append(len(fetcher.connections.polling[1]))
+        return advance(*args)
+
+    def sending(node: int, connection: int, wants: Any, wait_ms: int) -> None:
+        sent.append([want.offset for want in wants.values()])
+        send(node, connection, wants, wait_ms)
+
+    plan.advance_tail = noted  # type: ignore[method-assign]
+    fetcher._send = sending  # type: ignore[method-assign]
+    return out, sent
+
+
+async def test_a_taken_answers_next_poll_goes_out_right_after_its_writes() -> None:
+    """The next poll of a partition whose answer was taken is written before anything else
+    of that answer is done (the plan's and the source's bookkeeping, the fetcher's counts
+    and pass): records the remote gets meanwhile, mostly the producer's next request
+    within a millisecond, wait for a poll only while none is out (issue 23: each µs between
+    a floor's writes and its next poll cost the hop about as much)."""
+    r = await rig()
+    try:
+        await caught_up(r)
+        out, sent = polls_out_as_the_plan_moves_on(r)
+        for n in range(3):
+            r.remote.append(A, 2)
+            await r.until(lambda n=n: len(r.writer.sent) == 2 + n, "the polled batch's write")
+            r.writer.answer(1 + n)
+            await r.settle()
+        assert out == [1, 1, 1]  # the next poll already out
+        assert sent == [[5], [7], [9]]  # each from where the answer before it ended
+        assert r.writer.offsets() == [0, 3, 5, 7]
+    finally:
+        await stop(r)
+
+
+async def test_with_a_cap_to_obey_a_taken_answers_poll_waits_for_the_pass() -> None:
+    """A cap on the remote's bandwidth is the pass's to obey (its gate, paid as each answer
+    is counted): the next poll then goes out in the pass, after the answer was paid for,
+    and the partition tails on as before."""
+    r = await rig()
+    try:
+        await caught_up(r)
+        fetcher = r.copier.fetchers["east"].lanes[0]
+        fetcher._gate = CapGate((ByteRate(10**9, time.monotonic()),), fetcher._wakeup.set)
+        out, sent = polls_out_as_the_plan_moves_on(r)
+        for n in range(3):
+            r.remote.append(A, 2)
+            await r.until(lambda n=n: len(r.writer.sent) == 2 + n, "the polled batch's write")
+            r.writer.answer(1 + n)
+            await r.settle()
+        assert out == [0, 0, 0]  # none out yet as the plan moved on: queued for the pass
+        assert sent == [[5], [7], [9]]  # and each went, in the pass
+        assert r.writer.offsets() == [0, 3, 5, 7]
     finally:
         await stop(r)
 
