@@ -111,7 +111,9 @@ def main() -> None:
         help="which to run, comma-separated: syncer, floor (tests/bench/floor.py: the least a"
         " one-threaded asyncio copier can do, the hop's floor for one of syncer's kind), mm2;"
         " floor+N: the floor with N µs of busy Python before each answer's writes; floor+postN:"
-        " with N µs as each produce answer is read (both: floor+N+postM); floor+checks:"
+        " with N µs as each produce answer is read (both: floor+N+postM); floor+gapN: with N"
+        " µs between an answer's writes and its next poll; floor+pollfirst: its next poll"
+        " written before the writes; floor+checks:"
         " the floor making syncer's checks of each answer and write (floor.py --checks); syncer*N:"
         " N syncer processes in one group (no --timeline notes), their CPU added up",
     )
@@ -257,7 +259,9 @@ def start_copier(
         return [subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT) for out in logs], topic
     if copier.split("+")[0] == "floor":  # the hop's floor for a one-threaded asyncio copier
         # (floor.py); floor+N: with N µs of busy Python before each answer's writes;
-        # floor+postN: as each produce answer is read; floor+checks: syncer's checks
+        # floor+postN: as each produce answer is read; floor+gapN: between an answer's
+        # writes and its next poll; floor+pollfirst: the poll before the writes;
+        # floor+checks: syncer's checks
         asyncio.run(create_topic(local, topic, PARTITIONS))
         cmd = [sys.executable, "-m", "tests.bench.floor", "--remote", east, "--local", local]
         for extra in copier.split("+")[1:]:
