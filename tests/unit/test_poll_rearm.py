@@ -299,3 +299,42 @@ async def test_a_poll_answer_is_handed_back_before_it_is_counted() -> None:
         assert (f.fetches, len(observed)) == (1, 1)  # and counted once, right after
     finally:
         await f.stop()
+
+
+async def test_a_taken_polls_next_poll_goes_with_those_waiting_for_a_connection() -> None:
+    """Every poll connection busy, another partition's poll waits for one: the next poll of
+    a caught-up partition whose answer was taken goes in the pass, in one request with the
+    waiting poll on the connection the answer freed, not alone ahead of it (the partitions
+    that bring records would keep the connections to themselves)."""
+    broker = WritingBroker(ends={A: TAIL})
+    config = CopierConfig(fetch_max_wait_ms=5_000, chunk_timeout_ms=10_000)
+    f = Fetcher(broker, config, topic_ids={"t": uuid.uuid4()})  # type: ignore[arg-type]
+    f.start()
+    try:
+        await asyncio.sleep(0)
+        settled: list[int] = []
+
+        def take(got: FetchedPartition) -> tuple[int, Any]:
+            return got.stable_end, lambda: settled.append(got.stable_end)
+
+        polls = [f.fetch(A, TAIL, poll=True, take=take)]
+        polls += [f.fetch(TP("t", p), 0, poll=True) for p in range(1, 8)]
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert len(f.connections.polling[1]) == 8  # every poll connection busy
+        waiting = TP("t", 8)
+        f._brought[waiting] = asyncio.get_running_loop().time()  # not quiet: it brought records
+        polls.append(f.fetch(waiting, 0, poll=True))
+        for _ in range(10):  # looked at once (a fetch with no wait), then queued
+            await asyncio.sleep(0)
+        assert waiting in f._wants
+        broker.append(A, 3)
+        for _ in range(10):
+            await asyncio.sleep(0)
+        assert settled == [TAIL + 3]
+        _connection, offsets, _wait = broker.requests[-1]
+        assert offsets == {A: TAIL + 3, waiting: 0}  # together, on the freed connection
+        for poll in polls:
+            poll.cancel()
+    finally:
+        await f.stop()
