@@ -101,6 +101,9 @@ class Fetcher(RequestLoop):
         # answers are being handed back: the polls the copiers' steps ask for meanwhile go
         # out right after (``_send_now``), not one by one ahead of the steps still to come
         self._handing = False
+        # a bug met where the loop's task is not (``_taken``): the task dies of it, as of
+        # one met in its own pass, and every fetch waiting is failed with why
+        self._bug: Exception | None = None
         self.fetches = 0
         self.pending_bytes = 0  # asked for and not answered yet: how loaded this lane is
         self.pending: dict[TP, int] = {}  # fetches waiting or in flight, per partition
@@ -234,6 +237,8 @@ class Fetcher(RequestLoop):
         while True:
             await self._wakeup.wait()
             self._wakeup.clear()
+            if self._bug is not None:
+                raise self._bug
             while self._dispatch():
                 pass  # a partition's next want may go out in the pipeline's next request
 
@@ -507,6 +512,11 @@ class Fetcher(RequestLoop):
         try:
             if node is None or not self._poll_on(tp, want, node):
                 self._queue(tp, want)
+        except Exception as exc:  # a bug: this fetch fails with it, and the loop dies of it
+            if not want.future.done():
+                want.future.set_exception(TransientClusterError(f"{self.name} stopped: {exc!r}"))
+            self._bug = exc
+            self._wakeup.set()
         finally:
             settle()
 

@@ -13,9 +13,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
+
 from syncer.chunks import ChunkScheduler
 from syncer.clusters import TP, FetchedPartition
 from syncer.config import CopierConfig
+from syncer.errors import TransientClusterError
 from syncer.fetcher import Fetcher
 from syncer.holes import RemoteEnds
 from syncer.lanes import Lanes
@@ -336,5 +339,68 @@ async def test_a_taken_polls_next_poll_goes_with_those_waiting_for_a_connection(
         assert offsets == {A: TAIL + 3, waiting: 0}  # together, on the freed connection
         for poll in polls:
             poll.cancel()
+    finally:
+        await f.stop()
+
+
+async def test_a_bug_met_polling_on_at_once_stops_the_fetcher_with_why() -> None:
+    """A bug met as a taken answer's next poll is written (outside the fetcher's task) is
+    not taken for the answered request's failure: the fetcher dies of it, as of one met in
+    its own pass, and the fetch fails with why; the taker's bookkeeping still ran."""
+    broker = WritingBroker(ends={A: TAIL})
+    config = CopierConfig(fetch_max_wait_ms=5_000, chunk_timeout_ms=10_000)
+    f = Fetcher(broker, config, topic_ids={"t": uuid.uuid4()})  # type: ignore[arg-type]
+    f.start()
+    try:
+        await asyncio.sleep(0)
+        settled: list[int] = []
+
+        def take(got: FetchedPartition) -> tuple[int, Any]:
+            return got.stable_end, lambda: settled.append(got.stable_end)
+
+        poll = f.fetch(A, TAIL, poll=True, take=take)
+        for _ in range(5):
+            await asyncio.sleep(0)
+
+        def broken(*_: Any) -> None:
+            raise RuntimeError("a bug writing the poll")
+
+        f._send = broken  # type: ignore[method-assign]
+        broker.append(A, 3)
+        with pytest.raises(TransientClusterError, match="a bug writing the poll"):
+            await asyncio.wait_for(poll, 1)
+        assert settled == [TAIL + 3]
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert f.dead is not None and "a bug writing the poll" in str(f.dead)  # the loop died
+    finally:
+        await f.stop()
+
+
+async def test_a_taken_polls_next_poll_follows_a_moved_leader() -> None:
+    """The leader moved while the poll was out (a metadata refresh said so): the next poll
+    of its taken answer goes where the pass routes it, to the new leader, not back on the
+    old one's freed connection."""
+    broker = WritingBroker(ends={A: TAIL})
+    config = CopierConfig(fetch_max_wait_ms=5_000, chunk_timeout_ms=10_000)
+    f = Fetcher(broker, config, topic_ids={"t": uuid.uuid4()})  # type: ignore[arg-type]
+    f.start()
+    try:
+        await asyncio.sleep(0)
+
+        def take(got: FetchedPartition) -> tuple[int, Any]:
+            return got.stable_end, lambda: None
+
+        poll = f.fetch(A, TAIL, poll=True, take=take)
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert len(f.connections.polling[1]) == 1
+        broker.leader = lambda tp: 2  # type: ignore[method-assign]
+        broker.append(A, 3)
+        for _ in range(10):
+            await asyncio.sleep(0)
+        assert len(f.connections.polling[1]) == 0 and len(f.connections.polling[2]) == 1
+        assert broker.requests[-1][1] == {A: TAIL + 3}
+        poll.cancel()
     finally:
         await f.stop()
