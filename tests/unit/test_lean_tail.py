@@ -87,6 +87,15 @@ def polls_out_as_the_plan_moves_on(r: Rig) -> tuple[list[int], list[list[int]]]:
     return out, sent
 
 
+async def three_polled_batches(r: Rig) -> None:
+    """Three batches of two records, each polled, written and answered in turn."""
+    for n in range(3):
+        r.remote.append(A, 2)
+        await r.until(lambda n=n: len(r.writer.sent) == 2 + n, "the polled batch's write")
+        r.writer.answer(1 + n)
+        await r.settle()
+
+
 async def test_a_taken_answers_next_poll_goes_out_right_after_its_writes() -> None:
     """The next poll of a partition whose answer was taken is written before anything else
     of that answer is done (the plan's and the source's bookkeeping, the fetcher's counts
@@ -97,11 +106,7 @@ async def test_a_taken_answers_next_poll_goes_out_right_after_its_writes() -> No
     try:
         await caught_up(r)
         out, sent = polls_out_as_the_plan_moves_on(r)
-        for n in range(3):
-            r.remote.append(A, 2)
-            await r.until(lambda n=n: len(r.writer.sent) == 2 + n, "the polled batch's write")
-            r.writer.answer(1 + n)
-            await r.settle()
+        await three_polled_batches(r)
         assert out == [1, 1, 1]  # the next poll already out
         assert sent == [[5], [7], [9]]  # each from where the answer before it ended
         assert r.writer.offsets() == [0, 3, 5, 7]
@@ -119,11 +124,7 @@ async def test_with_a_cap_to_obey_a_taken_answers_poll_waits_for_the_pass() -> N
         fetcher = r.copier.fetchers["east"].lanes[0]
         fetcher._gate = CapGate((ByteRate(10**9, time.monotonic()),), fetcher._wakeup.set)
         out, sent = polls_out_as_the_plan_moves_on(r)
-        for n in range(3):
-            r.remote.append(A, 2)
-            await r.until(lambda n=n: len(r.writer.sent) == 2 + n, "the polled batch's write")
-            r.writer.answer(1 + n)
-            await r.settle()
+        await three_polled_batches(r)
         assert out == [0, 0, 0]  # none out yet as the plan moved on: queued for the pass
         assert sent == [[5], [7], [9]]  # and each went, in the pass
         assert r.writer.offsets() == [0, 3, 5, 7]

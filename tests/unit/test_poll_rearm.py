@@ -8,8 +8,9 @@ gives its queued fetch up (it is no longer counted in its lane's load)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -304,49 +305,11 @@ async def test_a_poll_answer_is_handed_back_before_it_is_counted() -> None:
         await f.stop()
 
 
-async def test_a_taken_polls_next_poll_goes_with_those_waiting_for_a_connection() -> None:
-    """Every poll connection busy, another partition's poll waits for one: the next poll of
-    a caught-up partition whose answer was taken goes in the pass, in one request with the
-    waiting poll on the connection the answer freed, not alone ahead of it (the partitions
-    that bring records would keep the connections to themselves)."""
-    broker = WritingBroker(ends={A: TAIL})
-    config = CopierConfig(fetch_max_wait_ms=5_000, chunk_timeout_ms=10_000)
-    f = Fetcher(broker, config, topic_ids={"t": uuid.uuid4()})  # type: ignore[arg-type]
-    f.start()
-    try:
-        await asyncio.sleep(0)
-        settled: list[int] = []
-
-        def take(got: FetchedPartition) -> tuple[int, Any]:
-            return got.stable_end, lambda: settled.append(got.stable_end)
-
-        polls = [f.fetch(A, TAIL, poll=True, take=take)]
-        polls += [f.fetch(TP("t", p), 0, poll=True) for p in range(1, 8)]
-        for _ in range(5):
-            await asyncio.sleep(0)
-        assert len(f.connections.polling[1]) == 8  # every poll connection busy
-        waiting = TP("t", 8)
-        f._brought[waiting] = asyncio.get_running_loop().time()  # not quiet: it brought records
-        polls.append(f.fetch(waiting, 0, poll=True))
-        for _ in range(10):  # looked at once (a fetch with no wait), then queued
-            await asyncio.sleep(0)
-        assert waiting in f._wants
-        broker.append(A, 3)
-        for _ in range(10):
-            await asyncio.sleep(0)
-        assert settled == [TAIL + 3]
-        _connection, offsets, _wait = broker.requests[-1]
-        assert offsets == {A: TAIL + 3, waiting: 0}  # together, on the freed connection
-        for poll in polls:
-            poll.cancel()
-    finally:
-        await f.stop()
-
-
-async def test_a_bug_met_polling_on_at_once_stops_the_fetcher_with_why() -> None:
-    """A bug met as a taken answer's next poll is written (outside the fetcher's task) is
-    not taken for the answered request's failure: the fetcher dies of it, as of one met in
-    its own pass, and the fetch fails with why; the taker's bookkeeping still ran."""
+@contextlib.asynccontextmanager
+async def polled_at_the_tail() -> AsyncIterator[tuple[WritingBroker, Fetcher, list[int], Any]]:
+    """A fetcher with A's poll at the tail out, each answer that brings records taken (as a
+    caught-up copier's step takes it): the broker, the fetcher, the ends of the answers
+    taken as the taker's bookkeeping runs for each, and the poll's future."""
     broker = WritingBroker(ends={A: TAIL})
     config = CopierConfig(fetch_max_wait_ms=5_000, chunk_timeout_ms=10_000)
     f = Fetcher(broker, config, topic_ids={"t": uuid.uuid4()})  # type: ignore[arg-type]
@@ -359,8 +322,46 @@ async def test_a_bug_met_polling_on_at_once_stops_the_fetcher_with_why() -> None
             return got.stable_end, lambda: settled.append(got.stable_end)
 
         poll = f.fetch(A, TAIL, poll=True, take=take)
-        for _ in range(5):
-            await asyncio.sleep(0)
+        yield broker, f, settled, poll
+        poll.cancel()
+    finally:
+        await f.stop()
+
+
+async def turns(n: int) -> None:
+    for _ in range(n):
+        await asyncio.sleep(0)
+
+
+async def test_a_taken_polls_next_poll_goes_with_those_waiting_for_a_connection() -> None:
+    """Every poll connection busy, another partition's poll waits for one: the next poll of
+    a caught-up partition whose answer was taken goes in the pass, in one request with the
+    waiting poll on the connection the answer freed, not alone ahead of it (the partitions
+    that bring records would keep the connections to themselves)."""
+    async with polled_at_the_tail() as (broker, f, settled, _poll):
+        polls = [f.fetch(TP("t", p), 0, poll=True) for p in range(1, 8)]
+        await turns(5)
+        assert len(f.connections.polling[1]) == 8  # every poll connection busy
+        waiting = TP("t", 8)
+        f._brought[waiting] = asyncio.get_running_loop().time()  # not quiet: it brought records
+        polls.append(f.fetch(waiting, 0, poll=True))
+        await turns(10)  # looked at once (a fetch with no wait), then queued
+        assert waiting in f._wants
+        broker.append(A, 3)
+        await turns(10)
+        assert settled == [TAIL + 3]
+        _connection, offsets, _wait = broker.requests[-1]
+        assert offsets == {A: TAIL + 3, waiting: 0}  # together, on the freed connection
+        for poll in polls:
+            poll.cancel()
+
+
+async def test_a_bug_met_polling_on_at_once_stops_the_fetcher_with_why() -> None:
+    """A bug met as a taken answer's next poll is written (outside the fetcher's task) is
+    not taken for the answered request's failure: the fetcher dies of it, as of one met in
+    its own pass, and the fetch fails with why; the taker's bookkeeping still ran."""
+    async with polled_at_the_tail() as (broker, f, settled, poll):
+        await turns(5)
 
         def broken(*_: Any) -> None:
             raise RuntimeError("a bug writing the poll")
@@ -370,37 +371,20 @@ async def test_a_bug_met_polling_on_at_once_stops_the_fetcher_with_why() -> None
         with pytest.raises(TransientClusterError, match="a bug writing the poll"):
             await asyncio.wait_for(poll, 1)
         assert settled == [TAIL + 3]
-        for _ in range(3):
-            await asyncio.sleep(0)
+        await turns(3)
         assert f.dead is not None and "a bug writing the poll" in str(f.dead)  # the loop died
-    finally:
-        await f.stop()
 
 
 async def test_a_taken_polls_next_poll_follows_a_moved_leader() -> None:
     """The leader moved while the poll was out (a metadata refresh said so): the next poll
     of its taken answer goes where the pass routes it, to the new leader, not back on the
     old one's freed connection."""
-    broker = WritingBroker(ends={A: TAIL})
-    config = CopierConfig(fetch_max_wait_ms=5_000, chunk_timeout_ms=10_000)
-    f = Fetcher(broker, config, topic_ids={"t": uuid.uuid4()})  # type: ignore[arg-type]
-    f.start()
-    try:
-        await asyncio.sleep(0)
-
-        def take(got: FetchedPartition) -> tuple[int, Any]:
-            return got.stable_end, lambda: None
-
-        poll = f.fetch(A, TAIL, poll=True, take=take)
-        for _ in range(5):
-            await asyncio.sleep(0)
+    async with polled_at_the_tail() as (broker, f, settled, _poll):
+        await turns(5)
         assert len(f.connections.polling[1]) == 1
         broker.leader = lambda tp: 2  # type: ignore[method-assign]
         broker.append(A, 3)
-        for _ in range(10):
-            await asyncio.sleep(0)
+        await turns(10)
+        assert settled == [TAIL + 3]
         assert len(f.connections.polling[1]) == 0 and len(f.connections.polling[2]) == 1
         assert broker.requests[-1][1] == {A: TAIL + 3}
-        poll.cancel()
-    finally:
-        await f.stop()
