@@ -527,8 +527,8 @@ class Fetcher(RequestLoop):
         producer's next request), wait for a poll only while none is out. The floor of
         ``make bench-steady`` with 250 µs between its writes and its next poll had a hop
         0.26 ms longer, p50 0.58 → 0.84 ms (``docs/benchmarks.md``). Whether it went; False
-        where the pass must decide (a cap to obey, any fetch queued for it, the leader moved
-        or being refreshed, a broker backing off, no poll connection free): it is queued as
+        where the pass must decide (a cap to obey, any fetch queued, the leader moved or
+        being refreshed, a broker backing off, no poll connection free): it is queued as
         usual. With fetches queued (every poll connection was busy), the pass puts them in
         one request with it on the connection its answer freed; sent alone, the partitions
         that bring records kept the connections to themselves and the others waited."""
