@@ -463,8 +463,8 @@ class Fetcher(RequestLoop):
         (False: the caller took the answer at once, in this turn, and its task sleeps on)."""
         woke = False
         quiet = request.connection == QUIET_CONNECTION
-        # a request of one partition: a poll whose answer is taken polls on at once
-        alone = None if quiet or len(wants) != 1 else request.node
+        # a request of one partition: a poll whose answer is taken polls on at once, there
+        alone_at = None if quiet or len(wants) != 1 else request.node
         now = asyncio.get_running_loop().time()
         answers: list[tuple[TP, Want | None, FetchedPartition | None]]
         if quiet:
@@ -492,7 +492,7 @@ class Fetcher(RequestLoop):
             elif got.outcome is FetchOutcome.REROUTED:  # a read replica named, or failed
                 self._queue(tp, want)
             elif want.take is not None and got.records and (taken := want.take(got)) is not None:
-                self._taken(tp, want, taken, now, alone)
+                self._taken(tp, want, taken, now, alone_at)
             else:
                 want.future.set_result(got)
                 # the caller's own waiter wakes in the same turn as it, or takes it now
@@ -514,7 +514,7 @@ class Fetcher(RequestLoop):
                 self._queue(tp, want)
         except Exception as exc:  # a bug: this fetch fails with it, and the loop dies of it
             if not want.future.done():
-                want.future.set_exception(TransientClusterError(f"{self.name} stopped: {exc!r}"))
+                want.future.set_exception(self._stopped_by(exc))
             self._bug = exc
             self._wakeup.set()
         finally:

@@ -56,8 +56,12 @@ class RequestLoop(abc.ABC):
         exc = task.exception()
         if exc is not None:
             log.error("%s stopped: %r", self.name, exc, exc_info=exc)
-            self.dead = TransientClusterError(f"{self.name} stopped: {exc!r}")
+            self.dead = self._stopped_by(exc)
             self._fail_waiting(self.dead)
+
+    def _stopped_by(self, exc: BaseException) -> TransientClusterError:
+        """What the fetches of a loop that died of ``exc`` fail with."""
+        return TransientClusterError(f"{self.name} stopped: {exc!r}")
 
     async def stop(self) -> None:
         """Cancel the background task and the requests in flight, wait for them, and cancel

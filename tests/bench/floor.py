@@ -370,11 +370,9 @@ def main() -> None:
         " floor+checks rounds): what keeping syncer's invariants costs the floor",
     )
     args = parser.parse_args()
-    global WORK_S, POST_S, GAP_S, CHECKS
-    WORK_S, POST_S, CHECKS = args.work_us / 1e6, args.post_us / 1e6, args.checks
-    GAP_S = args.gap_us / 1e6
-    global POLL_FIRST
-    POLL_FIRST = args.poll_first
+    global WORK_S, POST_S, GAP_S, POLL_FIRST, CHECKS
+    WORK_S, POST_S, GAP_S = args.work_us / 1e6, args.post_us / 1e6, args.gap_us / 1e6
+    POLL_FIRST, CHECKS = args.poll_first, args.checks
     if args.notes:
         global NOTES
         NOTES = Notes(args.topic)
