@@ -101,8 +101,8 @@ class Fetcher(RequestLoop):
         # answers are being handed back: the polls the copiers' steps ask for meanwhile go
         # out right after (``_send_now``), not one by one ahead of the steps still to come
         self._handing = False
-        # a bug met where the loop's task is not (``_taken``): the task dies of it, as of
-        # one met in its own pass, and every fetch waiting is failed with why
+        # a bug met where the loop's task is not (``_taken``, ``_send_now``): the task dies
+        # of it, as of one met in its own pass, and every fetch waiting is failed with why
         self._bug: Exception | None = None
         self.fetches = 0
         self.pending_bytes = 0  # asked for and not answered yet: how loaded this lane is
@@ -192,8 +192,8 @@ class Fetcher(RequestLoop):
         try:
             while self._dispatch() and self._wants:
                 pass
-        except Exception:
-            self._wakeup.set()  # a bug: the loop's pass meets it again and dies of it
+        except Exception:  # a bug: the loop's pass dies of it (``_dispatch`` failed what
+            self._wakeup.set()  # it took from the queue and noted it), or meets it again
 
     def _done(self, tp: TP, want: Want) -> None:
         """``want`` was answered, failed, or given up by its caller (its future cancelled)."""
@@ -244,10 +244,21 @@ class Fetcher(RequestLoop):
 
     def _dispatch(self) -> bool:
         """One request per broker and kind (data, poll, quiet poll) with room for it, the
-        lowest offset of every partition that waits; whether any went out."""
+        lowest offset of every partition that waits; whether any went out. A bug met in the
+        pass fails the fetches it took from the queue (no one else would: they are neither
+        queued nor in flight) and the loop dies of it (``_died_of``)."""
         if self._gate.closed():
             return False
         by_node: dict[tuple[int, RequestKind], dict[TP, Want]] = defaultdict(dict)
+        try:
+            return self._gathered(by_node)
+        except Exception as exc:
+            self._died_of(exc, [want for wants in by_node.values() for want in wants.values()])
+            raise
+
+    def _gathered(self, by_node: dict[tuple[int, RequestKind], dict[TP, Want]]) -> bool:
+        """``_dispatch``'s pass, the fetches it takes from the queue gathered in
+        ``by_node``."""
         quiet_since = asyncio.get_running_loop().time() - QUIET_S
         now = time.monotonic()
         for tp, queue in list(self._wants.items()):
@@ -513,12 +524,18 @@ class Fetcher(RequestLoop):
             if node is None or not self._poll_on(tp, want, node):
                 self._queue(tp, want)
         except Exception as exc:  # a bug: this fetch fails with it, and the loop dies of it
-            if not want.future.done():
-                want.future.set_exception(self._stopped_by(exc))
-            self._bug = exc
-            self._wakeup.set()
+            self._died_of(exc, [want])
         finally:
             settle()
+
+    def _died_of(self, exc: Exception, wants: list[Want]) -> None:
+        """A bug met with ``wants`` out of the queue: they fail with it, and the loop's task
+        dies of it (met outside it, at its next pass), failing every fetch still waiting."""
+        for want in wants:
+            if not want.future.done():
+                want.future.set_exception(self._stopped_by(exc))
+        self._bug = exc
+        self._wakeup.set()
 
     def _poll_on(self, tp: TP, want: Want, node: int) -> bool:
         """A caught-up partition's poll, its answer just taken (written), polled on now, in

@@ -176,11 +176,25 @@ class Writer(RequestLoop):
 
     def _dispatch(self) -> None:
         """Write one request per connection with room for one, carrying the next batch of
-        every partition that waits for it."""
+        every partition that waits for it. A bug met in the pass fails the batches it took
+        from the queues (no one else would: they are neither queued nor in flight), and the
+        loop dies of it."""
         if not self.may_write():
             self._refuse_all()
             return
         by_request: dict[tuple[int, int], dict[TP, Waiting]] = defaultdict(dict)
+        try:
+            self._gathered(by_request)
+        except Exception as exc:
+            for entries in by_request.values():
+                for _batch, future, _at in entries.values():
+                    if not future.done():
+                        future.set_exception(self._stopped_by(exc))
+            raise
+
+    def _gathered(self, by_request: dict[tuple[int, int], dict[TP, Waiting]]) -> None:
+        """``_dispatch``'s pass, the batches it takes from the queues gathered in
+        ``by_request``."""
         for tp, queue in list(self._queues.items()):
             node = self._leader(tp, queue)
             if node is None:

@@ -288,6 +288,46 @@ async def test_a_fetch_never_sent_fails_after_its_wait_in_the_queue() -> None:
         await f.stop()
 
 
+def broken_send(*_: object) -> None:
+    raise RuntimeError("a bug sending a fetch")
+
+
+async def test_a_bug_in_the_loops_pass_fails_the_fetches_it_took_from_the_queue() -> None:
+    """The fetches a pass took from the queue are neither queued nor in flight: a bug met as
+    they are sent fails them with why (the loop dies of it, failing only what still
+    waits), or their copiers would wait for them for good."""
+    f = fetcher(Broker(ends={A: 1, B: 1}))
+    f._send = broken_send  # type: ignore[method-assign]
+    try:
+        fetches = [f.fetch(A, 0), f.fetch(B, 0)]  # queued together: one pass takes both
+        for fetch in fetches:
+            with pytest.raises(TransientClusterError, match="a bug sending a fetch"):
+                await asyncio.wait_for(fetch, 1)
+        await asyncio.sleep(0)
+        assert f.dead is not None and "a bug sending a fetch" in str(f.dead)
+    finally:
+        await f.stop()
+
+
+async def test_a_bug_in_a_pass_made_in_a_copiers_turn_fails_its_fetch_and_the_loop() -> None:
+    """A poll asked of an idle fetcher is sent in its caller's turn (``_send_now``), not by
+    the loop's task: a bug met there fails it with why and the loop dies of it. Before, the
+    loop's next pass found the queue empty and lived on, the poll stranded."""
+    f = fetcher(Broker())
+    await asyncio.sleep(0)  # the loop's task waits: a poll goes at once
+    f._send = broken_send  # type: ignore[method-assign]
+    try:
+        poll = f.fetch(A, 0, poll=True)
+        with pytest.raises(TransientClusterError, match="a bug sending a fetch"):
+            await asyncio.wait_for(poll, 1)
+        await asyncio.sleep(0)
+        assert f.dead is not None and "a bug sending a fetch" in str(f.dead)
+        with pytest.raises(TransientClusterError):  # and what is asked later fails at once
+            await asyncio.wait_for(f.fetch(B, 0), 1)
+    finally:
+        await f.stop()
+
+
 async def test_a_fetch_answered_in_time_is_not_failed_by_its_queue_bound() -> None:
     broker = Broker(ends={A: 1})
     f = fetcher(broker, timeout_ms=100)

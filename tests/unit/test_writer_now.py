@@ -329,3 +329,25 @@ async def test_a_batch_whose_request_breaks_as_it_is_written_fails_once_and_is_n
         for _ in range(3):
             await asyncio.sleep(0)  # passes of the writer's task: nothing left to send
         assert cluster.written == [[b"a"]]
+
+
+async def test_a_bug_in_the_writers_pass_fails_the_batches_it_took_from_the_queues() -> None:
+    """The batches a pass took from the queues are neither queued nor in flight: a bug met
+    as they are written fails them with why (the loop dies of it, failing only what still
+    waits), or their copiers would wait for their answers for good."""
+
+    def broken(*_: object) -> None:
+        raise RuntimeError("a bug writing a request")
+
+    writer = Writer(Direct(), max_in_flight=5)  # type: ignore[arg-type]
+    futures = [writer.submit(A, b"a"), writer.submit(B, b"b")]  # no loop yet: both queued
+    writer._start = broken  # type: ignore[method-assign]
+    writer.start()
+    try:
+        for future in futures:
+            with pytest.raises(TransientClusterError, match="a bug writing a request"):
+                await asyncio.wait_for(future, 1)
+        await asyncio.sleep(0)
+        assert writer.dead is not None and "a bug writing a request" in str(writer.dead)
+    finally:
+        await writer.stop()
