@@ -12,7 +12,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -422,3 +422,13 @@ def own_bed(root: Path, jars: KafkaJars, specs: Iterable[ClusterSpec]) -> Iterat
         yield bed
     finally:
         bed.down(kill=True)  # throw-away data: no clean shutdown to wait for
+
+
+async def until(condition: Callable[[], bool], what: str, timeout_s: float) -> None:
+    """Wait until ``condition()`` holds, looking every 50 ms; AssertionError naming
+    ``what`` once ``timeout_s`` has passed."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no {what} after {timeout_s:.0f} s")
+        await asyncio.sleep(0.05)

@@ -18,7 +18,9 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from aiokafka import AIOKafkaProducer
 
+from syncer import Syncer
 from syncer.config import Config
 from syncer.status import State
 from syncer.testbed import ClusterSpec, Testbed
@@ -28,12 +30,14 @@ from tests.kafka_helpers import (
     Daemon,
     Rec,
     alter_topic,
+    batch_layout,
     catch_up,
     create_topic,
     make_config,
     own_bed,
     produce,
     read_partition,
+    until,
 )
 
 DAY_MS = 86_400_000
@@ -248,3 +252,90 @@ async def test_old_records_through_cut_links_and_kill_9_end_identical(
         assert await read_partition(local.direct, topic, p) == await read_partition(
             remote.direct, topic, p
         ), f"partition {p}"
+
+
+async def one_batch(bootstrap: str, topic: str, records: list[tuple[bytes, int]]) -> None:
+    """``records`` (value, timestamp) in one batch of partition 0: sent together, then
+    flushed, by a producer that lingers."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=1000, acks="all")
+    await producer.start()
+    try:
+        sends = [
+            await producer.send(topic, key=b"k", value=v, partition=0, timestamp_ms=t)
+            for v, t in records
+        ]
+        await producer.flush()
+        for sent in sends:
+            await sent
+    finally:
+        await producer.stop()
+
+
+async def batch_by_batch(bootstrap: str, topic: str, records: list[tuple[bytes, int]]) -> None:
+    """``records`` (value, timestamp), each a batch of its own in partition 0, one right
+    after the other (the next sent as the one before is acknowledged: a few milliseconds,
+    far less than a write's round trip to the local cluster here)."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=0, acks="all")
+    await producer.start()
+    try:
+        for value, stamp in records:
+            await (
+                await producer.send(topic, key=b"k", value=value, partition=0, timestamp_ms=stamp)
+            )
+    finally:
+        await producer.stop()
+
+
+HOUR_MS = 3_600_000
+# the local topic refuses records more than an hour ahead of its clock; the remote's takes
+# them up to a day ahead
+REFUSES_FUTURE = {"message.timestamp.after.max.ms": str(HOUR_MS)}
+TAKES_FUTURE = {"message.timestamp.after.max.ms": str(24 * HOUR_MS)}
+
+
+async def test_a_trimmed_write_is_timed_by_what_it_holds_not_by_its_source_batch(
+    forgetful: Testbed, link: LinkProxy, topic: str
+) -> None:
+    """The broker keeps our producer state by the max timestamp of the batch it appended.
+    A batch trimmed at the local end holds less than its source batch, whose max may lie in
+    what was cut off: counted by the source's max, a trimmed batch of two-day-old records
+    passed for fresh, the next writes were sent behind unanswered ones though the broker
+    had forgotten us, and when the first of them was refused, the ones behind it landed
+    one offset early (seen with this test on the source's max: local offset 10 held the
+    remote's record 11). Here the local end (4) lies inside the remote's one batch of 10:
+    its first 4 records (the local already holds them) half an hour ahead, the rest two
+    days old; then, while syncer runs, one record two hours ahead (the local topic refuses
+    it) and twenty small fresh batches right behind it."""
+    local, remote = forgetful.clusters["forgetful_local"], forgetful.clusters["forgetful_remote"]
+    await create_topic(remote.direct, topic, **TAKES_FUTURE)
+    await create_topic(local.direct, topic, **REFUSES_FUTURE)
+    ahead = int(time.time() * 1000) + HOUR_MS // 2
+    stamps = [ahead] * 4 + [days_ago(2)] * 6
+    records = [(b"v%d" % i, stamp) for i, stamp in enumerate(stamps)]
+    await one_batch(remote.direct, topic, records)
+    assert [(base, count) for base, count, _codec in await batch_layout(remote.direct, topic)] == [
+        (0, 10)
+    ]
+    await one_batch(local.direct, topic, records[:4])  # the same records, the same stamps
+    syncer = Syncer(config_of(local.bootstrap, remote.direct, topic, coalesce_bytes=0))
+
+    def status(field: str) -> object:
+        statuses = syncer.statuses()
+        return getattr(statuses[0], field) if statuses else None
+
+    async with syncer:
+        run = asyncio.create_task(syncer.run())
+        try:
+            await until(lambda: status("local_end") == 10, "trimmed batch copied", 60)
+            await asyncio.sleep(EXPIRY_MS / 1000 + 3)  # the broker forgets our producer
+            later = int(time.time() * 1000) + 2 * HOUR_MS
+            batches = [(b"too far ahead", later)] + [(b"v%d" % n, ahead) for n in range(11, 31)]
+            await batch_by_batch(remote.direct, topic, batches)
+            await until(lambda: status("state") is State.HALTED, "halt", 60)
+        finally:
+            syncer.request_stop()
+            await run
+    error = status("error")
+    assert isinstance(error, str) and "write at offset 10" in error, error
+    copied = await assert_prefix_of_remote(local.direct, remote.direct, topic)
+    assert len(copied) == 10

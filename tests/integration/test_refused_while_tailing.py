@@ -15,13 +15,19 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
 
 import pytest
 
 from syncer import Syncer
 from syncer.chunks import ChunkScheduler
-from tests.kafka_helpers import create_topic, kcat_lines, make_config, produce, read_partition
+from tests.kafka_helpers import (
+    create_topic,
+    kcat_lines,
+    make_config,
+    produce,
+    read_partition,
+    until,
+)
 
 RECORDS = 5
 
@@ -60,11 +66,3 @@ async def test_a_refused_last_write_is_written_again_without_waiting_for_the_pol
     assert copied == source and len(copied) == RECORDS
     by_kcat = await asyncio.to_thread(kcat_lines, local, topic, 0)
     assert by_kcat == [f"{r.offset} k {(r.value or b'').decode()}" for r in source]
-
-
-async def until(condition: Callable[[], bool], what: str, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"no {what} after {timeout_s:.0f} s")
-        await asyncio.sleep(0.05)
