@@ -245,8 +245,8 @@ class Fetcher(RequestLoop):
     def _dispatch(self) -> bool:
         """One request per broker and kind (data, poll, quiet poll) with room for it, the
         lowest offset of every partition that waits; whether any went out. A bug met in the
-        pass fails the fetches it took from the queue (no one else would: they are neither
-        queued nor in flight) and the loop dies of it (``_died_of``)."""
+        pass fails every fetch it took from the queue (no one else would fail those not sent
+        yet: they are neither queued nor in flight), and the loop dies of it (``_died_of``)."""
         if self._gate.closed():
             return False
         by_node: dict[tuple[int, RequestKind], dict[TP, Want]] = defaultdict(dict)

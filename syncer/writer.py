@@ -176,9 +176,9 @@ class Writer(RequestLoop):
 
     def _dispatch(self) -> None:
         """Write one request per connection with room for one, carrying the next batch of
-        every partition that waits for it. A bug met in the pass fails the batches it took
-        from the queues (no one else would: they are neither queued nor in flight), and the
-        loop dies of it."""
+        every partition that waits for it. A bug met in the pass fails every batch it took
+        from the queues (no one else would fail those not written yet: they are neither
+        queued nor in flight), and the loop dies of it."""
         if not self.may_write():
             self._refuse_all()
             return
