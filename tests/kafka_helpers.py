@@ -64,7 +64,10 @@ async def produce(
     timestamp_ms: int | None = None,
     linger_ms: int = 0,
     max_request_size: int = 1048576,
+    timestamps: list[int] | None = None,
 ) -> None:
+    """``records`` sent together, then flushed (in one batch where ``linger_ms`` lets them
+    gather); ``timestamps``: each record's own CreateTime, else ``timestamp_ms`` for all."""
     producer = AIOKafkaProducer(
         bootstrap_servers=bootstrap,
         compression_type=codec,
@@ -81,9 +84,9 @@ async def produce(
                 value=v,
                 partition=partition,
                 headers=headers,
-                timestamp_ms=timestamp_ms,
+                timestamp_ms=timestamp_ms if timestamps is None else timestamps[i],
             )
-            for k, v in records
+            for i, (k, v) in enumerate(records)
         ]
         await producer.flush()
         for future in futures:
@@ -422,6 +425,12 @@ def own_bed(root: Path, jars: KafkaJars, specs: Iterable[ClusterSpec]) -> Iterat
         yield bed
     finally:
         bed.down(kill=True)  # throw-away data: no clean shutdown to wait for
+
+
+def first_status(syncer: Syncer, field: str) -> object:
+    """``field`` of the status of ``syncer``'s one partition (None before it has one)."""
+    statuses = syncer.statuses()
+    return getattr(statuses[0], field) if statuses else None
 
 
 async def until(condition: Callable[[], bool], what: str, timeout_s: float) -> None:

@@ -15,6 +15,7 @@ import signal
 import subprocess
 import time
 from collections.abc import AsyncIterator, Iterator
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,7 @@ from tests.kafka_helpers import (
     batch_layout,
     catch_up,
     create_topic,
+    first_status,
     make_config,
     own_bed,
     produce,
@@ -255,20 +257,9 @@ async def test_old_records_through_cut_links_and_kill_9_end_identical(
 
 
 async def one_batch(bootstrap: str, topic: str, records: list[tuple[bytes, int]]) -> None:
-    """``records`` (value, timestamp) in one batch of partition 0: sent together, then
-    flushed, by a producer that lingers."""
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=1000, acks="all")
-    await producer.start()
-    try:
-        sends = [
-            await producer.send(topic, key=b"k", value=v, partition=0, timestamp_ms=t)
-            for v, t in records
-        ]
-        await producer.flush()
-        for sent in sends:
-            await sent
-    finally:
-        await producer.stop()
+    """``records`` (value, timestamp) in one batch of partition 0."""
+    values, stamps = [(b"k", v) for v, _t in records], [t for _v, t in records]
+    await produce(bootstrap, topic, values, timestamps=stamps, linger_ms=1000)
 
 
 async def batch_by_batch(bootstrap: str, topic: str, records: list[tuple[bytes, int]]) -> None:
@@ -318,11 +309,7 @@ async def test_a_trimmed_write_is_timed_by_what_it_holds_not_by_its_source_batch
     ]
     await one_batch(local.direct, topic, records[:4])  # the same records, the same stamps
     syncer = Syncer(config_of(local.bootstrap, remote.direct, topic, coalesce_bytes=0))
-
-    def status(field: str) -> object:
-        statuses = syncer.statuses()
-        return getattr(statuses[0], field) if statuses else None
-
+    status = partial(first_status, syncer)
     async with syncer:
         run = asyncio.create_task(syncer.run())
         try:

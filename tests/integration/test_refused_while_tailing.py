@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from functools import partial
 
 import pytest
 
@@ -22,6 +23,7 @@ from syncer import Syncer
 from syncer.chunks import ChunkScheduler
 from tests.kafka_helpers import (
     create_topic,
+    first_status,
     kcat_lines,
     make_config,
     produce,
@@ -43,10 +45,7 @@ async def test_a_refused_last_write_is_written_again_without_waiting_for_the_pol
     syncer = Syncer(make_config(local, {"east": east}, [topic]))
     refusing = True
     syncer._may_write = lambda: not refusing  # type: ignore[method-assign]
-
-    def status(field: str) -> object:
-        statuses = syncer.statuses()
-        return getattr(statuses[0], field) if statuses else None
+    status = partial(first_status, syncer)
 
     async with syncer:
         run = asyncio.create_task(syncer.run())
