@@ -188,7 +188,10 @@ class Fetcher(RequestLoop):
 
     def _send_now(self) -> None:
         """The loop's pass, made now (a pass more only while fetches wait: with none queued,
-        it would find the brokers' quiet polls it just sent, or held ones still held)."""
+        it would find the brokers' quiet polls it just sent, or held ones still held); none
+        once a bug was met (the loop dies of it)."""
+        if self._bug is not None:
+            return
         try:
             while self._dispatch() and self._wants:
                 pass
@@ -206,7 +209,13 @@ class Fetcher(RequestLoop):
 
     def _queue(self, tp: TP, want: Want) -> None:
         """Queue ``want`` for the next request of its kind. Only the request is timed once it
-        goes out; here the wait for it to go out is bounded (a dead loop fails it at once)."""
+        goes out; here the wait for it to go out is bounded. A loop dead of a bug, or about
+        to die of one met outside its task, fails it at once: an answer to a request still
+        in flight (a held poll, a taken one's next) polls on through no dead fetcher."""
+        if self._bug is not None or self.dead is not None:
+            if not want.future.done():
+                want.future.set_exception(self._why_dead())
+            return
         heapq.heappush(self._wants.setdefault(tp, []), want)
         want.expiry = self._deadlines.add((tp, want))
         if not self._handing:  # else the pass that follows the handing back sends it
@@ -529,13 +538,23 @@ class Fetcher(RequestLoop):
             settle()
 
     def _died_of(self, exc: Exception, wants: list[Want]) -> None:
-        """A bug met with ``wants`` out of the queue: they fail with it, and the loop's task
-        dies of it (met outside it, at its next pass), failing every fetch still waiting."""
+        """A bug met with ``wants`` out of the queue (in a pass, or writing a taken poll's
+        next): they fail with it, and the loop's task dies of it (met in its own pass, now;
+        met outside it, at its next wake-up), failing every fetch still waiting; what is
+        queued meanwhile fails at once (``_queue``)."""
         for want in wants:
             if not want.future.done():
                 want.future.set_exception(self._stopped_by(exc))
         self._bug = exc
         self._wakeup.set()
+
+    def _why_dead(self) -> TransientClusterError:
+        """What a fetch of this dead loop (or of one about to die of a bug met outside its
+        task) fails with."""
+        if self.dead is not None:
+            return self.dead
+        assert self._bug is not None, "the loop runs"
+        return self._stopped_by(self._bug)
 
     def _poll_on(self, tp: TP, want: Want, node: int) -> bool:
         """A caught-up partition's poll, its answer just taken (written), polled on now, in
@@ -549,8 +568,8 @@ class Fetcher(RequestLoop):
         usual. With fetches queued (every poll connection was busy), the pass puts them in
         one request with it on the connection its answer freed; sent alone, the partitions
         that bring records kept the connections to themselves and the others waited."""
-        if self._gate.limited or self._wants:
-            return False
+        if self._gate.limited or self._wants or self._bug is not None or self.dead is not None:
+            return False  # the pass decides, or the loop is dead (``_queue`` fails it)
         if self.cluster.leaders.refreshing(tp.topic) or self.brokers.holds(node, time.monotonic()):
             return False
         try:

@@ -2,7 +2,8 @@
 state the broker dropped (``producer.id.expiration.ms``, driven by the copied records' own
 timestamps). Then the broker accepts our batches at any sequence, so a refused or lost write
 must never let the next one land at its offsets. The local broker here keeps producer state
-for 5 s (checked every second); the records copied are days old, as in any migration.
+for 5 s (checked every second); the records copied are mostly days old, as in any
+migration.
 
 What the local log holds is read back with kcat (an independent reader) and with aiokafka, and
 compared offset by offset with the remote."""
@@ -296,7 +297,8 @@ async def test_a_trimmed_write_is_timed_by_what_it_holds_not_by_its_source_batch
     remote's record 11). Here the local end (4) lies inside the remote's one batch of 10:
     its first 4 records (the local already holds them) half an hour ahead, the rest two
     days old; then, while syncer runs, one record two hours ahead (the local topic refuses
-    it) and twenty small fresh batches right behind it."""
+    it) and right behind it twenty one-record batches half an hour ahead, fresh like the
+    first four."""
     local, remote = forgetful.clusters["forgetful_local"], forgetful.clusters["forgetful_remote"]
     await create_topic(remote.direct, topic, **TAKES_FUTURE)
     await create_topic(local.direct, topic, **REFUSES_FUTURE)

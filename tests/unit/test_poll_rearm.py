@@ -375,6 +375,32 @@ async def test_a_bug_met_polling_on_at_once_stops_the_fetcher_with_why() -> None
         assert f.dead is not None and "a bug writing the poll" in str(f.dead)  # the loop died
 
 
+async def test_a_poll_out_as_the_fetcher_died_polls_on_through_no_dead_fetcher() -> None:
+    """The fetcher's loop died of a bug while a caught-up partition's poll was out: the
+    poll is still answered and its answer taken, but its next poll does not go out through
+    the dead fetcher; the fetch fails with why (its copier starts over)."""
+    async with polled_at_the_tail() as (broker, f, settled, poll):
+        await turns(5)
+        send = f._send
+
+        def broken(*_: Any) -> None:
+            raise RuntimeError("a bug sending a fetch")
+
+        f._send = broken  # type: ignore[method-assign]
+        data = f.fetch(TP("t", 1), 0)  # the loop's pass meets the bug and dies of it
+        with pytest.raises(TransientClusterError, match="a bug sending a fetch"):
+            await asyncio.wait_for(data, 1)
+        await turns(3)
+        assert f.dead is not None
+        f._send = send  # type: ignore[method-assign]
+        asked = len(broker.requests)
+        broker.append(A, 3)
+        with pytest.raises(TransientClusterError, match="a bug sending a fetch"):
+            await asyncio.wait_for(poll, 1)
+        assert settled == [TAIL + 3]  # the answer was taken (written)
+        assert len(broker.requests) == asked  # and no poll went out after it
+
+
 async def test_a_taken_polls_next_poll_follows_a_moved_leader() -> None:
     """The leader moved while the poll was out (a metadata refresh said so): the next poll
     of its taken answer goes where the pass routes it, to the new leader, not back on the
