@@ -101,8 +101,9 @@ class Fetcher(RequestLoop):
         # answers are being handed back: the polls the copiers' steps ask for meanwhile go
         # out right after (``_send_now``), not one by one ahead of the steps still to come
         self._handing = False
-        # a bug met where the loop's task is not (``_taken``, ``_send_now``): the task dies
-        # of it, as of one met in its own pass, and every fetch waiting is failed with why
+        # a bug met in a pass or writing a taken poll's next (``_died_of``): the task dies of
+        # it (at its next wake-up if met outside it), every fetch waiting is failed with why,
+        # and nothing more is sent
         self._bug: Exception | None = None
         self.fetches = 0
         self.pending_bytes = 0  # asked for and not answered yet: how loaded this lane is
@@ -542,9 +543,7 @@ class Fetcher(RequestLoop):
         next): they fail with it, and the loop's task dies of it (met in its own pass, now;
         met outside it, at its next wake-up), failing every fetch still waiting; what is
         queued meanwhile fails at once (``_queue``)."""
-        for want in wants:
-            if not want.future.done():
-                want.future.set_exception(self._stopped_by(exc))
+        self._fail_all((want.future for want in wants), exc)
         self._bug = exc
         self._wakeup.set()
 

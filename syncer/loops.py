@@ -10,7 +10,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import logging
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterable
 from typing import Any, Protocol, Self
 
 from syncer.errors import TransientClusterError
@@ -62,6 +62,14 @@ class RequestLoop(abc.ABC):
     def _stopped_by(self, exc: BaseException) -> TransientClusterError:
         """What the fetches of a loop that died of ``exc`` fail with."""
         return TransientClusterError(f"{self.name} stopped: {exc!r}")
+
+    def _fail_all(self, futures: Iterable[asyncio.Future[Any]], exc: BaseException) -> None:
+        """A bug ``exc`` met with ``futures`` taken from the queue, neither queued nor in
+        flight (or in flight on a loop that dies of it): each not done yet fails with it."""
+        error = self._stopped_by(exc)
+        for future in futures:
+            if not future.done():
+                future.set_exception(error)
 
     async def stop(self) -> None:
         """Cancel the background task and the requests in flight, wait for them, and cancel

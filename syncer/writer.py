@@ -186,10 +186,10 @@ class Writer(RequestLoop):
         try:
             self._gathered(by_request)
         except Exception as exc:
-            for entries in by_request.values():
-                for _batch, future, _at in entries.values():
-                    if not future.done():
-                        future.set_exception(self._stopped_by(exc))
+            taken = [
+                future for entries in by_request.values() for _b, future, _at in entries.values()
+            ]
+            self._fail_all(taken, exc)
             raise
 
     def _gathered(self, by_request: dict[tuple[int, int], dict[TP, Waiting]]) -> None:

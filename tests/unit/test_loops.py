@@ -5,6 +5,7 @@ resolves the futures of the writes in flight, so their bytes go back to the budg
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
@@ -12,9 +13,22 @@ from syncer.budget import ByteBudget
 from syncer.clusters import TP, ProduceResult
 from syncer.errors import TransientClusterError
 from syncer.leaders import MetadataRefresh
+from syncer.loops import RequestLoop
 from syncer.writer import Writer
 
 A = TP("t", 0)
+
+
+async def died_of(loop: RequestLoop, bug: str, futures: list[asyncio.Future[Any]]) -> None:
+    """Each of ``futures`` fails with ``bug`` (none left waiting), and ``loop`` dies of it."""
+    for future in futures:
+        with pytest.raises(TransientClusterError, match=bug):
+            await asyncio.wait_for(future, 1)
+    for _ in range(10):  # the task's death is noted a turn or two after it raised
+        if loop.dead is not None:
+            break
+        await asyncio.sleep(0)
+    assert loop.dead is not None and bug in str(loop.dead)
 
 
 async def no_refresh() -> None:

@@ -14,6 +14,7 @@ from syncer.clusters import TP, ProduceResult
 from syncer.errors import TransientClusterError
 from syncer.leaders import MetadataRefresh
 from syncer.writer import WRITE_CONNECTIONS, Writer, write_connection
+from tests.unit.test_loops import died_of
 
 A, B, C = TP("t", 0), TP("t", 1), TP("t", 2)
 # partitions that write on the same connection as A and as B (``write_connection``)
@@ -344,10 +345,6 @@ async def test_a_bug_in_the_writers_pass_fails_the_batches_it_took_from_the_queu
     writer._start = broken  # type: ignore[method-assign]
     writer.start()
     try:
-        for future in futures:
-            with pytest.raises(TransientClusterError, match="a bug writing a request"):
-                await asyncio.wait_for(future, 1)
-        await asyncio.sleep(0)
-        assert writer.dead is not None and "a bug writing a request" in str(writer.dead)
+        await died_of(writer, "a bug writing a request", futures)
     finally:
         await writer.stop()
