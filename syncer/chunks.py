@@ -91,9 +91,10 @@ class ChunkScheduler:
         # waits in ``next_ready`` (``PartitionCopier._step_now``); None: the copier wakes
         self.tail: Callable[[], None] | None = None
         # the copier's step on a chunk taken as its poll's answer comes, in the fetcher's turn
-        # (``_take_tail``): whether it wrote it all (False: nothing of it done that the
-        # copier's task does not do again); None: every answer goes the usual way
-        self.step: Callable[[Fetched], bool] | None = None
+        # (``_take_tail``): if it wrote it all, what is left of it to run once the next poll
+        # is out (None: nothing of it done that the copier's task does not do again); None:
+        # every answer goes the usual way
+        self.step: Callable[[Fetched], Callable[[], None] | None] | None = None
         # the offset the copier waits at: ``next_ready``'s, moved on by the steps ``tail`` takes
         self.frontier = 0
         # what ``tail`` left to the copier's task: a chunk it took and could not write
@@ -189,9 +190,10 @@ class ChunkScheduler:
         same fetch polls on from where it ended, with no future, task or fetch of its own,
         the answer never fed to the plan and taken from it: the offset it polls on from,
         and what the fetcher calls once that poll is out, before anything else runs
-        (``_tail_taken``: the plan's chunk moved on). None: nothing done that the answer's
-        usual way (its future set, ``_answered``) does not do again; what the step raised
-        is left to the copier's task, as ``_step_now`` leaves it."""
+        (``_tail_taken``: the rest of the step, and the plan's chunk moved on). None:
+        nothing done that the answer's usual way (its future set, ``_answered``) does not do
+        again; what the step raised is left to the copier's task, as ``_step_now`` leaves
+        it."""
         chunk = self.plan.inflight.get(number)
         if chunk is None or self.step is None or not self.parked or self._stopping:
             return None
@@ -209,16 +211,22 @@ class ChunkScheduler:
         except Exception:
             return None  # the usual way meets it again, and says what it is
         try:
-            if not self.step(got):
-                return None
+            written = self.step(got)
         except Exception as exc:
             self.leave(None, exc)  # raised in the copier's task
             return None
-        return got.covered_end, partial(self._tail_taken, got)
+        if written is None:
+            return None
+        return got.covered_end, partial(self._tail_taken, got, written)
 
-    def _tail_taken(self, got: Fetched) -> None:
+    def _tail_taken(self, got: Fetched, written: Callable[[], None]) -> None:
         """``got``, taken by ``_take_tail``, was written and its fetch polls on from its end:
-        the plan's open chunk is the poll from there (``ChunkPlan.advance_tail``)."""
+        the rest of the copier's step (``written``) run, and the plan's open chunk is the
+        poll from there (``ChunkPlan.advance_tail``)."""
+        try:
+            written()
+        except Exception as exc:  # a bug: raised in the copier's task, as the step's would be
+            self.leave(None, exc)
         chunk, now = got.chunk, time.monotonic()
         self._quiet = False
         self.plan.advance_tail(got, now)

@@ -8,7 +8,8 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from functools import partial
 
 from syncer.agreement import Agreement, CheckFailed, SourceDropped
 from syncer.alignment import StateClock
@@ -293,20 +294,26 @@ class PartitionCopier:
         what the copier's task does again."""
         if not self._step(got):
             return False
+        self._written(got)
         self.chunks.launch(self.frontier, self.sources.remote_end())
         return True
 
-    def _step_whole(self, got: Fetched) -> bool:
+    def _step_whole(self, got: Fetched) -> Callable[[], None] | None:
         """``_step``, only if it writes all of ``got``: a poll's answer taken as it comes,
-        its fetch polling on from where it ends (``ChunkScheduler._take_tail``)."""
-        return self._step(got, whole=True)
+        its fetch polling on from where it ends (``ChunkScheduler._take_tail``). What is
+        left of the step (``_written``), run once that poll is out: nothing reads it before
+        (the poll's answer comes in a later turn), and the hop pays for every microsecond
+        between the writes and the poll as for one before them (``docs/benchmarks.md``);
+        None: nothing of it was done."""
+        return partial(self._written, got) if self._step(got, whole=True) else None
 
     def _step(self, got: Fetched, *, whole: bool = False) -> bool:
         """The copier's step for ``got`` (``_copy``'s loop) but the launches, taken if
         nothing in it waits: no remote's ends to list, no comparison to read, no hole, and
         room for every batch behind the writes in flight (``PartitionWrites.room_now``);
         ``whole``: and it continues the log up to ``got``'s end. False: nothing of it was
-        done but what the copier's task does again (judging answered writes)."""
+        done but what the copier's task does again (judging answered writes). True: the
+        caller then runs ``_written``."""
         frontier = self.frontier
         if self._until is not None or self._stopping:
             return False
@@ -331,7 +338,6 @@ class PartitionCopier:
         if not batches:
             self.status.state = State.CAUGHT_UP
         self.frontier = self.chunks.frontier = found.next_offset
-        self._written(got)
         return True
 
     async def _check_landed(self, low: int, high: int) -> None:

@@ -63,6 +63,19 @@ async def test_one_fetch_polls_on_through_every_answer_and_its_records_land_in_o
         await stop(r)
 
 
+def blames(fetcher: Any) -> list[Any]:
+    """Note each time ``fetcher`` fails a request on its broker (``Brokers.failed``)."""
+    blamed: list[Any] = []
+    failed = fetcher.brokers.failed
+
+    def blame(*args: Any) -> Any:
+        blamed.append(args)
+        return failed(*args)
+
+    fetcher.brokers.failed = blame
+    return blamed
+
+
 def polls_out_as_the_plan_moves_on(r: Rig) -> tuple[list[int], list[list[int]]]:
     """Note, each time the plan moves its open chunk on past a taken answer
     (``advance_tail``), how many polls are out to the remote (the answered one's connection
@@ -114,6 +127,60 @@ async def test_a_taken_answers_next_poll_goes_out_right_after_its_writes() -> No
         await stop(r)
 
 
+async def test_a_taken_answers_bookkeeping_waits_until_its_next_poll_is_out() -> None:
+    """What the copier's step still does once its writes are out (the agreement's note of
+    what was written, the budget held until the writes are answered: ``_written``) runs
+    after the next poll is written, not between: each µs there costs the hop (issue 23).
+    It still runs for every answer: each answer's bytes come back to the budget."""
+    r = await rig()
+    try:
+        await caught_up(r)
+        fetcher = r.copier.fetchers["east"].lanes[0]
+        agreement = r.copier.agreement
+        note = agreement.written
+        noted: list[tuple[int, int]] = []
+
+        def written(got: Any) -> None:
+            noted.append((got.covered_end, len(fetcher.connections.polling[1])))
+            note(got)
+
+        agreement.written = written  # type: ignore[method-assign]
+        memory = r.copier.chunks.memory
+        await three_polled_batches(r)
+        assert noted == [(5, 1), (7, 1), (9, 1)]  # each with the next poll already out
+        assert agreement.last is not None and agreement.last.high == 9
+        assert memory.used == 0
+    finally:
+        await stop(r)
+
+
+async def test_a_bug_in_a_taken_answers_bookkeeping_halts_the_partition() -> None:
+    """What the step leaves for after the poll raises (a bug): the partition halts with it,
+    as with one in the step itself, though its records were written, and no broker is
+    blamed for it (the poll it follows is not failed)."""
+    r = await rig()
+    try:
+        await caught_up(r)
+        fetcher = r.copier.fetchers["east"].lanes[0]
+        blamed = blames(fetcher)
+
+        def broken(*_: Any) -> None:
+            raise RuntimeError("a bug in the bookkeeping")
+
+        r.copier.agreement.written = broken  # type: ignore[method-assign]
+        r.remote.append(A, 2)
+        await r.until(lambda: len(r.writer.sent) == 2, "the polled batch's write")
+        r.writer.answer(1)  # the halting copier waits for its writes in flight
+        await asyncio.wait_for(r.task, 2)
+        status = r.copier.status
+        assert status.state is State.HALTED
+        assert status.error == "internal error: RuntimeError: a bug in the bookkeeping"
+        assert r.writer.offsets() == [0, 3]  # written before the bookkeeping raised
+        assert fetcher.dead is None and blamed == []
+    finally:
+        await stop(r)
+
+
 async def test_with_a_cap_to_obey_a_taken_answers_poll_waits_for_the_pass() -> None:
     """A cap on the remote's bandwidth is the pass's to obey (its gate, paid as each answer
     is counted): the next poll then goes out in the pass, after the answer was paid for,
@@ -161,14 +228,7 @@ async def test_a_step_that_raises_halts_the_partition_and_blames_no_broker() -> 
     try:
         await caught_up(r)
         fetcher = r.copier.fetchers["east"].lanes[0]
-        blamed: list[Any] = []
-        failed = fetcher.brokers.failed
-
-        def blame(*args: Any) -> Any:
-            blamed.append(args)
-            return failed(*args)
-
-        fetcher.brokers.failed = blame  # type: ignore[method-assign]
+        blamed = blames(fetcher)
 
         def broken(*_: Any) -> Any:
             raise RuntimeError("a bug in the step")
