@@ -178,7 +178,10 @@ class PartitionCopier:
             self.status.state = State.STOPPED if self._stopping else State.CAUGHT_UP
 
     async def _settled(self, offset: int) -> bool:
-        return await self.writes.settled(offset, lambda: self._stopping)
+        return await self.writes.settled(offset, self._is_stopping)
+
+    def _is_stopping(self) -> bool:
+        return self._stopping
 
     def _count(self, kind: str) -> None:
         self.status.errors[kind] = self.status.errors.get(kind, 0) + 1
@@ -204,7 +207,8 @@ class PartitionCopier:
         log.error("%s[%d] halted: %s", self.tp.topic, self.tp.partition, exc)
 
     async def _copy(self, until: int | None) -> None:
-        self.frontier = await self.writes.checked_local_end(self._check_landed)
+        stopping = self._is_stopping
+        self.frontier = await self.writes.checked_local_end(self._check_landed, stopping)
         self._until = until
         await self.chunks.reset(self.frontier)
         try:

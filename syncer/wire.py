@@ -27,6 +27,13 @@ from syncer.retry import retried
 
 EARLIEST = -2
 LATEST = -1
+CONSUMER = -1  # ListOffsets' replica id of a client: answered up to the high watermark
+# Kafka's debugging replica id: a ListOffsets of it is answered from the asked replica's log
+# end, past records appended but not yet under the high watermark (``ReplicaManager
+# .fetchOffset``: no isolation level but a client's, ``Partition.fetchOffsetForTimestamp``:
+# then the log end offset); asked of the leader, it sees what the in-sync replicas have not
+# taken yet
+DEBUGGING = -2
 
 
 class WireRequests(ProduceRequests, Fetches):
@@ -50,9 +57,24 @@ class WireRequests(ProduceRequests, Fetches):
             return {tps[0]: await self._ends.read(tps[0])}
         return await self._list_offsets(tps, LATEST, isolation)
 
+    async def log_end(self, tp: TP) -> int:
+        """The log end offset of ``tp``'s leader: its high watermark (``latest``) plus what
+        it appended that its in-sync replicas have not all taken yet (``DEBUGGING``)."""
+        return await self._log_ends.read(tp)
+
     @cached_property
     def _ends(self) -> Coalesced[TP, int]:
         return Coalesced(self._answered_ends)
+
+    @cached_property
+    def _log_ends(self) -> Coalesced[TP, int]:
+        return Coalesced(self._answered_log_ends)
+
+    async def _answered_log_ends(self, tps: list[TP]) -> dict[TP, int]:
+        partial_ok = len(tps) > 1  # as ``_answered_ends``
+        return await self._list_offsets(
+            tps, LATEST, READ_UNCOMMITTED, answered_only=partial_ok, replica=DEBUGGING
+        )
 
     async def _answered_ends(self, tps: list[TP]) -> dict[TP, int]:
         """The ends of those of ``tps`` that answered. Those that did not are read alone by
@@ -63,7 +85,12 @@ class WireRequests(ProduceRequests, Fetches):
         return await self._list_offsets(tps, LATEST, READ_UNCOMMITTED, answered_only=partial_ok)
 
     async def _list_offsets(
-        self, tps: list[TP], which: int, isolation: int, answered_only: bool = False
+        self,
+        tps: list[TP],
+        which: int,
+        isolation: int,
+        answered_only: bool = False,
+        replica: int = CONSUMER,
     ) -> dict[TP, int]:
         by_leader: dict[int, dict[str, list[tuple[int, int]]]] = defaultdict(
             lambda: defaultdict(list)
@@ -72,7 +99,7 @@ class WireRequests(ProduceRequests, Fetches):
             by_leader[await self.leader_for(tp)][tp.topic].append((tp.partition, which))
         out: dict[TP, int] = {}
         for node, topics in by_leader.items():
-            request = OffsetRequest(-1, isolation, list(topics.items()))
+            request = OffsetRequest(replica, isolation, list(topics.items()))
             seen = self.leaders.generation
             response = await self.send(node, request)
             codes = [(t, code) for t, partitions in response.topics for _p, code, *_ in partitions]

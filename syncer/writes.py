@@ -118,6 +118,10 @@ class PartitionWrites:
         self.coalescing = True
         # told as each write is answered (``PartitionCopier`` judges it then if it waits)
         self.answered: Callable[[], None] = lambda: None
+        # the max timestamps of the writes sent since the local end was last read whose
+        # answers were lost (or said "may have landed"): any of them may sit above the high
+        # watermark (``_under_watermark``)
+        self._unsure: list[int] = []
 
     def __repr__(self) -> str:
         return (
@@ -233,6 +237,8 @@ class PartitionWrites:
     def _answer(self, sent: Sent, future: asyncio.Future[ProduceResult]) -> ProduceResult:
         """The answer to a write that is done; a request that failed (timed out, its
         connection cut) is what the partition waits for until a write lands."""
+        if future.cancelled() or future.exception() is not None:
+            self._unsure.append(sent.max_timestamp)
         if not future.cancelled() and (error := future.exception()) is not None:
             self._wait(f"local write at offset {sent.base_offset} unanswered: {error}")
         return future.result()
@@ -343,6 +349,8 @@ class PartitionWrites:
         if outcome is Outcome.TOO_LARGE:
             raise self._too_large(sent)
         error = error_for(result.error_code, f"write at offset {sent.base_offset}")
+        if outcome is Outcome.UNKNOWN:  # it may have landed, above the high watermark
+            self._unsure.append(sent.max_timestamp)
         if outcome in (Outcome.NOT_LANDED, Outcome.UNKNOWN):
             self._wait(waiting_for(result.error_code) or f"local {error}")
             # logged with the partition's name as it is retried; what landed is checked. A
@@ -367,24 +375,35 @@ class PartitionWrites:
             await asyncio.wait(futures)  # not cancelled with us: the writer answers each
         for sent, future in pending:
             if future.cancelled() or future.exception() is not None:
-                continue  # never sent, or unknown: the local end read next is checked
+                # never sent, or unknown: the local end read next is checked
+                self._unsure.append(sent.max_timestamp)
+                continue
             result = future.result()
             verdict = self._judge(sent, result)
             if verdict.outcome is Outcome.MISPLACED:
                 raise self._misplaced(verdict)
+            if verdict.outcome is Outcome.UNKNOWN:
+                self._unsure.append(sent.max_timestamp)
             if verdict.landed and not stamped_by_broker(sent, result):  # not the source's
                 self._confirm(sent)
 
-    async def checked_local_end(self, check: LandedCheck) -> int:
+    async def checked_local_end(
+        self, check: LandedCheck, stopping: Callable[[], bool] = lambda: False
+    ) -> int:
         """The local end, once what lies between the confirmed end and it is known to be the
         source's records (``check``): writes whose answers were lost (a timeout, a cut
         connection) or refused may have landed, and anything that landed wrong halts
-        before more is written behind it. No write is pipelined until one lands again."""
+        before more is written behind it. A write that landed above the high watermark is
+        waited for where sending it again could land it twice (``_under_watermark``). No
+        write is pipelined until one lands again."""
         self.proven_at = None
+        unsure, self._unsure = self._unsure, []
         await self._followed_limit()
         end = (await self.local.latest([self.tp]))[self.tp]
         confirmed = self.confirmed
         if confirmed is None:
+            # the writes of the process before us are not known: any may sit above it
+            end = await self._under_watermark(end, stopping)
             self.confirmed = end  # the end found at start (the agreement checks below it)
             self.status.started_at_end = end  # records copied are counted from here
             self.status.local_end = end
@@ -400,10 +419,52 @@ class PartitionWrites:
                 " written and acknowledged are gone locally (an unclean leader election, or"
                 " the local topic deleted and recreated)"
             )
+        if not self._fenced(unsure):
+            end = await self._under_watermark(end, stopping)
         if end > confirmed:
             await check(confirmed, end)
             self.confirmed = end
         self.status.local_end = end  # writes whose answers were lost count once read back
+        return end
+
+    def _fenced(self, unsure: list[int]) -> bool:
+        """Would our producer state fence a write sent again from the local end, should one
+        of the writes ``unsure`` (their max timestamps: answers lost, or "may have landed")
+        sit above the high watermark? The broker answers a repeat of one of our last five
+        batches as a duplicate and refuses any other sequence, but only while it holds our
+        state: until ``producer.id.expiration.ms`` past the max timestamp of the last batch
+        it appended (the source's own, ``StateClock``). With none of them, nothing of ours
+        can be there."""
+        if not unsure:
+            return True
+        now_ms = int(time.time() * 1000)
+        clock = self.state_clock
+        return clock.expiration_ms > 0 and all(clock.fresh(t, now_ms) for t in unsure)
+
+    async def _under_watermark(self, end: int, stopping: Callable[[], bool]) -> int:
+        """The local end (``end``: the high watermark, all a reader sees) once it covers
+        the leader's log end as it was asked now. A write appended by the leader but not yet
+        taken by every in-sync replica sits above the high watermark, and a write whose
+        answer was lost there reads as if it never landed; sent again while the broker holds
+        no producer state for us (our records older than it keeps state for, Kafka's
+        KIP-360), it is taken at the log end, behind its own first copy (seen on a 3-node
+        Kafka 4.1 with a follower paused: the remote's offsets 5..9 written three times,
+        the third landing at 15). The high watermark reaches the log end once the followers
+        fetch it, or the leader drops the lagging ones from the ISR (``replica.lag.time
+        .max.ms``, or the controller fencing a dead broker); the log end is asked again each
+        time, as a new leader may hold less (the old one's records not replicated are
+        gone)."""
+        target = await self.local.log_end(self.tp)
+        if end < target:
+            self._wait(
+                f"local offsets {end}..{target - 1} appended but not yet taken by every"
+                " in-sync replica (high watermark below the log end): written again only once"
+                " they are, or are gone"
+            )
+        while end < target and not stopping():
+            await asyncio.sleep(SETTLE_POLL_S)
+            end = (await self.local.latest([self.tp]))[self.tp]
+            target = min(target, await self.local.log_end(self.tp))
         return end
 
     async def settled(self, offset: int, stopping: Callable[[], bool]) -> bool:

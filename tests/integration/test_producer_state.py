@@ -11,16 +11,19 @@ compared offset by offset with the remote."""
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import signal
 import subprocess
 import time
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
 import pytest
 from aiokafka import AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from syncer import Syncer
 from syncer.config import Config
@@ -28,6 +31,8 @@ from syncer.status import State
 from syncer.testbed import ClusterSpec, Testbed
 from syncer.testbed.bed import free_port
 from syncer.testbed.proxy import LinkProxy
+from tests.conftest import cluster_of, three_nodes
+from tests.integration.test_multinode import wait_placed
 from tests.kafka_helpers import (
     Daemon,
     Rec,
@@ -328,3 +333,72 @@ async def test_a_trimmed_write_is_timed_by_what_it_holds_not_by_its_source_batch
     assert isinstance(error, str) and "write at offset 10" in error, error
     copied = await assert_prefix_of_remote(local.direct, remote.direct, topic)
     assert len(copied) == 10
+
+
+@pytest.fixture(scope="module")
+def forgetful3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Testbed]:
+    """A 3-node local cluster (RF 3, min ISR 2) that forgets producers after 5 s."""
+    root = tmp_path_factory.mktemp("forgetful3")
+    yield from three_nodes(root, "forgetful3", properties=SHORT_MEMORY)
+
+
+PAUSED = 3  # follows the partition, leads nothing of it
+
+
+async def test_a_write_left_above_the_high_watermark_is_not_written_again_behind_itself(
+    forgetful3: Testbed, east: str, topic: str
+) -> None:
+    """A write the leader appended but its in-sync replicas have not taken yet sits above
+    the high watermark, which is all a reader (and ListOffsets) sees: its answer lost (a
+    timeout), the local end reads as if it never landed. Sent again while the broker still
+    holds our producer state, it is answered as a duplicate; but records older than the
+    broker keeps that state for (``producer.id.expiration.ms``, 5 s here, checked each
+    second) leave the broker holding none, and it takes the write again at its log end,
+    behind its own first copy. Here a follower is paused (SIGSTOP) until the controller
+    fences it (~9 s): the write of offsets 5..9 (two days old) is appended by the leader
+    and held above the high watermark; its answer is lost after syncer's 3 s request
+    timeout. syncer must wait until the high watermark covers the leader's log end before
+    it writes from there again. Without that wait it wrote the batch a second time at
+    local offset 10."""
+    cluster = cluster_of(forgetful3)
+    local = cluster.bootstrap
+    admin = AIOKafkaAdminClient(bootstrap_servers=local)
+    await admin.start()
+    try:
+        placed = {0: [1, 2, PAUSED]}
+        new = NewTopic(topic, num_partitions=-1, replication_factor=-1, replica_assignments=placed)
+        await admin.create_topics([new])
+    finally:
+        await admin.close()
+    await create_topic(east, topic, 1)
+    await wait_placed(local, topic, lambda ps: all(len(p.isr) == 3 for p in ps))
+    await one_batch(east, topic, [(b"v%d" % i, days_ago(2)) for i in range(5)])
+    # a write unanswered for 3 s is given up (its answer lost), well before the fence
+    config = make_config(local, {"east": east}, [topic])
+    syncer = Syncer(replace(config, local=replace(config.local, request_timeout_ms=3000)))
+    async with syncer:
+        running = asyncio.create_task(syncer.run())
+        try:
+            await until(lambda: first_status(syncer, "local_end") == 5, "the first five", 60)
+            (status,) = syncer.statuses()
+            pid = cluster.node(PAUSED).pid
+            assert pid is not None
+            os.kill(pid, signal.SIGSTOP)
+            try:
+                await one_batch(east, topic, [(b"v%d" % i, days_ago(2)) for i in range(5, 10)])
+                await until(
+                    lambda: status.local_end >= 10 or status.state is State.HALTED,
+                    "the next five copied",
+                    90,
+                )
+            finally:
+                os.kill(pid, signal.SIGCONT)
+            await asyncio.sleep(2)  # a second copy would follow its first by now
+            assert status.state is not State.HALTED, status.error
+            assert status.local_end == 10
+        finally:
+            syncer.request_stop()
+            await asyncio.wait_for(running, 60)
+    await wait_placed(local, topic, lambda ps: all(len(p.isr) == 3 for p in ps))
+    copied = await assert_prefix_of_remote(local, east, topic)
+    assert [r.offset for r in copied] == list(range(10))

@@ -94,6 +94,9 @@ class Local:
     async def latest(self, tps: list[TP]) -> dict[TP, int]:
         return dict.fromkeys(tps, self.end)
 
+    async def log_end(self, tp: TP) -> int:
+        return self.end  # nothing above the high watermark
+
     async def ends(self, tps: list[TP]) -> dict[TP, tuple[int, int]]:
         return dict.fromkeys(tps, (0, self.end))
 

@@ -42,11 +42,17 @@ class StandInWriter:
 
 
 class StandInLocal:
-    def __init__(self, end: int) -> None:
-        self.end = end
+    def __init__(self, end: int, log_end: int | None = None) -> None:
+        self.end = end  # the high watermark: what a reader sees
+        self.log_end_at = log_end  # the leader's log end where it lies above that
+        self.log_ends_read = 0
 
     async def latest(self, tps: list[TP]) -> dict[TP, int]:
         return {tp: self.end for tp in tps}
+
+    async def log_end(self, tp: TP) -> int:
+        self.log_ends_read += 1
+        return self.end if self.log_end_at is None else max(self.end, self.log_end_at)
 
 
 def writes(writer: StandInWriter, local: StandInLocal, expiry_ms: int = DAY_MS) -> PartitionWrites:
@@ -383,3 +389,122 @@ async def test_room_now_says_what_room_would_wait_for() -> None:
     assert w.room_now([now_ms(), now_ms() - 2 * DAY_MS])  # as ``room`` lets the last go
     room = await waits_for_room(w)
     assert room.done()  # and room agrees: one more fresh write goes now
+
+
+# what a write whose answer was lost may leave above the high watermark -------------------
+
+
+async def lost(w: PartitionWrites, writer: StandInWriter, sent: Sent, how: str = "waited") -> None:
+    """``sent`` written and its answer lost, then the writes settled. ``how``: the loss met
+    waiting for the answer (``drain``), or judging it as it came (``check_done``); the
+    broker's own timeout answered (REQUEST_TIMED_OUT: it may have landed); or lost behind
+    a write refused before it (found among those in flight as they settle)."""
+    if how == "behind":
+        w.submit(sent._replace(next_offset=sent.base_offset), b"raw")  # nothing of its own
+        writer.sent[-1].set_result(ProduceResult(NOT_LEADER_OR_FOLLOWER, -1))
+    w.submit(sent, b"raw")
+    if how == "answered":
+        writer.sent[-1].set_result(ProduceResult(REQUEST_TIMED_OUT, -1))
+    else:
+        writer.sent[-1].set_exception(TransientClusterError("request timed out"))
+    with pytest.raises(TransientClusterError):
+        if how == "judged":
+            w.check_done()
+        else:
+            await w.drain(0)
+    await w.settle()
+
+
+async def still_waiting(task: asyncio.Task[int]) -> None:
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert not task.done()
+
+
+@pytest.fixture
+def no_poll_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("syncer.writes.SETTLE_POLL_S", 0.0)
+
+
+@pytest.mark.usefixtures("no_poll_wait")
+@pytest.mark.parametrize("how", ["waited", "judged", "answered", "behind"])
+async def test_a_lost_write_of_old_records_above_the_high_watermark_is_waited_for(
+    how: str,
+) -> None:
+    """Its records two days old, the broker may hold no producer state for us by now and
+    would take it again behind its own first copy: the local end is believed only once the
+    high watermark covers the leader's log end, and what lies below it is checked."""
+    writer, local, w = await started()
+    await lost(w, writer, batch(0, age_ms=2 * DAY_MS), how)
+    local.log_end_at = 10  # appended by the leader, not yet by every in-sync replica
+    checked: list[tuple[int, int]] = []
+
+    async def check(low: int, high: int) -> None:
+        checked.append((low, high))
+
+    reading = asyncio.ensure_future(w.checked_local_end(check))
+    await still_waiting(reading)
+    assert "offsets 0..9 appended but not yet taken" in (w.status.waiting or "")
+    local.end = 10  # the followers took it
+    assert await reading == 10
+    assert checked == [(0, 10)] and w.confirmed == 10
+
+
+@pytest.mark.usefixtures("no_poll_wait")
+async def test_a_lost_write_the_broker_still_fences_is_sent_again_without_waiting() -> None:
+    """Fresh records: the broker holds our producer state and answers a write sent again as
+    a duplicate (or refuses its sequence), so nothing waits on the followers."""
+    writer, local, w = await started()
+    await lost(w, writer, batch(0))
+    local.log_end_at = 10
+    assert await w.checked_local_end(unreachable_check) == 0
+    assert local.log_ends_read == 1  # at start only
+
+
+@pytest.mark.usefixtures("no_poll_wait")
+async def test_with_the_state_clock_unknown_a_lost_write_is_waited_for() -> None:
+    writer, local = StandInWriter(), StandInLocal(0)
+    w = writes(writer, local, expiry_ms=0)  # producer.id.expiration.ms not readable
+    await w.checked_local_end(unreachable_check)
+    await lost(w, writer, batch(0))
+    local.log_end_at = 10
+    reading = asyncio.ensure_future(w.checked_local_end(unreachable_check))
+    await still_waiting(reading)
+    reading.cancel()
+
+
+@pytest.mark.usefixtures("no_poll_wait")
+async def test_at_start_a_write_of_the_process_before_above_the_high_watermark_is_waited_for() -> (
+    None
+):
+    writer, local = StandInWriter(), StandInLocal(0, log_end=5)
+    w = writes(writer, local)
+    reading = asyncio.ensure_future(w.checked_local_end(unreachable_check))
+    await still_waiting(reading)
+    local.end = 5
+    assert await reading == 5 and w.confirmed == 5
+
+
+@pytest.mark.usefixtures("no_poll_wait")
+async def test_a_log_end_cut_back_by_a_new_leader_ends_the_wait() -> None:
+    """A new leader without the records above the old one's high watermark: they are gone,
+    and writing from the high watermark again lands nothing twice."""
+    writer, local, w = await started()
+    await lost(w, writer, batch(0, age_ms=2 * DAY_MS))
+    local.log_end_at = 10
+    reading = asyncio.ensure_future(w.checked_local_end(unreachable_check))
+    await still_waiting(reading)
+    local.log_end_at = None  # the new leader's log ends at its high watermark, 0
+    assert await reading == 0
+
+
+@pytest.mark.usefixtures("no_poll_wait")
+async def test_a_stop_ends_the_wait_above_the_high_watermark() -> None:
+    writer, local, w = await started()
+    await lost(w, writer, batch(0, age_ms=2 * DAY_MS))
+    local.log_end_at = 10
+    stop = False
+    reading = asyncio.ensure_future(w.checked_local_end(unreachable_check, lambda: stop))
+    await still_waiting(reading)
+    stop = True
+    assert await reading == 0  # nothing is written after it
