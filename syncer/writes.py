@@ -38,6 +38,10 @@ SHRINK_READS = 3
 # below min.insync.replicas holds the writes it had appended until the produce timeout
 # (Kafka 4: the high watermark does not move under min ISR, KIP-966)
 UNANSWERED_S = 5.0
+# answers that say a write of ours may sit above the high watermark: it may have landed
+# (unknown), or the broker holds it already (a duplicate) or something of ours past it (a
+# refused sequence)
+MAYBE_ABOVE = frozenset({Outcome.UNKNOWN, Outcome.DUPLICATE, Outcome.REFUSED_SEQUENCE})
 
 
 class Resync(Exception):
@@ -118,10 +122,10 @@ class PartitionWrites:
         self.coalescing = True
         # told as each write is answered (``PartitionCopier`` judges it then if it waits)
         self.answered: Callable[[], None] = lambda: None
-        # the max timestamps of the writes sent since the local end was last read whose
-        # answers were lost (or said "may have landed"): any of them may sit above the high
-        # watermark (``_under_watermark``)
-        self._unsure: list[int] = []
+        # the oldest max timestamp of the writes whose answers were lost or say one of ours
+        # may sit above the high watermark (``MAYBE_ABOVE``), kept until a write lands or
+        # the high watermark was seen to cover the log end (``_under_watermark``); None: none
+        self._unsure: int | None = None
 
     def __repr__(self) -> str:
         return (
@@ -138,7 +142,11 @@ class PartitionWrites:
     async def room(self) -> None:
         """Wait until the next write may be sent: behind the ones in flight only while the
         broker is known to hold our producer state and will still hold it should one of them
-        be refused; otherwise once every earlier write is answered."""
+        be refused; otherwise once every earlier write is answered. Resync if a write whose
+        answer was lost may sit above the high watermark and the broker may have forgotten
+        us since the local end was read (``_unfenced``)."""
+        if self._unfenced():
+            raise Resync("a lost write may sit above the high watermark, no longer fenced")
         await self.drain(self._in_flight_allowed(()))
 
     def room_now(self, max_timestamps: Sequence[int]) -> bool:
@@ -146,6 +154,8 @@ class PartitionWrites:
         ``room`` among them waiting? (Each counted in flight for the next, as it would be.)"""
         if not max_timestamps:
             return True
+        if self._unsure is not None and self._unfenced():
+            return False  # ``room`` resyncs
         allowed = self._in_flight_allowed(max_timestamps[:-1])
         return len(self._pending) + len(max_timestamps) - 1 <= allowed
 
@@ -238,7 +248,7 @@ class PartitionWrites:
         """The answer to a write that is done; a request that failed (timed out, its
         connection cut) is what the partition waits for until a write lands."""
         if future.cancelled() or future.exception() is not None:
-            self._unsure.append(sent.max_timestamp)
+            self._doubt(sent)
         if not future.cancelled() and (error := future.exception()) is not None:
             self._wait(f"local write at offset {sent.base_offset} unanswered: {error}")
         return future.result()
@@ -248,6 +258,7 @@ class PartitionWrites:
         return judge(sent.base_offset, code, result.base_offset, code != 0 and is_retriable(code))
 
     def _confirm(self, sent: Sent) -> None:
+        self._unsure = None  # landed with acks=all: everything of ours before it is committed
         self.confirmed = max(self.confirmed or 0, sent.next_offset)
         self.proven_at = sent.max_timestamp
         self.refused_at = self.too_large = None
@@ -335,6 +346,8 @@ class PartitionWrites:
         if outcome is Outcome.LANDED:
             self._confirm(sent)
             return
+        if outcome in MAYBE_ABOVE:
+            self._doubt(sent)
         if outcome is Outcome.MISPLACED:
             raise self._misplaced(verdict)
         if outcome is Outcome.REFUSED_SEQUENCE:
@@ -349,8 +362,6 @@ class PartitionWrites:
         if outcome is Outcome.TOO_LARGE:
             raise self._too_large(sent)
         error = error_for(result.error_code, f"write at offset {sent.base_offset}")
-        if outcome is Outcome.UNKNOWN:  # it may have landed, above the high watermark
-            self._unsure.append(sent.max_timestamp)
         if outcome in (Outcome.NOT_LANDED, Outcome.UNKNOWN):
             self._wait(waiting_for(result.error_code) or f"local {error}")
             # logged with the partition's name as it is retried; what landed is checked. A
@@ -376,14 +387,14 @@ class PartitionWrites:
         for sent, future in pending:
             if future.cancelled() or future.exception() is not None:
                 # never sent, or unknown: the local end read next is checked
-                self._unsure.append(sent.max_timestamp)
+                self._doubt(sent)
                 continue
             result = future.result()
             verdict = self._judge(sent, result)
             if verdict.outcome is Outcome.MISPLACED:
                 raise self._misplaced(verdict)
-            if verdict.outcome is Outcome.UNKNOWN:
-                self._unsure.append(sent.max_timestamp)
+            if verdict.outcome in MAYBE_ABOVE:
+                self._doubt(sent)
             if verdict.landed and not stamped_by_broker(sent, result):  # not the source's
                 self._confirm(sent)
 
@@ -397,7 +408,6 @@ class PartitionWrites:
         waited for where sending it again could land it twice (``_under_watermark``). No
         write is pipelined until one lands again."""
         self.proven_at = None
-        unsure, self._unsure = self._unsure, []
         await self._followed_limit()
         end = (await self.local.latest([self.tp]))[self.tp]
         confirmed = self.confirmed
@@ -419,27 +429,35 @@ class PartitionWrites:
                 " written and acknowledged are gone locally (an unclean leader election, or"
                 " the local topic deleted and recreated)"
             )
-        if not self._fenced(unsure):
+        covered = self._unfenced()
+        if covered:
             end = await self._under_watermark(end, stopping)
         if end > confirmed:
             await check(confirmed, end)
             self.confirmed = end
+        if covered and not stopping():  # what they may have left is under it now, checked
+            self._unsure = None
         self.status.local_end = end  # writes whose answers were lost count once read back
         return end
 
-    def _fenced(self, unsure: list[int]) -> bool:
-        """Would our producer state fence a write sent again from the local end, should one
-        of the writes ``unsure`` (their max timestamps: answers lost, or "may have landed")
-        sit above the high watermark? The broker answers a repeat of one of our last five
-        batches as a duplicate and refuses any other sequence, but only while it holds our
-        state: until ``producer.id.expiration.ms`` past the max timestamp of the last batch
-        it appended (the source's own, ``StateClock``). With none of them, nothing of ours
-        can be there."""
-        if not unsure:
-            return True
+    def _unfenced(self) -> bool:
+        """Might a write sent again from the local end land twice? Only if one of the writes
+        ``_unsure`` stands for sits above the high watermark and our producer state no longer
+        fences it: the broker answers a repeat of one of our last five batches as a duplicate
+        and refuses any other sequence only while it holds our state, until
+        ``producer.id.expiration.ms`` past the max timestamp of the last batch it appended
+        (the source's own, ``StateClock``). Asked as the local end is read and before each
+        write until one lands: records near that age may pass it meanwhile."""
+        if self._unsure is None:
+            return False
         now_ms = int(time.time() * 1000)
         clock = self.state_clock
-        return clock.expiration_ms > 0 and all(clock.fresh(t, now_ms) for t in unsure)
+        return clock.expiration_ms <= 0 or not clock.fresh(self._unsure, now_ms)
+
+    def _doubt(self, sent: Sent) -> None:
+        """``sent`` may sit above the high watermark (``_unsure``)."""
+        stamp = sent.max_timestamp
+        self._unsure = stamp if self._unsure is None else min(self._unsure, stamp)
 
     async def _under_watermark(self, end: int, stopping: Callable[[], bool]) -> int:
         """The local end (``end``: the high watermark, all a reader sees) once it covers

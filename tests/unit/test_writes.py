@@ -10,7 +10,12 @@ import time
 
 import pytest
 
-from syncer.alignment import OUT_OF_ORDER_SEQUENCE, REQUEST_TIMED_OUT, StateClock
+from syncer.alignment import (
+    DUPLICATE_SEQUENCE,
+    OUT_OF_ORDER_SEQUENCE,
+    REQUEST_TIMED_OUT,
+    StateClock,
+)
 from syncer.clusters import TP, ProduceResult
 from syncer.errors import LeaderMoved, MisalignedWrite, PartitionHalted, TransientClusterError
 from syncer.partition import PartitionSources
@@ -46,8 +51,12 @@ class StandInLocal:
         self.end = end  # the high watermark: what a reader sees
         self.log_end_at = log_end  # the leader's log end where it lies above that
         self.log_ends_read = 0
+        self.fail_next: Exception | None = None  # the next read of the end fails with it
 
     async def latest(self, tps: list[TP]) -> dict[TP, int]:
+        if (error := self.fail_next) is not None:
+            self.fail_next = None
+            raise error
         return {tp: self.end for tp in tps}
 
     async def log_end(self, tp: TP) -> int:
@@ -403,11 +412,12 @@ async def lost(w: PartitionWrites, writer: StandInWriter, sent: Sent, how: str =
         w.submit(sent._replace(next_offset=sent.base_offset), b"raw")  # nothing of its own
         writer.sent[-1].set_result(ProduceResult(NOT_LEADER_OR_FOLLOWER, -1))
     w.submit(sent, b"raw")
-    if how == "answered":
-        writer.sent[-1].set_result(ProduceResult(REQUEST_TIMED_OUT, -1))
+    if how in ("answered", "duplicate"):  # "may have landed"; "the broker holds it already"
+        code = REQUEST_TIMED_OUT if how == "answered" else DUPLICATE_SEQUENCE
+        writer.sent[-1].set_result(ProduceResult(code, -1))
     else:
         writer.sent[-1].set_exception(TransientClusterError("request timed out"))
-    with pytest.raises(TransientClusterError):
+    with pytest.raises((TransientClusterError, Resync)):
         if how == "judged":
             w.check_done()
         else:
@@ -427,7 +437,7 @@ def no_poll_wait(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.usefixtures("no_poll_wait")
-@pytest.mark.parametrize("how", ["waited", "judged", "answered", "behind"])
+@pytest.mark.parametrize("how", ["waited", "judged", "answered", "duplicate", "behind"])
 async def test_a_lost_write_of_old_records_above_the_high_watermark_is_waited_for(
     how: str,
 ) -> None:
@@ -508,3 +518,54 @@ async def test_a_stop_ends_the_wait_above_the_high_watermark() -> None:
     await still_waiting(reading)
     stop = True
     assert await reading == 0  # nothing is written after it
+
+
+@pytest.mark.usefixtures("no_poll_wait")
+async def test_a_read_that_fails_while_waiting_keeps_the_lost_write_waited_for() -> None:
+    """The wait reads the ends again and again of a leader that just timed a write out: one
+    read failing must not forget the write it waits for (the next resync waits again)."""
+    writer, local, w = await started()
+    await lost(w, writer, batch(0, age_ms=2 * DAY_MS))
+    local.log_end_at = 10
+    reading = asyncio.ensure_future(w.checked_local_end(unreachable_check))
+    await still_waiting(reading)
+    local.fail_next = TransientClusterError("connection to the leader lost")
+    with pytest.raises(TransientClusterError):
+        await reading
+    await w.settle()
+    again = asyncio.ensure_future(w.checked_local_end(unreachable_check))
+    await still_waiting(again)
+    again.cancel()
+
+
+async def test_a_lost_write_that_ages_past_the_state_clock_before_the_next_write_resyncs() -> None:
+    """Fresh when the local end was read (the broker fenced a write sent again), past the
+    producer-state clock by the time the next write would go (a remote down meanwhile, say):
+    that write is not sent; the local end is read again, and waited for there."""
+    writer, local = StandInWriter(), StandInLocal(0)
+    w = writes(writer, local, expiry_ms=2000)  # fresh for 1 s (half of it kept as margin)
+    await w.checked_local_end(unreachable_check)
+    await lost(w, writer, batch(0, age_ms=800))
+    assert await w.checked_local_end(unreachable_check) == 0  # fenced: no wait
+    assert w.room_now([now_ms()])
+    await asyncio.sleep(0.3)  # 1.1 s old now
+    assert not w.room_now([now_ms()])
+    with pytest.raises(Resync):
+        await w.room()
+
+
+async def test_a_write_that_lands_ends_what_a_lost_one_left_unsure() -> None:
+    """A write answered as landed (acks=all) means everything of ours before it is under
+    the high watermark: the lost one ageing past the clock after that resyncs nothing."""
+    writer, local = StandInWriter(), StandInLocal(0)
+    w = writes(writer, local, expiry_ms=2000)
+    await w.checked_local_end(unreachable_check)
+    await lost(w, writer, batch(0, age_ms=800))
+    assert await w.checked_local_end(unreachable_check) == 0  # fenced: sent again
+    await w.room()
+    w.submit(batch(0, age_ms=800), b"raw")
+    writer.sent[-1].set_result(ProduceResult(0, 0))
+    await w.drain(0)
+    await asyncio.sleep(0.3)  # the lost write's timestamp past the clock now
+    await w.room()  # no resync
+    assert w.room_now([now_ms()])
