@@ -13,6 +13,8 @@ import asyncio
 import time
 from typing import Any
 
+import pytest
+
 from syncer.budget import ByteBudget
 from syncer.cap_gate import CapGate
 from syncer.chunk_plan import Chunk, ChunkPlan
@@ -154,33 +156,6 @@ async def test_a_taken_answers_bookkeeping_waits_until_its_next_poll_is_out() ->
         await stop(r)
 
 
-async def test_a_bug_in_a_taken_answers_bookkeeping_halts_the_partition() -> None:
-    """What the step leaves for after the poll raises (a bug): the partition halts with it,
-    as with one in the step itself, though its records were written, and no broker is
-    blamed for it (the poll it follows is not failed)."""
-    r = await rig()
-    try:
-        await caught_up(r)
-        fetcher = r.copier.fetchers["east"].lanes[0]
-        blamed = blames(fetcher)
-
-        def broken(*_: Any) -> None:
-            raise RuntimeError("a bug in the bookkeeping")
-
-        r.copier.agreement.written = broken  # type: ignore[method-assign]
-        r.remote.append(A, 2)
-        await r.until(lambda: len(r.writer.sent) == 2, "the polled batch's write")
-        r.writer.answer(1)  # the halting copier waits for its writes in flight
-        await asyncio.wait_for(r.task, 2)
-        status = r.copier.status
-        assert status.state is State.HALTED
-        assert status.error == "internal error: RuntimeError: a bug in the bookkeeping"
-        assert r.writer.offsets() == [0, 3]  # written before the bookkeeping raised
-        assert fetcher.dead is None and blamed == []
-    finally:
-        await stop(r)
-
-
 async def test_with_a_cap_to_obey_a_taken_answers_poll_waits_for_the_pass() -> None:
     """A cap on the remote's bandwidth is the pass's to obey (its gate, paid as each answer
     is counted): the next poll then goes out in the pass, after the answer was paid for,
@@ -220,10 +195,14 @@ async def test_an_answer_whose_writes_must_wait_goes_the_usual_way() -> None:
         await stop(r)
 
 
-async def test_a_step_that_raises_halts_the_partition_and_blames_no_broker() -> None:
-    """A bug in the step taken in the fetcher's turn: the partition halts with the error
-    (as one in the copier's task), and the fetcher's request is not failed for it (the
-    broker is not the one that broke)."""
+@pytest.mark.parametrize("where", ["the step", "the bookkeeping"])
+async def test_a_bug_in_a_taken_answers_step_halts_the_partition_and_blames_no_broker(
+    where: str,
+) -> None:
+    """A bug in the step taken in the fetcher's turn, or in what it leaves for after the
+    next poll is out (``_written``: its records written by then): the partition halts with
+    the error (as one in the copier's task), and the fetcher's request is not failed for it
+    (the broker is not the one that broke)."""
     r = await rig()
     try:
         await caught_up(r)
@@ -231,15 +210,22 @@ async def test_a_step_that_raises_halts_the_partition_and_blames_no_broker() -> 
         blamed = blames(fetcher)
 
         def broken(*_: Any) -> Any:
-            raise RuntimeError("a bug in the step")
+            raise RuntimeError(f"a bug in {where}")
 
-        r.copier._scan = broken  # type: ignore[method-assign]
+        if where == "the step":
+            r.copier._scan = broken  # type: ignore[method-assign]
+        else:
+            r.copier.agreement.written = broken  # type: ignore[method-assign]
         r.remote.append(A, 2)
+        if where == "the bookkeeping":
+            await r.until(lambda: len(r.writer.sent) == 2, "the polled batch's write")
+            r.writer.answer(1)  # the halting copier waits for its writes in flight
         await asyncio.wait_for(r.task, 2)
         status = r.copier.status
         assert status.state is State.HALTED
-        assert status.error == "internal error: RuntimeError: a bug in the step"
-        assert r.writer.offsets() == [0]  # nothing written from the answer
+        assert status.error == f"internal error: RuntimeError: a bug in {where}"
+        written = [0] if where == "the step" else [0, 3]  # the bookkeeping's came after
+        assert r.writer.offsets() == written
         assert fetcher.dead is None and blamed == []
     finally:
         await stop(r)
