@@ -429,13 +429,13 @@ class PartitionWrites:
                 " written and acknowledged are gone locally (an unclean leader election, or"
                 " the local topic deleted and recreated)"
             )
-        covered = self._unfenced()
-        if covered:
+        unfenced = self._unfenced()
+        if unfenced:
             end = await self._under_watermark(end, stopping)
         if end > confirmed:
             await check(confirmed, end)
             self.confirmed = end
-        if covered and not stopping():  # what they may have left is under it now, checked
+        if unfenced and not stopping():  # what they may have left is under it now, checked
             self._unsure = None
         self.status.local_end = end  # writes whose answers were lost count once read back
         return end
