@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from functools import cached_property
+from functools import cached_property, partial
 
 from aiokafka.protocol.offset import OffsetRequest
 from aiokafka.protocol.transaction import InitProducerIdRequest
@@ -68,21 +68,17 @@ class WireRequests(ProduceRequests, Fetches):
 
     @cached_property
     def _log_ends(self) -> Coalesced[TP, int]:
-        return Coalesced(self._answered_log_ends)
+        return Coalesced(partial(self._answered_ends, replica=DEBUGGING))
 
-    async def _answered_log_ends(self, tps: list[TP]) -> dict[TP, int]:
-        partial_ok = len(tps) > 1  # as ``_answered_ends``
-        return await self._list_offsets(
-            tps, LATEST, READ_UNCOMMITTED, answered_only=partial_ok, replica=DEBUGGING
-        )
-
-    async def _answered_ends(self, tps: list[TP]) -> dict[TP, int]:
-        """The ends of those of ``tps`` that answered. Those that did not are read alone by
-        ``Coalesced``, which then raises their own error: at 10,000 partitions a group
-        member given partitions still being created had all its 3,333 copiers' ends read
-        alone, one request each, for a few hundred not led yet."""
+    async def _answered_ends(self, tps: list[TP], replica: int = CONSUMER) -> dict[TP, int]:
+        """The ends of those of ``tps`` that answered (as ``replica`` asks). Those that did
+        not are read alone by ``Coalesced``, which then raises their own error: at 10,000
+        partitions a group member given partitions still being created had all its 3,333
+        copiers' ends read alone, one request each, for a few hundred not led yet."""
         partial_ok = len(tps) > 1
-        return await self._list_offsets(tps, LATEST, READ_UNCOMMITTED, answered_only=partial_ok)
+        return await self._list_offsets(
+            tps, LATEST, READ_UNCOMMITTED, answered_only=partial_ok, replica=replica
+        )
 
     async def _list_offsets(
         self,
