@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test unit integration lint docs dist test-matrix chaos chaos-brokers bench bench-catchup bench-remotes bench-wan bench-steady bench-scale bench-caps clean testbed-down
+.PHONY: run test test-multinode unit integration lint docs dist test-matrix chaos chaos-brokers bench bench-catchup bench-remotes bench-wan bench-steady bench-scale bench-caps clean testbed-down
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,9 +17,15 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/syncer -v testbed demo --state .run
 
-# Unit tests, then integration tests against real brokers started by the test bed.
+# Unit tests, then integration tests against real brokers started by the test bed; of the
+# multi-node fault tests, all but the longest (marked long_multinode: make test-multinode).
 test: $(STAMP)
-	$(BIN)/pytest -q -p no:cacheprovider --durations=25 tests/unit tests/integration
+	$(BIN)/pytest -q -p no:cacheprovider --durations=25 -m "not long_multinode" tests/unit tests/integration
+
+# Every test on 3-node clusters (leader moves, broker kills, rolling restarts, ISR, unclean
+# elections, racks), the long ones included; `make test` runs all but those marked long.
+test-multinode: $(STAMP)
+	$(BIN)/pytest -q -p no:cacheprovider --durations=10 $$(grep -l 'three_nodes\|local3\|remote3' tests/integration/test_*.py)
 
 unit: $(STAMP)
 	$(BIN)/pytest -q tests/unit

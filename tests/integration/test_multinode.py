@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+import pytest
 from aiokafka import AIOKafkaProducer
 from aiokafka.structs import TopicPartition
 
@@ -480,6 +481,7 @@ async def test_a_reassignment_to_other_brokers_mid_copy_stalls_the_moved_partiti
     assert worst < STALL_LIMIT_S
 
 
+@pytest.mark.long_multinode
 async def test_a_clean_rolling_restart_of_every_local_node_mid_copy_ends_identical(
     local3: Testbed, east: str, topic: str
 ) -> None:

@@ -23,6 +23,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 
+import pytest
 from aiokafka.protocol.metadata import MetadataRequest
 
 from syncer.clusters import Cluster
@@ -160,6 +161,7 @@ class RemoteFaults:
         self.windows[what] = (began, done + SETTLE_S)
 
 
+@pytest.mark.long_multinode
 async def test_remote_broker_faults_mid_copy_end_identical_and_leader_moves_stall_briefly(
     remote3: Testbed, local: str, topic: str
 ) -> None:
