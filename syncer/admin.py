@@ -5,6 +5,7 @@ offsets) and deleting records."""
 from __future__ import annotations
 
 import contextlib
+import random
 import uuid
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Collection, Iterable, Iterator, Mapping, Sequence
@@ -382,13 +383,30 @@ class TopicAdmin(ClusterConnection):
         return out
 
     async def _default_replication_factor(self) -> int:
+        """The brokers' ``default.replication.factor``, asked of each broker in turn until
+        one answers: one hung or down among them fails no creation."""
         admin = await self._admin_client()
-        node = self._client.get_random_node()
-        resource = ConfigResource(ConfigResourceType.BROKER, str(node))
-        result = await admin.describe_configs([resource])
-        for response in result:
-            for res in response.resources:
-                for entry in res[4]:
-                    if entry[0] == "default.replication.factor" and entry[1]:
-                        return int(entry[1])
-        return 1
+        nodes = [b.nodeId for b in self._client.cluster.brokers()]
+        random.shuffle(nodes)
+        *others, last = nodes or [self._client.get_random_node()]
+        for node in others:
+            try:
+                return _replication_factor(await admin.describe_configs([_broker(node)]))
+            except (kafka_errors.KafkaError, OSError, TimeoutError):
+                continue
+        return _replication_factor(await admin.describe_configs([_broker(last)]))
+
+
+def _broker(node: int) -> ConfigResource:
+    return ConfigResource(ConfigResourceType.BROKER, str(node))
+
+
+def _replication_factor(described: Any) -> int:
+    """``default.replication.factor`` from a DescribeConfigs answer of a broker (1 if it
+    gives none)."""
+    for response in described:
+        for resource in response.resources:
+            for entry in resource[4]:
+                if entry[0] == "default.replication.factor" and entry[1]:
+                    return int(entry[1])
+    return 1

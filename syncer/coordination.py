@@ -399,6 +399,7 @@ async def group_owners(config: Config) -> dict[TP, str]:
     admin = AIOKafkaAdminClient(
         bootstrap_servers=config.local.bootstrap_servers,
         client_id=f"{config.local.client_id}-status",
+        request_timeout_ms=config.local.request_timeout_ms,
         **client_options(config.local),
     )
     await admin.start()

@@ -39,14 +39,17 @@ async def load_identity(local: Cluster, state_topic: str, deployment: str) -> Wr
 
 
 async def _load_identity(local: Cluster, state_topic: str, deployment: str) -> WriterIdentity:
-    await local.create_topic(
-        # not compacted: compaction keeps the last record per key, and every process must
-        # keep agreeing on the first one
-        state_topic,
-        1,
-        {"cleanup.policy": "delete", "retention.ms": "-1", "retention.bytes": "-1"},
-        -1,
-    )
+    # created only when missing: a creation goes to the node the metadata names controller,
+    # and a start must not wait on a hung broker that leads nothing it reads
+    if state_topic not in await local.partition_counts():
+        await local.create_topic(
+            # not compacted: compaction keeps the last record per key, and every process must
+            # keep agreeing on the first one
+            state_topic,
+            1,
+            {"cleanup.policy": "delete", "retention.ms": "-1", "retention.bytes": "-1"},
+            -1,
+        )
     key = f"producer:{deployment}".encode()
     found = await _read_first(local, state_topic, key)
     if found is not None:
@@ -54,6 +57,7 @@ async def _load_identity(local: Cluster, state_topic: str, deployment: str) -> W
     producer_id, epoch = await local.init_producer_id()
     producer = AIOKafkaProducer(
         bootstrap_servers=local.config.bootstrap_servers,
+        request_timeout_ms=local.config.request_timeout_ms,
         acks="all",
         enable_idempotence=True,
         **client_options(local.config),
@@ -78,6 +82,9 @@ async def _load_identity(local: Cluster, state_topic: str, deployment: str) -> W
 async def _read_first(local: Cluster, topic: str, key: bytes) -> WriterIdentity | None:
     consumer = AIOKafkaConsumer(
         bootstrap_servers=local.config.bootstrap_servers,
+        # the cluster's own timeout, not aiokafka's 40 s: a hung broker first among the
+        # bootstrap servers held each start that long
+        request_timeout_ms=local.config.request_timeout_ms,
         enable_auto_commit=False,
         isolation_level="read_committed",
         **client_options(local.config),

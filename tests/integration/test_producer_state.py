@@ -16,7 +16,7 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -24,9 +24,11 @@ from pathlib import Path
 import pytest
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.structs import TopicPartition
 
 from syncer import Syncer
-from syncer.config import Config
+from syncer.clusters import Cluster
+from syncer.config import ClusterConfig, Config
 from syncer.status import State
 from syncer.testbed import ClusterSpec, Testbed
 from syncer.testbed.bed import free_port
@@ -46,6 +48,7 @@ from tests.kafka_helpers import (
     produce,
     read_partition,
     until,
+    until_read,
 )
 
 DAY_MS = 86_400_000
@@ -218,7 +221,7 @@ async def test_old_records_through_cut_links_and_kill_9_end_identical(
         for b in range(30):
             records = [(b"k%d" % i, b"p%d-%d-%d" % (p, b, i) * 40) for i in range(50)]
             await produce(remote.direct, topic, records, partition=p, timestamp_ms=days_ago(2))
-    raw = {
+    raw: dict[str, object] = {
         "name": f"forgetful-{topic}",
         "local": {"bootstrap_servers": local.bootstrap, "request_timeout_ms": 3000},
         "remotes": [{"name": "east", "bootstrap_servers": remote.direct}],
@@ -337,12 +340,46 @@ async def test_a_trimmed_write_is_timed_by_what_it_holds_not_by_its_source_batch
 
 @pytest.fixture(scope="module")
 def forgetful3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Testbed]:
-    """A 3-node local cluster (RF 3, min ISR 2) that forgets producers after 5 s."""
+    """A 3-node local cluster (RF 3, min ISR 2) that forgets producers after 5 s, and drops
+    a follower from the ISR (or fences its broker) only after 60 s silent: a paused follower
+    holds the high watermark until the test resumes it."""
     root = tmp_path_factory.mktemp("forgetful3")
-    yield from three_nodes(root, "forgetful3", properties=SHORT_MEMORY)
+    silent = {"broker.session.timeout.ms": "60000", "replica.lag.time.max.ms": "60000"}
+    properties = {**SHORT_MEMORY, **silent}
+    yield from three_nodes(root, "forgetful3", properties=properties)
 
 
 PAUSED = 3  # follows the partition, leads nothing of it
+WAITING = "not yet taken by every in-sync replica"
+
+
+async def led_off_the_paused(local: str, *topics: str) -> None:
+    """``topics``, one partition each, on the local cluster: node 1 leads, nodes 2 and
+    ``PAUSED`` follow, all three in sync."""
+    placed = {0: [1, 2, PAUSED]}
+    admin = AIOKafkaAdminClient(bootstrap_servers=local)
+    await admin.start()
+    try:
+        await admin.create_topics(
+            [
+                NewTopic(t, num_partitions=-1, replication_factor=-1, replica_assignments=placed)
+                for t in topics
+            ]
+        )
+    finally:
+        await admin.close()
+    for t in topics:
+        await wait_placed(local, t, lambda ps: all(len(p.isr) == 3 for p in ps))
+
+
+async def within(condition: Callable[[], bool], timeout_s: float) -> bool:
+    """Does ``condition()`` hold within ``timeout_s``? (Looked at every 50 ms.)"""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(0.05)
+    return True
 
 
 async def test_a_write_left_above_the_high_watermark_is_not_written_again_behind_itself(
@@ -354,26 +391,18 @@ async def test_a_write_left_above_the_high_watermark_is_not_written_again_behind
     holds our producer state, it is answered as a duplicate; but records older than the
     broker keeps that state for (``producer.id.expiration.ms``, 5 s here, checked each
     second) leave the broker holding none, and it takes the write again at its log end,
-    behind its own first copy. Here a follower is paused (SIGSTOP) until the controller
-    fences it (~9 s): the write of offsets 5..9 (two days old) is appended by the leader
-    and held above the high watermark; its answer is lost after syncer's 3 s request
-    timeout. syncer must wait until the high watermark covers the leader's log end before
-    it writes from there again. Without that wait it wrote the batch a second time at
-    local offset 10."""
+    behind its own first copy. Here a follower is paused (SIGSTOP): the write of offsets
+    5..9 (two days old) is appended by the leader and held above the high watermark; its
+    answer is lost after syncer's 3 s request timeout. syncer must wait, saying why, until
+    the high watermark covers the leader's log end (the follower resumed here), and find
+    5..9 are the remote's. Without that wait it wrote the batch a second time at local
+    offset 10 (and a third at 15)."""
     cluster = cluster_of(forgetful3)
     local = cluster.bootstrap
-    admin = AIOKafkaAdminClient(bootstrap_servers=local)
-    await admin.start()
-    try:
-        placed = {0: [1, 2, PAUSED]}
-        new = NewTopic(topic, num_partitions=-1, replication_factor=-1, replica_assignments=placed)
-        await admin.create_topics([new])
-    finally:
-        await admin.close()
     await create_topic(east, topic, 1)
-    await wait_placed(local, topic, lambda ps: all(len(p.isr) == 3 for p in ps))
+    await led_off_the_paused(local, topic)
     await one_batch(east, topic, [(b"v%d" % i, days_ago(2)) for i in range(5)])
-    # a write unanswered for 3 s is given up (its answer lost), well before the fence
+    # a write unanswered for 3 s is given up (its answer lost)
     config = make_config(local, {"east": east}, [topic])
     syncer = Syncer(replace(config, local=replace(config.local, request_timeout_ms=3000)))
     async with syncer:
@@ -386,19 +415,104 @@ async def test_a_write_left_above_the_high_watermark_is_not_written_again_behind
             os.kill(pid, signal.SIGSTOP)
             try:
                 await one_batch(east, topic, [(b"v%d" % i, days_ago(2)) for i in range(5, 10)])
-                await until(
-                    lambda: status.local_end >= 10 or status.state is State.HALTED,
-                    "the next five copied",
-                    90,
-                )
+                waited = await within(lambda: WAITING in (status.waiting or ""), 20)
+                reason = status.waiting
             finally:
                 os.kill(pid, signal.SIGCONT)
+            await until(
+                lambda: status.local_end >= 10 or status.state is State.HALTED,
+                "the next five copied",
+                60,
+            )
             await asyncio.sleep(2)  # a second copy would follow its first by now
             assert status.state is not State.HALTED, status.error
             assert status.local_end == 10
+            assert waited, "no wait for the in-sync replicas was shown"
+            assert reason is not None and reason.startswith("local offsets 5..9 appended"), reason
         finally:
             syncer.request_stop()
             await asyncio.wait_for(running, 60)
+    await wait_placed(local, topic, lambda ps: all(len(p.isr) == 3 for p in ps))
+    copied = await assert_prefix_of_remote(local, east, topic)
+    assert [r.offset for r in copied] == list(range(10))
+
+
+async def test_a_write_a_killed_process_left_above_the_high_watermark_is_not_written_again(
+    forgetful3: Testbed, east: str, topic: str, tmp_path: Path
+) -> None:
+    """The same write above the high watermark, left by a process killed (kill -9) while
+    its answer was pending: the next process knows nothing of it. It writes as the same
+    producer, but the broker has forgotten that producer (the records are two days old),
+    so nothing fences a repeat. It must wait at start until the high watermark covers the
+    leader's log end (the follower resumed here), then find offsets 5..9 are the remote's.
+    Without that wait it wrote 5..9 again at local offset 10."""
+    cluster = cluster_of(forgetful3)
+    local = cluster.bootstrap
+    tp = TopicPartition(topic, 0)
+    # the deployment's identity is kept off the paused node too: each start reads it
+    state_topic = f"_syncer_state.{topic}"
+    await create_topic(east, topic, 1)
+    await led_off_the_paused(local, topic, state_topic)
+    await one_batch(east, topic, [(b"v%d" % i, days_ago(2)) for i in range(5)])
+    raw: dict[str, object] = {
+        "local": {"bootstrap_servers": local},
+        "remotes": [{"name": "east", "bootstrap_servers": east}],
+        "topics": {"include": [topic]},
+        "state_topic": state_topic,
+    }
+    async with Cluster(ClusterConfig(local, name="reader"), role="test") as reader:
+
+        async def ends() -> tuple[int, int]:
+            """The high watermark and the leader's log end."""
+            return (await reader.latest([tp]))[tp], await reader.log_end(tp)
+
+        first = Daemon(tmp_path, raw)
+        try:
+            await until_read(ends, (5, 5), "the first five", 60)
+            pid = cluster.node(PAUSED).pid
+            assert pid is not None
+            os.kill(pid, signal.SIGSTOP)
+            try:
+                await one_batch(east, topic, [(b"v%d" % i, days_ago(2)) for i in range(5, 10)])
+                # appended by the leader, held above the high watermark by the paused follower
+                await until_read(ends, (5, 10), "5..9 appended", 30)
+                first.proc.kill()
+                first.proc.wait(10)
+                # the paused node is asked at start (the brokers' settings, a bootstrap):
+                # given up on after 3 s each time
+                config = make_config(local, {"east": east}, [topic], state_topic=state_topic)
+                local_config = replace(config.local, request_timeout_ms=3000)
+                syncer = Syncer(replace(config, local=local_config))
+                async with syncer:
+                    running = asyncio.create_task(syncer.run())
+                    try:
+                        await until(lambda: bool(syncer.statuses()), "the next process", 60)
+                        (status,) = syncer.statuses()
+                        waited = await within(lambda: WAITING in (status.waiting or ""), 20)
+                        reason = status.waiting
+                        high, log_end = await ends()
+                        assert high == 5, "the high watermark moved before the follower resumed"
+                        assert log_end == 10, f"5..9 written again: the log ends at {log_end}"
+                        os.kill(pid, signal.SIGCONT)
+                        await until(
+                            lambda: status.local_end >= 10 or status.state is State.HALTED,
+                            "5..9 found to be the remote's",
+                            60,
+                        )
+                        await asyncio.sleep(2)  # a second copy would follow its first by now
+                        assert status.state is not State.HALTED, status.error
+                        assert status.local_end == 10
+                        assert waited, "no wait for the in-sync replicas was shown"
+                        assert reason is not None
+                        assert reason.startswith("local offsets 5..9 appended"), reason
+                    finally:
+                        syncer.request_stop()
+                        await asyncio.wait_for(running, 60)
+            finally:
+                os.kill(pid, signal.SIGCONT)
+        finally:
+            first.stop()
+        assert await ends() == (10, 10)
     await wait_placed(local, topic, lambda ps: all(len(p.isr) == 3 for p in ps))
     copied = await assert_prefix_of_remote(local, east, topic)
     assert [r.offset for r in copied] == list(range(10))
