@@ -25,7 +25,7 @@ test: $(STAMP)
 # Every test on 3-node clusters (leader moves, broker kills, rolling restarts, ISR, unclean
 # elections, racks), the long ones included; `make test` runs all but those marked long.
 test-multinode: $(STAMP)
-	$(BIN)/pytest -q -p no:cacheprovider --durations=10 $$(grep -l 'three_nodes\|local3\|remote3' tests/integration/test_*.py)
+	$(BIN)/pytest -q -p no:cacheprovider --durations=10 $$(grep -lE 'three_nodes|local3|remote3' tests/integration/test_*.py)
 
 unit: $(STAMP)
 	$(BIN)/pytest -q tests/unit

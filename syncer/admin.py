@@ -384,11 +384,13 @@ class TopicAdmin(ClusterConnection):
 
     async def _default_replication_factor(self) -> int:
         """The brokers' ``default.replication.factor``, asked of each broker in turn until
-        one answers: one hung or down among them fails no creation."""
+        one answers: one hung, down or refusing among them fails no creation."""
         admin = await self._admin_client()
         nodes = [b.nodeId for b in self._client.cluster.brokers()]
+        if not nodes:
+            raise TransientClusterError(f"{self.name}: no broker known yet")
         random.shuffle(nodes)
-        *others, last = nodes or [self._client.get_random_node()]
+        *others, last = nodes
         for node in others:
             try:
                 return _replication_factor(await admin.describe_configs([_broker(node)]))
@@ -403,10 +405,12 @@ def _broker(node: int) -> ConfigResource:
 
 def _replication_factor(described: Any) -> int:
     """``default.replication.factor`` from a DescribeConfigs answer of a broker (1 if it
-    gives none)."""
+    gives none); the broker's refusal (e.g. not authorized) raised as its error."""
     for response in described:
-        for resource in response.resources:
-            for entry in resource[4]:
+        for code, message, _type, _name, entries, *_rest in response.resources:
+            if code:
+                raise kafka_errors.for_code(code)(message)
+            for entry in entries:
                 if entry[0] == "default.replication.factor" and entry[1]:
                     return int(entry[1])
     return 1

@@ -341,10 +341,10 @@ async def test_a_trimmed_write_is_timed_by_what_it_holds_not_by_its_source_batch
 @pytest.fixture(scope="module")
 def forgetful3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Testbed]:
     """A 3-node local cluster (RF 3, min ISR 2) that forgets producers after 5 s, and drops
-    a follower from the ISR (or fences its broker) only after 60 s silent: a paused follower
-    holds the high watermark until the test resumes it."""
+    a follower from the ISR (or fences its broker) only after 120 s silent: a paused
+    follower holds the high watermark until the test resumes it."""
     root = tmp_path_factory.mktemp("forgetful3")
-    silent = {"broker.session.timeout.ms": "60000", "replica.lag.time.max.ms": "60000"}
+    silent = {"broker.session.timeout.ms": "120000", "replica.lag.time.max.ms": "120000"}
     properties = {**SHORT_MEMORY, **silent}
     yield from three_nodes(root, "forgetful3", properties=properties)
 
@@ -506,6 +506,7 @@ async def test_a_write_a_killed_process_left_above_the_high_watermark_is_not_wri
                         assert reason is not None
                         assert reason.startswith("local offsets 5..9 appended"), reason
                     finally:
+                        os.kill(pid, signal.SIGCONT)  # before the stop, which may wait
                         syncer.request_stop()
                         await asyncio.wait_for(running, 60)
             finally:
