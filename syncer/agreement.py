@@ -223,6 +223,16 @@ class Agreement:
             digests = record_digests(tail, tail[0].base_offset, got.covered_end)
         self.last = Written(got.remote, got.first_offset, got.covered_end, digests)
 
+    def local_checked(self) -> None:
+        """The local log grew past what our answers confirmed (writes whose answers were
+        lost) and was found to hold the reference remote's records there. What ``written``
+        noted last may not be what landed: a write sent again from another remote is
+        answered as a duplicate of the first (the broker matches sequences, not records),
+        whichever remote's records that one held. So the next chunk, of any remote, is
+        compared with the local log, and a remote with another history there is dropped
+        rather than continued unchecked."""
+        self.last = None
+
     def _note_failures(self, remote: str) -> None:
         """A remote that failed fetches since it was checked may be back with other data (a
         topic deleted and recreated, a cluster restored): compare it again before writing

@@ -360,6 +360,7 @@ class PartitionCopier:
         )
         if found is not None:
             raise MisalignedWrite(f"{self.tp.topic}[{self.tp.partition}]: {found.describe()}")
+        self.agreement.local_checked()
 
     def _release_when_answered(self, ticket: Ticket) -> None:
         """Keep ``ticket``'s bytes in the process's budget until the last write sent for them

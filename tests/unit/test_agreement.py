@@ -460,3 +460,27 @@ async def test_check_now_leaves_a_due_sample_of_another_remote_to_check() -> Non
             assert sources["west"].fetches == before + 1
         check.written(got)
     assert passed == 39  # one sample due in 40 chunks, read by ``check``
+
+
+async def test_after_writes_found_landed_a_remote_sent_again_is_compared_with_the_local() -> None:
+    """east's write of 10..19 lost its answer but landed (above the high watermark at
+    first); the same offsets sent again from west, which holds another history there, were
+    answered as a duplicate of east's (the broker matches sequences, not records). What
+    ``written`` noted last is west's chunk, but the local log holds east's. Once the local
+    end is read past them and found to be the reference remote's (east's), the next chunk
+    of west must be compared with the local log, not continue unchecked."""
+    same = build(9, [(b"k", b"same")])
+    theirs = build(10, [(b"k", b"w%d" % i) for i in range(10)])
+    check, sources = agreement(same, east=same, west=same)
+    east = chunk("east", build(10, [(b"k", b"e%d" % i) for i in range(10)]))
+    await check.check(east, 10)
+    check.written(east)  # its answer lost
+    west = chunk("west", theirs)
+    await check.check(west, 10)  # below 10 both agree with the local log
+    check.written(west)  # answered as a duplicate: east's records are what landed
+    check.local.raw = build(10, [(b"k", b"e%d" % i) for i in range(10)])  # type: ignore[attr-defined]
+    check.local.end = 20  # type: ignore[attr-defined]
+    sources["west"].raw = theirs + build(20, [(b"k", b"w20")])
+    check.local_checked()  # local 10..19 found identical to the reference's (east's)
+    with pytest.raises(SourceDropped, match="differ from the local log's at offset 19"):
+        await check.check(chunk("west", build(20, [(b"k", b"w20")])), 20)

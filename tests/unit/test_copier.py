@@ -6,14 +6,19 @@ from __future__ import annotations
 
 import asyncio
 import time
+from types import SimpleNamespace
+from typing import Any
 
+import pytest
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
+from syncer import copier as copier_module
 from syncer.batches import Batch, split_batches
 from syncer.chunk_types import Chunk, Fetched
 from syncer.clusters import TP, FetchedPartition
 from syncer.config import CopierConfig
 from syncer.copier import PartitionCopier
+from syncer.errors import PartitionHalted
 from syncer.identity import WriterIdentity
 from syncer.retry import next_backoff
 from syncer.status import PartitionStatus
@@ -175,3 +180,37 @@ async def test_each_write_counts_the_max_timestamp_of_the_records_it_holds() -> 
         writes.gate.put_nowait(None)
     assert await asyncio.wait_for(copier._write(got, 2), 1) == 7
     assert [(s.base_offset, s.max_timestamp) for s in writes.writes] == [(2, 400), (5, 600)]
+
+
+class NotedAgreement:
+    def __init__(self) -> None:
+        self.local_checks = 0
+
+    def local_checked(self) -> None:
+        self.local_checks += 1
+
+
+async def test_records_found_landed_and_identical_make_the_agreement_compare_anew(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Writes whose answers were lost, found landed and identical to the reference remote's
+    (``_check_landed``): the agreement forgets what it noted as written last (a write sent
+    again from another remote is answered as a duplicate of what landed)."""
+    found: list[Any] = [None]
+
+    async def check_landed(*_args: Any) -> Any:
+        return found[0]
+
+    monkeypatch.setattr(copier_module, "check_landed", check_landed)
+    copier = writing_copier(GatedWrites())
+    copier.sources = SimpleNamespace(landed_reference=lambda: "east")  # type: ignore[assignment]
+    copier.fetchers = {"east": SimpleNamespace(lanes=[SimpleNamespace(cluster=None)])}  # type: ignore[dict-item]
+    copier.local = None  # type: ignore[assignment]
+    agreement = NotedAgreement()
+    copier.agreement = agreement  # type: ignore[assignment]
+    await copier._check_landed(10, 20)
+    assert agreement.local_checks == 1
+    found[0] = SimpleNamespace(describe=lambda: "record from remote offset 10 differs")
+    with pytest.raises(PartitionHalted, match="differs"):
+        await copier._check_landed(10, 20)
+    assert agreement.local_checks == 1
