@@ -29,7 +29,7 @@ from aiokafka.structs import TopicPartition
 from syncer import Syncer
 from syncer.clusters import Cluster
 from syncer.config import ClusterConfig, Config
-from syncer.status import State
+from syncer.status import PartitionStatus, State
 from syncer.testbed import ClusterSpec, Testbed
 from syncer.testbed.bed import free_port
 from syncer.testbed.proxy import LinkProxy
@@ -382,6 +382,18 @@ async def within(condition: Callable[[], bool], timeout_s: float) -> bool:
     return True
 
 
+async def ten_once_having_waited(status: PartitionStatus, waited: bool, reason: str | None) -> None:
+    """Once the paused follower is resumed: the local end reaches 10 with 5..9 found to be
+    the remote's (not written again: a second copy would have halted the partition), and
+    the wait before was shown, naming those offsets."""
+    await until(lambda: status.local_end >= 10 or status.state is State.HALTED, "5..9 copied", 60)
+    await asyncio.sleep(2)  # a second copy would follow its first by now
+    assert status.state is not State.HALTED, status.error
+    assert status.local_end == 10
+    assert waited, "no wait for the in-sync replicas was shown"
+    assert reason is not None and reason.startswith("local offsets 5..9 appended"), reason
+
+
 async def test_a_write_left_above_the_high_watermark_is_not_written_again_behind_itself(
     forgetful3: Testbed, east: str, topic: str
 ) -> None:
@@ -419,16 +431,7 @@ async def test_a_write_left_above_the_high_watermark_is_not_written_again_behind
                 reason = status.waiting
             finally:
                 os.kill(pid, signal.SIGCONT)
-            await until(
-                lambda: status.local_end >= 10 or status.state is State.HALTED,
-                "the next five copied",
-                60,
-            )
-            await asyncio.sleep(2)  # a second copy would follow its first by now
-            assert status.state is not State.HALTED, status.error
-            assert status.local_end == 10
-            assert waited, "no wait for the in-sync replicas was shown"
-            assert reason is not None and reason.startswith("local offsets 5..9 appended"), reason
+            await ten_once_having_waited(status, waited, reason)
         finally:
             syncer.request_stop()
             await asyncio.wait_for(running, 60)
@@ -494,17 +497,7 @@ async def test_a_write_a_killed_process_left_above_the_high_watermark_is_not_wri
                         assert high == 5, "the high watermark moved before the follower resumed"
                         assert log_end == 10, f"5..9 written again: the log ends at {log_end}"
                         os.kill(pid, signal.SIGCONT)
-                        await until(
-                            lambda: status.local_end >= 10 or status.state is State.HALTED,
-                            "5..9 found to be the remote's",
-                            60,
-                        )
-                        await asyncio.sleep(2)  # a second copy would follow its first by now
-                        assert status.state is not State.HALTED, status.error
-                        assert status.local_end == 10
-                        assert waited, "no wait for the in-sync replicas was shown"
-                        assert reason is not None
-                        assert reason.startswith("local offsets 5..9 appended"), reason
+                        await ten_once_having_waited(status, waited, reason)
                     finally:
                         os.kill(pid, signal.SIGCONT)  # before the stop, which may wait
                         syncer.request_stop()
