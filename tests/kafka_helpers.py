@@ -15,7 +15,6 @@ import urllib.request
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
 
 import yaml
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
@@ -29,8 +28,6 @@ from syncer.syncer import Syncer
 from syncer.testbed import ClusterSpec, Testbed
 from syncer.testbed.bed import free_port
 from syncer.testbed.jars import KafkaJars
-
-T = TypeVar("T")
 
 CODECS = (None, "gzip", "snappy", "lz4", "zstd")
 
@@ -436,16 +433,13 @@ def first_status(syncer: Syncer, field: str) -> object:
     return getattr(statuses[0], field) if statuses else None
 
 
-async def until_read(
-    read: Callable[[], Awaitable[T]], wanted: T, what: str, timeout_s: float
-) -> None:
-    """Wait until ``await read()`` gives ``wanted``, reading every 50 ms; AssertionError
-    naming ``what`` and the last value read once ``timeout_s`` has passed."""
-    deadline = time.monotonic() + timeout_s
-    while (got := await read()) != wanted:
-        if time.monotonic() > deadline:
-            raise AssertionError(f"no {what} after {timeout_s:.0f} s: read {got!r}")
-        await asyncio.sleep(0.05)
+async def poll_until(what: str, check: Callable[[], Awaitable[bool]], timeout: float) -> float:
+    """The moment (``time.monotonic()``) ``check()`` was first seen to hold."""
+    started = time.monotonic()
+    while not await check():
+        assert time.monotonic() - started < timeout, f"timed out waiting for {what}"
+        await asyncio.sleep(0.2)
+    return time.monotonic()
 
 
 async def until(condition: Callable[[], bool], what: str, timeout_s: float) -> None:

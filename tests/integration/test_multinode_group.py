@@ -19,7 +19,7 @@ import asyncio
 import logging
 import re
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,7 +32,7 @@ from tests.conftest import cluster_of
 from tests.integration import test_multinode as multinode
 from tests.integration.test_group import Group
 from tests.integration.test_multinode import keep_producing, longest_stall, sample_ends
-from tests.kafka_helpers import Daemon, create_topic, read_partition
+from tests.kafka_helpers import Daemon, create_topic, poll_until, read_partition
 
 log = logging.getLogger(__name__)
 
@@ -111,15 +111,6 @@ async def copying(members: list[Daemon]) -> bool:
     rows = [row for s in statuses for row in s["partitions"]]  # type: ignore[attr-defined]
     owned = [{int(r["partition"]) for r in s["partitions"]} for s in statuses]  # type: ignore[attr-defined]
     return exactly_once(owned) and all(r["local_end"] > 0 for r in rows)
-
-
-async def poll_until(what: str, check: Callable[[], Awaitable[bool]], timeout: float) -> float:
-    """The moment (``time.monotonic()``) ``check()`` was first seen to hold."""
-    started = time.monotonic()
-    while not await check():
-        assert time.monotonic() - started < timeout, f"timed out waiting for {what}"
-        await asyncio.sleep(0.2)
-    return time.monotonic()
 
 
 def assert_alive_and_clean(members: list[Daemon]) -> None:

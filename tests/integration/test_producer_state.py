@@ -16,7 +16,7 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -45,10 +45,10 @@ from tests.kafka_helpers import (
     first_status,
     make_config,
     own_bed,
+    poll_until,
     produce,
     read_partition,
     until,
-    until_read,
 )
 
 DAY_MS = 86_400_000
@@ -469,16 +469,22 @@ async def test_a_write_a_killed_process_left_above_the_high_watermark_is_not_wri
             """The high watermark and the leader's log end."""
             return (await reader.latest([tp]))[tp], await reader.log_end(tp)
 
+        def at(wanted: tuple[int, int]) -> Callable[[], Awaitable[bool]]:
+            async def check() -> bool:
+                return await ends() == wanted
+
+            return check
+
         first = Daemon(tmp_path, raw)
         try:
-            await until_read(ends, (5, 5), "the first five", 60)
+            await poll_until("the first five", at((5, 5)), 60)
             pid = cluster.node(PAUSED).pid
             assert pid is not None
             os.kill(pid, signal.SIGSTOP)
             try:
                 await one_batch(east, topic, [(b"v%d" % i, days_ago(2)) for i in range(5, 10)])
                 # appended by the leader, held above the high watermark by the paused follower
-                await until_read(ends, (5, 10), "5..9 appended", 30)
+                await poll_until("5..9 appended", at((5, 10)), 30)
                 first.proc.kill()
                 first.proc.wait(10)
                 # the paused node is asked at start (the brokers' settings, a bootstrap):
