@@ -267,9 +267,23 @@ class ChunkPlan:
             return None  # one open-ended fetch at a time, at most two fetched ahead
         if holders:
             return Chunk(start, None, holders[0])
-        if any(e.end > start for n, e in self.ends.items() if n not in self.excluded):
-            return None  # ahead, but none holds ``start`` now: the copier says why
+        ends = {n: e for n, e in self.ends.items() if n not in self.excluded}
+        if any(e.start <= start < e.end for e in ends.values()):
+            return self._past_the_absent(start, now)
+        if any(e.end > start for e in ends.values()):
+            return None  # ahead, but its records from ``start`` are gone: the copier says why
         remote = tail_source(self.ends, self.health, self.excluded, now)
+        return None if remote is None else Chunk(start, None, remote)
+
+    def _past_the_absent(self, start: int, now: float) -> Chunk | None:
+        """Every remote seen holding ``start`` backs off (a dead or paused broker): a long
+        poll at ``start`` on a healthy one seen behind it. Its end was last seen when it was
+        last fetched from, which may be long ago: a partition polls one remote at its tail.
+        Without this, a remote that died ahead of the local end held the partition until it
+        came back, while another remote had the records all along (2026-12-06). None: no
+        healthy remote holds the log up to ``start``."""
+        behind = {n: e for n, e in self.ends.items() if e.start <= start and e.end <= start}
+        remote = tail_source(behind, self.health, self.excluded, now)
         return None if remote is None else Chunk(start, None, remote)
 
     def _brought_after(self, start: int, end: int) -> bool:

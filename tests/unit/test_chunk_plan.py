@@ -725,3 +725,26 @@ def test_what_an_answer_brought_past_the_stable_end_it_told_is_fetched_again_fro
     assert got.usable_end == 16 and run.plan.take(8) is got
     launched = run.plan.launches(16, 40, run.now)  # written up to 16
     assert launched[0].start == 16
+
+
+def test_a_healthy_remote_seen_behind_is_polled_while_the_ones_ahead_back_off() -> None:
+    """east was seen ahead (to 10) and fails; west was last seen at 5, when the partition
+    polled east at its tail. With east backing off, west is long-polled at the local end (it
+    may hold the records by now: its end is stale), not left unasked until east comes back;
+    once east is healthy again, it serves; where east's records from 5 are gone, nothing."""
+    health = {n: SourceHealth(n, rank) for rank, n in enumerate(["east", "west"])}
+    ends = {"east": RemoteEnds(0, 10), "west": RemoteEnds(0, 5)}
+    health["east"].failed(0.0, "RequestTimedOutError")
+    plan = ChunkPlan(health, ends, {}, lambda _: 40_000, 4, ByteBudget(1 << 30))
+    (poll,) = plan.launches(5, 10, 0.0)
+    assert (poll.start, poll.end, poll.remote) == (5, None, "west")
+    assert plan.polls(poll)
+
+    later = health["east"].unhealthy_until + 1
+    plan = ChunkPlan(health, ends, {}, lambda _: 40_000, 4, ByteBudget(1 << 30))
+    (fetch,) = plan.launches(5, 10, later)
+    assert fetch.remote == "east"
+
+    gone = {"east": RemoteEnds(8, 10), "west": RemoteEnds(0, 5)}
+    plan = ChunkPlan(health, gone, {}, lambda _: 40_000, 4, ByteBudget(1 << 30))
+    assert plan.launches(5, 10, later) == []
