@@ -233,6 +233,12 @@ class Agreement:
         rather than continued unchecked."""
         self.last = None
 
+    def drop(self, remote: str, reason: str) -> None:
+        """Drop ``remote`` for a difference found outside a chunk's check (what landed from
+        writes whose answers were lost, ``PartitionCopier._check_landed``); halt if it was
+        the last one left."""
+        self._drop_or_halt(remote, reason, f"remote {remote}'s {reason}")
+
     def _note_failures(self, remote: str) -> None:
         """A remote that failed fetches since it was checked may be back with other data (a
         topic deleted and recreated, a cluster restored): compare it again before writing

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from functools import partial
 
 from syncer.agreement import Agreement, CheckFailed, SourceDropped
-from syncer.alignment import StateClock
+from syncer.alignment import Disagreement, StateClock
 from syncer.batches import (
     Batch,
     coalesce_for_local,
@@ -345,10 +345,45 @@ class PartitionCopier:
         return True
 
     async def _check_landed(self, low: int, high: int) -> None:
-        """Compare local ``[low, high)`` with a remote that holds it; halt on a difference."""
+        """Compare local ``[low, high)`` with a remote that holds it; where it differs, with
+        the others: records that are another remote's landed from a write of ours all the
+        same (one whose answer was lost, the same offsets then sent from a remote with
+        another history and answered as a repeat of it), and the remotes that differ are
+        dropped, as the agreement drops one that differs from the local log. Halt if none
+        holds them (misplaced, or another producer's); try again later if one that might
+        did not answer."""
         name = self.sources.landed_reference()
+        found = await self._landed_against(name, low, high)
+        if found is not None:
+            others = [n for n in self.sources.remotes if n != name and n in self.sources.usable()]
+            failed: list[str] = []
+            for other in others:
+                try:
+                    if await self._landed_against(other, low, high) is None:
+                        break
+                except TransientClusterError as exc:
+                    failed.append(f"{other}: {exc}")
+            else:
+                if failed:
+                    raise TransientClusterError(
+                        f"{self.tp.topic}[{self.tp.partition}]: local {low}..{high - 1} differ"
+                        f" from remote {name}'s ({found.describe()}); no answer from the others"
+                        f" to compare with: {'; '.join(failed)}"
+                    )
+                raise MisalignedWrite(f"{self.tp.topic}[{self.tp.partition}]: {found.describe()}")
+            self.agreement.drop(
+                name,
+                f"records differ from the local log's at {low}..{high - 1}, which are remote"
+                f" {other}'s (written from it, the answer lost; {found.describe()})",
+            )
+        self.agreement.local_checked()
+
+    async def _landed_against(self, name: str, low: int, high: int) -> Disagreement | None:
         source = self.fetchers[name].lanes[0].cluster
-        found = await check_landed(self.local, source, self.tp, low, high)
+        try:
+            found = await check_landed(self.local, source, self.tp, low, high)
+        except (TimeoutError, OSError) as exc:
+            raise TransientClusterError(f"comparing with remote {name}: {exc}") from exc
         log.info(
             "%s[%d]: checked local %d..%d against remote %s: %s",
             self.tp.topic,
@@ -358,9 +393,7 @@ class PartitionCopier:
             name,
             "identical" if found is None else found.describe(),
         )
-        if found is not None:
-            raise MisalignedWrite(f"{self.tp.topic}[{self.tp.partition}]: {found.describe()}")
-        self.agreement.local_checked()
+        return found
 
     def _release_when_answered(self, ticket: Ticket) -> None:
         """Keep ``ticket``'s bytes in the process's budget until the last write sent for them

@@ -80,6 +80,18 @@ def stamped_by_broker(sent: Sent, result: ProduceResult) -> bool:
     return result.log_append_time not in (-1, sent.max_timestamp)
 
 
+def answered_as_repeat(sent: Sent, result: ProduceResult) -> bool:
+    """Was the write answered as a repeat of a batch the broker took before with our
+    producer id, epoch and sequences? It answers such a write with that batch's offsets and
+    its max timestamp as the append time (``UnifiedLog.append``, the cached
+    ``duplicate.timestamp``), where a batch appended now to a CreateTime topic is answered
+    with -1. The broker matches sequences, not records: a write whose answer was lost, sent
+    again from a remote with another history at those offsets, is answered so while the
+    first one's records stay, so what landed is compared before more is written. (A batch
+    with no timestamps, -1, from a source of message format v0, cannot be told.)"""
+    return sent.max_timestamp >= 0 and result.log_append_time == sent.max_timestamp
+
+
 class PartitionWrites:
     """The writes of one partition: sent, answered, judged, and the confirmed end."""
 
@@ -191,6 +203,8 @@ class PartitionWrites:
     def _shown(self, sent: Sent, result: ProduceResult) -> None:
         if result.error_code or result.base_offset != sent.base_offset:
             return
+        if answered_as_repeat(sent, result):
+            return  # what it carried may not be what landed: counted once checked
         s = self.status
         s.local_end = max(s.local_end, sent.next_offset)
         s.newest_timestamp_ms = max(s.newest_timestamp_ms, sent.max_timestamp)
@@ -343,6 +357,11 @@ class PartitionWrites:
         outcome = verdict.outcome
         if outcome is Outcome.LANDED and stamped_by_broker(sent, result):
             raise self._stamped_by_broker(sent, result)
+        if outcome is Outcome.LANDED and answered_as_repeat(sent, result):
+            raise Resync(
+                f"write at offset {sent.base_offset} answered as a repeat of an earlier write"
+                " of ours: what landed there is compared with the remotes before more is written"
+            )
         if outcome is Outcome.LANDED:
             self._confirm(sent)
             return
@@ -384,6 +403,7 @@ class PartitionWrites:
         futures = [future for _sent, future in pending]
         if futures:
             await asyncio.wait(futures)  # not cancelled with us: the writer answers each
+        repeated = False  # from a write answered as a repeat on, what landed is checked
         for sent, future in pending:
             if future.cancelled() or future.exception() is not None:
                 # never sent, or unknown: the local end read next is checked
@@ -395,8 +415,9 @@ class PartitionWrites:
                 raise self._misplaced(verdict)
             if verdict.outcome in MAYBE_ABOVE:
                 self._doubt(sent)
-            if verdict.landed and not stamped_by_broker(sent, result):  # not the source's
-                self._confirm(sent)
+            repeated = repeated or (verdict.landed and answered_as_repeat(sent, result))
+            if verdict.landed and not repeated and not stamped_by_broker(sent, result):
+                self._confirm(sent)  # stamped by the broker: not the source's records
 
     async def checked_local_end(
         self, check: LandedCheck, stopping: Callable[[], bool] = lambda: False

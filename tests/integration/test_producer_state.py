@@ -372,6 +372,28 @@ async def led_off_the_paused(local: str, *topics: str) -> None:
         await wait_placed(local, t, lambda ps: all(len(p.isr) == 3 for p in ps))
 
 
+def paused_proof_reader(local: str) -> Cluster:
+    """A reader of the local cluster that gives up on the paused node after 3 s (a request
+    routed to it, a metadata refresh, would hold the test for the default 30 s)."""
+    return Cluster(ClusterConfig(local, name="reader", request_timeout_ms=3000), role="test")
+
+
+async def ends_of(reader: Cluster, tp: TopicPartition) -> tuple[int, int]:
+    """The high watermark of ``tp`` and its leader's log end."""
+    return (await reader.latest([tp]))[tp], await reader.log_end(tp)
+
+
+def ends_at(
+    reader: Cluster, tp: TopicPartition, wanted: tuple[int, int]
+) -> Callable[[], Awaitable[bool]]:
+    """A check for ``poll_until``: are ``tp``'s high watermark and log end ``wanted``?"""
+
+    async def check() -> bool:
+        return await ends_of(reader, tp) == wanted
+
+    return check
+
+
 async def within(condition: Callable[[], bool], timeout_s: float) -> bool:
     """Does ``condition()`` hold within ``timeout_s``? (Looked at every 50 ms.)"""
     deadline = time.monotonic() + timeout_s
@@ -463,18 +485,8 @@ async def test_a_write_a_killed_process_left_above_the_high_watermark_is_not_wri
         "topics": {"include": [topic]},
         "state_topic": state_topic,
     }
-    async with Cluster(ClusterConfig(local, name="reader"), role="test") as reader:
-
-        async def ends() -> tuple[int, int]:
-            """The high watermark and the leader's log end."""
-            return (await reader.latest([tp]))[tp], await reader.log_end(tp)
-
-        def at(wanted: tuple[int, int]) -> Callable[[], Awaitable[bool]]:
-            async def check() -> bool:
-                return await ends() == wanted
-
-            return check
-
+    async with paused_proof_reader(local) as reader:
+        ends, at = partial(ends_of, reader, tp), partial(ends_at, reader, tp)
         first = Daemon(tmp_path, raw)
         try:
             await poll_until("the first five", at((5, 5)), 60)
@@ -516,3 +528,93 @@ async def test_a_write_a_killed_process_left_above_the_high_watermark_is_not_wri
     await wait_placed(local, topic, lambda ps: all(len(p.isr) == 3 for p in ps))
     copied = await assert_prefix_of_remote(local, east, topic)
     assert [r.offset for r in copied] == list(range(10))
+
+
+async def test_a_lost_write_sent_again_from_a_remote_with_another_history_splices_nothing(
+    forgetful3: Testbed, testbed: Testbed, east: str, west: str, topic: str
+) -> None:
+    """Two remotes agree up to offset 5 and differ from there, batch for batch (the same
+    layout and timestamps, other values). east's 5..9 is appended by the local leader and
+    held above the high watermark (a follower paused); its answer is lost (3 s). syncer
+    reads the local end back as 5, and with east unreachable (paused) it sends the same
+    offsets again from west, whose records below 5 agree. The broker still holds our
+    producer state (the records are stamped ahead of its clock), so it takes west's batch
+    for a repeat of east's (it matches producer, epoch and sequences, not records) and
+    answers it as landed at 5, having kept east's records. Taken at its word, west then
+    continued from 10 on top of east's 5..9: two histories spliced without a word. The
+    answer of a repeat is told apart (its append time is the first batch's max timestamp,
+    where a batch appended on a CreateTime topic is answered with -1), what landed is
+    compared with the remotes, and west, whose records differ from the local ones there
+    (east's), is dropped; the copy goes on from east. (With east paused, west was not even
+    asked before east came back: its end was last seen at 5, when east was polled.)"""
+    cluster = cluster_of(forgetful3)
+    local = cluster.bootstrap
+    tp = TopicPartition(topic, 0)
+    for remote in (east, west):
+        await create_topic(remote, topic, 1)
+    await led_off_the_paused(local, topic)
+    # ahead of the brokers' clocks: the local leader keeps our producer state all along
+    ahead = int(time.time() * 1000) + 10 * 60_000
+
+    def records(name: bytes, low: int, high: int) -> list[tuple[bytes, int]]:
+        return [(b"%s%d" % (name, i), ahead) for i in range(low, high)]
+
+    for remote in (east, west):
+        await one_batch(remote, topic, records(b"v", 0, 5))
+    timeout = {"request_timeout_ms": 3000}  # a write or a fetch unanswered for 3 s: given up
+    raw: dict[str, object] = {
+        "local": {"bootstrap_servers": local, **timeout},
+        "remotes": [
+            {"name": "east", "bootstrap_servers": east, **timeout},
+            {"name": "west", "bootstrap_servers": west, **timeout},
+        ],
+        "topics": {"include": [topic]},
+        # each source batch a write of its own: west's 10..14 waits for its 5..9's answer
+        "copier": {"shutdown_timeout_s": 10, "coalesce_bytes": 0},
+        "http": {"listen": "127.0.0.1:0"},
+    }
+    follower, east_node = cluster.node(PAUSED).pid, testbed.clusters["east"].pid
+    assert follower is not None and east_node is not None
+    syncer = Syncer(Config.from_dict(raw))
+    async with paused_proof_reader(local) as reader, syncer:
+        running = asyncio.create_task(syncer.run())
+        paused: list[int] = []
+        try:
+            await until(lambda: first_status(syncer, "local_end") == 5, "the first five", 60)
+            (status,) = syncer.statuses()
+            os.kill(follower, signal.SIGSTOP)
+            paused.append(follower)
+            await one_batch(east, topic, records(b"east", 5, 10))
+            await poll_until("east's 5..9 appended", ends_at(reader, tp, (5, 10)), 30)
+            os.kill(east_node, signal.SIGSTOP)
+            paused.append(east_node)
+            await one_batch(west, topic, records(b"west", 5, 10))
+            await one_batch(west, topic, records(b"west", 10, 15))
+            # east's write given up; the end read back as 5; the same offsets sent from west
+            await until(lambda: status.retries >= 1, "east's write given up", 30)
+            await until(lambda: status.state is State.COPYING, "a write after it", 60)
+            for pid in (follower, east_node):
+                os.kill(pid, signal.SIGCONT)
+                paused.remove(pid)
+            await until(
+                lambda: (
+                    bool(status.dropped) or status.local_end >= 15 or status.state is State.HALTED
+                ),
+                "west's write answered",
+                60,
+            )
+            await one_batch(east, topic, records(b"east", 10, 15))
+            await until(
+                lambda: status.local_end >= 15 or status.state is State.HALTED, "10..14", 60
+            )
+            assert status.state is not State.HALTED, status.error
+        finally:
+            for pid in paused:
+                os.kill(pid, signal.SIGCONT)
+            syncer.request_stop()
+            await asyncio.wait_for(running, 60)
+        assert await ends_of(reader, tp) == (15, 15)
+    copied = await assert_prefix_of_remote(local, east, topic)  # not west's from 10 on
+    assert [r.offset for r in copied] == list(range(15))
+    assert list(status.dropped) == ["west"], status.dropped
+    assert "which are remote east's" in status.dropped["west"], status.dropped

@@ -18,7 +18,7 @@ from syncer.chunk_types import Chunk, Fetched
 from syncer.clusters import TP, FetchedPartition
 from syncer.config import CopierConfig
 from syncer.copier import PartitionCopier
-from syncer.errors import PartitionHalted
+from syncer.errors import PartitionHalted, TransientClusterError
 from syncer.identity import WriterIdentity
 from syncer.retry import next_backoff
 from syncer.status import PartitionStatus
@@ -203,7 +203,9 @@ async def test_records_found_landed_and_identical_make_the_agreement_compare_ane
 
     monkeypatch.setattr(copier_module, "check_landed", check_landed)
     copier = writing_copier(GatedWrites())
-    copier.sources = SimpleNamespace(landed_reference=lambda: "east")  # type: ignore[assignment]
+    copier.sources = SimpleNamespace(  # type: ignore[assignment]
+        landed_reference=lambda: "east", remotes=("east",), usable=lambda: {"east": None}
+    )
     copier.fetchers = {"east": SimpleNamespace(lanes=[SimpleNamespace(cluster=None)])}  # type: ignore[dict-item]
     copier.local = None  # type: ignore[assignment]
     agreement = NotedAgreement()
@@ -214,3 +216,92 @@ async def test_records_found_landed_and_identical_make_the_agreement_compare_ane
     with pytest.raises(PartitionHalted, match="differs"):
         await copier._check_landed(10, 20)
     assert agreement.local_checks == 1
+
+
+class DroppingAgreement(NotedAgreement):
+    def __init__(self) -> None:
+        super().__init__()
+        self.dropped: dict[str, str] = {}
+
+    def drop(self, remote: str, reason: str) -> None:
+        self.dropped[remote] = reason
+
+
+DIFFERS = SimpleNamespace(describe=lambda: "local offset 10 holds a record the source does not")
+
+
+def comparing_copier(
+    monkeypatch: pytest.MonkeyPatch, answers: dict[str, Any]
+) -> tuple[PartitionCopier, DroppingAgreement, list[str]]:
+    """A copier whose landed check finds, per remote (the first is the reference), what
+    ``answers`` says: None (identical), a difference, or an error raised; and the remotes
+    asked, in order."""
+    asked: list[str] = []
+
+    async def check_landed(_local: Any, source: str, *_args: Any) -> Any:
+        asked.append(source)
+        answer = answers[source]
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    monkeypatch.setattr(copier_module, "check_landed", check_landed)
+    copier = writing_copier(GatedWrites())
+    names = tuple(answers)
+    copier.sources = SimpleNamespace(  # type: ignore[assignment]
+        landed_reference=lambda: names[0], remotes=names, usable=lambda: dict.fromkeys(names)
+    )
+    copier.fetchers = {n: SimpleNamespace(lanes=[SimpleNamespace(cluster=n)]) for n in names}  # type: ignore[misc]
+    copier.local = None  # type: ignore[assignment]
+    agreement = DroppingAgreement()
+    copier.agreement = agreement  # type: ignore[assignment]
+    return copier, agreement, asked
+
+
+async def test_records_landed_unseen_that_are_another_remotes_drop_the_reference(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A write whose answer was lost left east's records; the same offsets, sent again from
+    west (another history there), were answered as a repeat. west, the reference (furthest
+    ahead), differs from the local log there, east holds it: west is dropped, as the
+    agreement drops a remote that differs from the local log, and the copy goes on."""
+    copier, agreement, asked = comparing_copier(monkeypatch, {"west": DIFFERS, "east": None})
+    await copier._check_landed(10, 20)
+    assert asked == ["west", "east"]
+    assert list(agreement.dropped) == ["west"]
+    assert "at 10..19, which are remote east's" in agreement.dropped["west"]
+    assert agreement.local_checks == 1
+
+
+async def test_records_landed_unseen_that_no_remote_holds_halt(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    copier, agreement, asked = comparing_copier(monkeypatch, {"west": DIFFERS, "east": DIFFERS})
+    with pytest.raises(PartitionHalted, match="holds a record the source does not"):
+        await copier._check_landed(10, 20)
+    assert asked == ["west", "east"] and not agreement.dropped and not agreement.local_checks
+
+
+async def test_a_remote_that_might_hold_records_landed_unseen_is_waited_for_not_halted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One that did not answer may hold them: tried again later, nothing dropped; one that
+    did not answer does not keep another that holds them from deciding."""
+    away = TransientClusterError("east: RequestTimedOutError")
+    copier, agreement, _ = comparing_copier(monkeypatch, {"west": DIFFERS, "east": away})
+    with pytest.raises(TransientClusterError, match="no answer from the others"):
+        await copier._check_landed(10, 20)
+    assert not agreement.dropped and not agreement.local_checks
+    answers = {"west": DIFFERS, "east": away, "north": None}
+    copier, agreement, asked = comparing_copier(monkeypatch, answers)
+    await copier._check_landed(10, 20)
+    assert asked == ["west", "east", "north"] and list(agreement.dropped) == ["west"]
+
+
+async def test_records_landed_unseen_that_are_the_references_ask_no_other(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    answers = {"west": None, "east": AssertionError("not asked")}
+    copier, agreement, asked = comparing_copier(monkeypatch, answers)
+    await copier._check_landed(10, 20)
+    assert asked == ["west"] and not agreement.dropped and agreement.local_checks == 1

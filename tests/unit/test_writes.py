@@ -312,16 +312,52 @@ async def test_a_write_stamped_with_the_brokers_time_halts_naming_its_offsets() 
     assert w.confirmed == 10  # the first landed as it was; the second is not the source's
 
 
-async def test_a_duplicate_answered_with_our_own_max_timestamp_is_confirmed() -> None:
-    """A broker answers a batch it took before (a retry, another writer's with our producer
-    id) with that batch's cached max timestamp in the append time field: ours, not its
-    clock's."""
-    writer, _local, w = await started()
+async def test_a_write_answered_as_a_repeat_is_checked_not_confirmed() -> None:
+    """A broker answers a batch it took before with our producer id, epoch and sequences
+    with that batch's offsets and its cached max timestamp in the append time field (ours,
+    not its clock's). It matches sequences, not records: the one it kept may hold another
+    remote's records (a write whose answer was lost, sent again from a remote with another
+    history). So the answer moves nothing; the writes resync and what landed is checked."""
+    writer, local, w = await started()
     sent = batch(0)
     w.submit(sent, b"raw")
     writer.sent[0].set_result(ProduceResult(0, 0, None, sent.max_timestamp))
+    with pytest.raises(Resync, match="write at offset 0 answered as a repeat of an earlier"):
+        await w.drain(0)
+    assert w.confirmed == 0 and w.proven_at is None
+    assert w.status.local_end == 0 and w.status.bytes_copied == 0  # counted once checked
+    local.end = 10
+    checked: list[tuple[int, int]] = []
+
+    async def check(low: int, high: int) -> None:
+        checked.append((low, high))
+
+    assert await w.checked_local_end(check) == 10
+    assert checked == [(0, 10)] and w.confirmed == 10
+
+
+async def test_settle_confirms_nothing_from_a_write_answered_as_a_repeat_on() -> None:
+    """Among the answers a settle judges, a repeat and the writes behind it move the
+    confirmed end no further: the local end read next is checked from where it stood."""
+    writer, local, w = await started()
+    w.submit(batch(0), b"raw")
+    writer.sent[0].set_result(ProduceResult(0, 0))
     await w.drain(0)
+    repeat, behind = batch(10), batch(20)
+    w.submit(repeat, b"raw")
+    w.submit(behind, b"raw")
+    writer.sent[1].set_result(ProduceResult(0, 10, None, repeat.max_timestamp))
+    writer.sent[2].set_result(ProduceResult(0, 20))
+    await w.settle()
     assert w.confirmed == 10
+    local.end = 30
+    checked: list[tuple[int, int]] = []
+
+    async def check(low: int, high: int) -> None:
+        checked.append((low, high))
+
+    assert await w.checked_local_end(check) == 30
+    assert checked == [(10, 30)]
 
 
 async def test_settle_does_not_confirm_a_write_stamped_with_the_brokers_time() -> None:
