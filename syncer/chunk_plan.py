@@ -269,21 +269,22 @@ class ChunkPlan:
             return Chunk(start, None, holders[0])
         ends = {n: e for n, e in self.ends.items() if n not in self.excluded}
         if any(e.start <= start < e.end for e in ends.values()):
-            return self._past_the_absent(start, now)
+            # every remote seen holding ``start`` backs off (a dead or paused broker): one
+            # seen ending exactly there is long-polled, as at the tail. Its end was last seen
+            # when it was last fetched from, maybe long ago (a partition polls one remote at
+            # its tail): it may hold the records by now. Without this the partition waited
+            # for the dead remote while another had them (2026-12-06). One seen ending below
+            # ``start`` is not asked: an offset past its end is answered out of range, and
+            # that backs the remote off for every partition.
+            return self._poll_at(start, {n: e for n, e in ends.items() if e.end == start}, now)
         if any(e.end > start for e in ends.values()):
             return None  # ahead, but its records from ``start`` are gone: the copier says why
-        remote = tail_source(self.ends, self.health, self.excluded, now)
-        return None if remote is None else Chunk(start, None, remote)
+        return self._poll_at(start, self.ends, now)
 
-    def _past_the_absent(self, start: int, now: float) -> Chunk | None:
-        """Every remote seen holding ``start`` backs off (a dead or paused broker): a long
-        poll at ``start`` on a healthy one seen behind it. Its end was last seen when it was
-        last fetched from, which may be long ago: a partition polls one remote at its tail.
-        Without this, a remote that died ahead of the local end held the partition until it
-        came back, while another remote had the records all along (2026-12-06). None: no
-        healthy remote holds the log up to ``start``."""
-        behind = {n: e for n, e in self.ends.items() if e.start <= start and e.end <= start}
-        remote = tail_source(behind, self.health, self.excluded, now)
+    def _poll_at(self, start: int, ends: Mapping[str, RemoteEnds], now: float) -> Chunk | None:
+        """A long poll at ``start`` on the healthy remote of ``ends`` furthest ahead (None
+        while every one backs off)."""
+        remote = tail_source(ends, self.health, self.excluded, now)
         return None if remote is None else Chunk(start, None, remote)
 
     def _brought_after(self, start: int, end: int) -> bool:

@@ -28,6 +28,7 @@ from syncer.chunks import ChunkScheduler, Fetched
 from syncer.clusters import TP, Cluster
 from syncer.config import CopierConfig
 from syncer.errors import (
+    ClusterError,
     ForeignWrite,
     HoleFound,
     LeaderMoved,
@@ -346,16 +347,21 @@ class PartitionCopier:
 
     async def _check_landed(self, low: int, high: int) -> None:
         """Compare local ``[low, high)`` with a remote that holds it; where it differs, with
-        the others: records that are another remote's landed from a write of ours all the
-        same (one whose answer was lost, the same offsets then sent from a remote with
-        another history and answered as a repeat of it), and the remotes that differ are
-        dropped, as the agreement drops one that differs from the local log. Halt if none
-        holds them (misplaced, or another producer's); try again later if one that might
-        did not answer."""
+        the others seen holding it: records that are another remote's landed from a write of
+        ours all the same (one whose answer was lost, the same offsets then sent from a
+        remote with another history and answered as a repeat of it), and the reference is
+        dropped, as the agreement drops a remote that differs from the local log. Halt if
+        none holds them (misplaced, or another producer's); try again later if one that
+        might did not answer."""
         name = self.sources.landed_reference()
         found = await self._landed_against(name, low, high)
         if found is not None:
-            others = [n for n in self.sources.remotes if n != name and n in self.sources.usable()]
+            usable = self.sources.usable()
+            others = [
+                n
+                for n in self.sources.remotes
+                if n != name and n in usable and usable[n].start <= low and usable[n].end >= high
+            ]
             failed: list[str] = []
             for other in others:
                 try:
@@ -363,6 +369,8 @@ class PartitionCopier:
                         break
                 except TransientClusterError as exc:
                     failed.append(f"{other}: {exc}")
+                except ClusterError:
+                    continue  # it holds no such records (its log starts or ends elsewhere now)
             else:
                 if failed:
                     raise TransientClusterError(

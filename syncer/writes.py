@@ -38,6 +38,7 @@ SHRINK_READS = 3
 # below min.insync.replicas holds the writes it had appended until the produce timeout
 # (Kafka 4: the high watermark does not move under min ISR, KIP-966)
 UNANSWERED_S = 5.0
+TIMESTAMP_TYPE = "message.timestamp.type"
 # answers that say a write of ours may sit above the high watermark: it may have landed
 # (unknown), or the broker holds it already (a duplicate) or something of ours past it (a
 # refused sequence)
@@ -70,26 +71,26 @@ class Sent(NamedTuple):
 LandedCheck = Callable[[int, int], Awaitable[None]]
 
 
+def not_appended_as_sent(result: ProduceResult) -> bool:
+    """Did the answer say the batch landed, but not as sent? A broker answers a batch it
+    appended as sent to a CreateTime topic with -1 for the append time; any other time is
+    either its clock, stamped in place of the records' timestamps (the topic turned
+    LogAppendTime), or the max timestamp of a batch it took before with our producer id,
+    epoch and sequences, answered as a repeat of it (``UnifiedLog.append``, the cached
+    ``duplicate.timestamp``). It matches sequences, not records: a write whose answer was
+    lost, sent again from a remote with another history at those offsets, is answered so
+    while the first one's records stay. Either way the write moves nothing until what
+    landed is known (``PartitionWrites.checked_local_end``). (A repeat of a batch with no
+    timestamps, from a source of message format v0, is answered -1: it cannot be told.)"""
+    return result.log_append_time != -1
+
+
 def stamped_by_broker(sent: Sent, result: ProduceResult) -> bool:
-    """Did the write land with the local broker's clock in place of its records' timestamps
-    (the topic is LogAppendTime)? A broker answers -1 for a batch it appended as sent; a
-    duplicate it took before (a write retried, or another writer's with our producer id and
-    sequence) is answered with that batch's own max timestamp (``UnifiedLog.append``: the
-    cached ``duplicate.timestamp``), which is ours. (A broker's clock that stamped exactly
-    our max timestamp, to the millisecond, is told by the next write.)"""
+    """Might the broker's clock have stamped the write (the topic turned LogAppendTime)?
+    Not when the time is the write's own max timestamp: that answers a repeat. (A clock
+    that stamped exactly our max timestamp, to the millisecond, is told by the next
+    write.)"""
     return result.log_append_time not in (-1, sent.max_timestamp)
-
-
-def answered_as_repeat(sent: Sent, result: ProduceResult) -> bool:
-    """Was the write answered as a repeat of a batch the broker took before with our
-    producer id, epoch and sequences? It answers such a write with that batch's offsets and
-    its max timestamp as the append time (``UnifiedLog.append``, the cached
-    ``duplicate.timestamp``), where a batch appended now to a CreateTime topic is answered
-    with -1. The broker matches sequences, not records: a write whose answer was lost, sent
-    again from a remote with another history at those offsets, is answered so while the
-    first one's records stay, so what landed is compared before more is written. (A batch
-    with no timestamps, -1, from a source of message format v0, cannot be told.)"""
-    return sent.max_timestamp >= 0 and result.log_append_time == sent.max_timestamp
 
 
 class PartitionWrites:
@@ -138,6 +139,9 @@ class PartitionWrites:
         # may sit above the high watermark (``MAYBE_ABOVE``), kept until a write lands or
         # the high watermark was seen to cover the log end (``_under_watermark``); None: none
         self._unsure: int | None = None
+        # a write answered as landed, not as sent, with a time that may be the broker's clock
+        # (``stamped_by_broker``), until the topic's setting is read (``_stamped_or_repeated``)
+        self._stamped: tuple[Sent, int] | None = None
 
     def __repr__(self) -> str:
         return (
@@ -203,8 +207,8 @@ class PartitionWrites:
     def _shown(self, sent: Sent, result: ProduceResult) -> None:
         if result.error_code or result.base_offset != sent.base_offset:
             return
-        if answered_as_repeat(sent, result):
-            return  # what it carried may not be what landed: counted once checked
+        if not_appended_as_sent(result):
+            return  # what it carried may not be what landed: counted once read back
         s = self.status
         s.local_end = max(s.local_end, sent.next_offset)
         s.newest_timestamp_ms = max(s.newest_timestamp_ms, sent.max_timestamp)
@@ -273,7 +277,10 @@ class PartitionWrites:
 
     def _confirm(self, sent: Sent) -> None:
         self._unsure = None  # landed with acks=all: everything of ours before it is committed
-        self.confirmed = max(self.confirmed or 0, sent.next_offset)
+        # only a write that continues what is confirmed: one behind a write answered not as
+        # sent (or lost) leaves what lies between them to the landed check
+        if self.confirmed is None or sent.base_offset <= self.confirmed:
+            self.confirmed = max(self.confirmed or 0, sent.next_offset)
         self.proven_at = sent.max_timestamp
         self.refused_at = self.too_large = None
         if self.waiting_since is not None:
@@ -331,13 +338,43 @@ class PartitionWrites:
                 " larger than the local topic's max.message.bytes allows"
             )
 
-    def _stamped_by_broker(self, sent: Sent, result: ProduceResult) -> PartitionHalted:
+    def _not_as_sent(self, sent: Sent, result: ProduceResult) -> Resync:
+        """A write answered as landed but not as sent (``not_appended_as_sent``): nothing of
+        it is confirmed, nor any write behind it (``_confirm``); one that may have been
+        stamped by the broker's clock is noted for the topic's setting to tell
+        (``_stamped_or_repeated``)."""
+        if stamped_by_broker(sent, result) and self._stamped is None:
+            self._stamped = (sent, result.log_append_time)
+        return Resync(
+            f"write at offset {sent.base_offset} answered with append time"
+            f" {result.log_append_time}, not -1: taken for a repeat of an earlier write of ours"
+            " (or stamped by the broker's clock); what landed there is compared with the"
+            " remotes before more is written"
+        )
+
+    async def _stamped_or_repeated(self) -> None:
+        """A write answered with an append time other than its own max timestamp: the local
+        topic turned LogAppendTime (halt, naming the write: a refresh refuses the topic up to
+        ``refresh_interval_s`` later, the answer tells at once), or the broker took it for a
+        repeat of an earlier batch of ours with other timestamps (the landed check tells
+        whose records those are). The topic's setting tells which."""
+        if self._stamped is None:
+            return
+        sent, stamp = self._stamped
+        try:
+            found = await self.local.topic_settings([self.tp.topic], [TIMESTAMP_TYPE])
+        except (TimeoutError, OSError) as exc:
+            raise TransientClusterError(f"{self.where}: reading {TIMESTAMP_TYPE}: {exc}") from exc
+        if found.get(self.tp.topic, {}).get(TIMESTAMP_TYPE) == "LogAppendTime":
+            raise self._stamped_by_broker(sent, stamp)
+        self._stamped = None
+
+    def _stamped_by_broker(self, sent: Sent, stamp: int) -> PartitionHalted:
         """A write landed with the local broker's clock in place of its records' timestamps:
-        the local topic became LogAppendTime since it was checked (a refresh refuses it, up
-        to ``refresh_interval_s`` later; the answer tells at once)."""
+        the local topic became LogAppendTime since it was checked."""
         return PartitionHalted(
             f"{self.where}: the write of offsets {sent.base_offset}..{sent.next_offset - 1}"
-            f" landed stamped with the local broker's time ({result.log_append_time}) in place"
+            f" landed stamped with the local broker's time ({stamp}) in place"
             " of the source's timestamps: the local topic's message.timestamp.type is now"
             " LogAppendTime; set it back to CreateTime (the records written since carry the"
             " local clock)"
@@ -355,13 +392,8 @@ class PartitionWrites:
         anything else stops the writes behind it."""
         verdict = self._judge(sent, result)
         outcome = verdict.outcome
-        if outcome is Outcome.LANDED and stamped_by_broker(sent, result):
-            raise self._stamped_by_broker(sent, result)
-        if outcome is Outcome.LANDED and answered_as_repeat(sent, result):
-            raise Resync(
-                f"write at offset {sent.base_offset} answered as a repeat of an earlier write"
-                " of ours: what landed there is compared with the remotes before more is written"
-            )
+        if outcome is Outcome.LANDED and not_appended_as_sent(result):
+            raise self._not_as_sent(sent, result)
         if outcome is Outcome.LANDED:
             self._confirm(sent)
             return
@@ -403,7 +435,6 @@ class PartitionWrites:
         futures = [future for _sent, future in pending]
         if futures:
             await asyncio.wait(futures)  # not cancelled with us: the writer answers each
-        repeated = False  # from a write answered as a repeat on, what landed is checked
         for sent, future in pending:
             if future.cancelled() or future.exception() is not None:
                 # never sent, or unknown: the local end read next is checked
@@ -415,9 +446,10 @@ class PartitionWrites:
                 raise self._misplaced(verdict)
             if verdict.outcome in MAYBE_ABOVE:
                 self._doubt(sent)
-            repeated = repeated or (verdict.landed and answered_as_repeat(sent, result))
-            if verdict.landed and not repeated and not stamped_by_broker(sent, result):
-                self._confirm(sent)  # stamped by the broker: not the source's records
+            if verdict.landed and not_appended_as_sent(result):
+                self._not_as_sent(sent, result)  # the writes behind it are not confirmed
+            elif verdict.landed:
+                self._confirm(sent)
 
     async def checked_local_end(
         self, check: LandedCheck, stopping: Callable[[], bool] = lambda: False
@@ -429,6 +461,7 @@ class PartitionWrites:
         waited for where sending it again could land it twice (``_under_watermark``). No
         write is pipelined until one lands again."""
         self.proven_at = None
+        await self._stamped_or_repeated()
         await self._followed_limit()
         end = (await self.local.latest([self.tp]))[self.tp]
         confirmed = self.confirmed

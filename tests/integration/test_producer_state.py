@@ -530,8 +530,9 @@ async def test_a_write_a_killed_process_left_above_the_high_watermark_is_not_wri
     assert [r.offset for r in copied] == list(range(10))
 
 
+@pytest.mark.parametrize("west_ms", [0, 1000], ids=["stamped-as-east", "stamped-otherwise"])
 async def test_a_lost_write_sent_again_from_a_remote_with_another_history_splices_nothing(
-    forgetful3: Testbed, testbed: Testbed, east: str, west: str, topic: str
+    forgetful3: Testbed, testbed: Testbed, east: str, west: str, topic: str, west_ms: int
 ) -> None:
     """Two remotes agree up to offset 5 and differ from there, batch for batch (the same
     layout and timestamps, other values). east's 5..9 is appended by the local leader and
@@ -546,7 +547,9 @@ async def test_a_lost_write_sent_again_from_a_remote_with_another_history_splice
     where a batch appended on a CreateTime topic is answered with -1), what landed is
     compared with the remotes, and west, whose records differ from the local ones there
     (east's), is dropped; the copy goes on from east. (With east paused, west was not even
-    asked before east came back: its end was last seen at 5, when east was polled.)"""
+    asked before east came back: its end was last seen at 5, when east was polled.) With
+    west's records stamped ``west_ms`` later than east's, the answer's time (east's) read
+    as the broker's clock: a halt saying the topic turned LogAppendTime, which it had not."""
     cluster = cluster_of(forgetful3)
     local = cluster.bootstrap
     tp = TopicPartition(topic, 0)
@@ -557,7 +560,8 @@ async def test_a_lost_write_sent_again_from_a_remote_with_another_history_splice
     ahead = int(time.time() * 1000) + 10 * 60_000
 
     def records(name: bytes, low: int, high: int) -> list[tuple[bytes, int]]:
-        return [(b"%s%d" % (name, i), ahead) for i in range(low, high)]
+        later = west_ms if name == b"west" else 0
+        return [(b"%s%d" % (name, i), ahead + later) for i in range(low, high)]
 
     for remote in (east, west):
         await one_batch(remote, topic, records(b"v", 0, 5))

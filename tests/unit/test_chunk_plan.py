@@ -731,7 +731,8 @@ def test_a_healthy_remote_seen_behind_is_polled_while_the_ones_ahead_back_off() 
     """east was seen ahead (to 10) and fails; west was last seen at 5, when the partition
     polled east at its tail. With east backing off, west is long-polled at the local end (it
     may hold the records by now: its end is stale), not left unasked until east comes back;
-    once east is healthy again, it serves; where east's records from 5 are gone, nothing."""
+    once east is healthy again, it serves; where east's records from 5 are gone, nothing;
+    nor where west was seen ending below 5."""
     health = {n: SourceHealth(n, rank) for rank, n in enumerate(["east", "west"])}
     ends = {"east": RemoteEnds(0, 10), "west": RemoteEnds(0, 5)}
     health["east"].failed(0.0, "RequestTimedOutError")
@@ -748,3 +749,9 @@ def test_a_healthy_remote_seen_behind_is_polled_while_the_ones_ahead_back_off() 
     gone = {"east": RemoteEnds(8, 10), "west": RemoteEnds(0, 5)}
     plan = ChunkPlan(health, gone, {}, lambda _: 40_000, 4, ByteBudget(1 << 30))
     assert plan.launches(5, 10, later) == []
+
+    # seen ending below 5: a fetch at 5 would be answered out of range (and back west off
+    # for every partition), so it is not asked
+    behind = {"east": RemoteEnds(0, 10), "west": RemoteEnds(0, 3)}
+    plan = ChunkPlan(health, behind, {}, lambda _: 40_000, 4, ByteBudget(1 << 30))
+    assert plan.launches(5, 10, 0.0) == []

@@ -18,7 +18,8 @@ from syncer.chunk_types import Chunk, Fetched
 from syncer.clusters import TP, FetchedPartition
 from syncer.config import CopierConfig
 from syncer.copier import PartitionCopier
-from syncer.errors import PartitionHalted, TransientClusterError
+from syncer.errors import ClusterError, PartitionHalted, TransientClusterError
+from syncer.holes import RemoteEnds
 from syncer.identity import WriterIdentity
 from syncer.retry import next_backoff
 from syncer.status import PartitionStatus
@@ -231,11 +232,13 @@ DIFFERS = SimpleNamespace(describe=lambda: "local offset 10 holds a record the s
 
 
 def comparing_copier(
-    monkeypatch: pytest.MonkeyPatch, answers: dict[str, Any]
+    monkeypatch: pytest.MonkeyPatch,
+    answers: dict[str, Any],
+    ends: dict[str, RemoteEnds] | None = None,
 ) -> tuple[PartitionCopier, DroppingAgreement, list[str]]:
     """A copier whose landed check finds, per remote (the first is the reference), what
     ``answers`` says: None (identical), a difference, or an error raised; and the remotes
-    asked, in order."""
+    asked, in order. Each remote is seen holding 0..99 unless ``ends`` says otherwise."""
     asked: list[str] = []
 
     async def check_landed(_local: Any, source: str, *_args: Any) -> Any:
@@ -248,8 +251,10 @@ def comparing_copier(
     monkeypatch.setattr(copier_module, "check_landed", check_landed)
     copier = writing_copier(GatedWrites())
     names = tuple(answers)
+    held = {n: RemoteEnds(0, 100) for n in names}
+    held.update(ends or {})
     copier.sources = SimpleNamespace(  # type: ignore[assignment]
-        landed_reference=lambda: names[0], remotes=names, usable=lambda: dict.fromkeys(names)
+        landed_reference=lambda: names[0], remotes=names, usable=lambda: held
     )
     copier.fetchers = {n: SimpleNamespace(lanes=[SimpleNamespace(cluster=n)]) for n in names}  # type: ignore[misc]
     copier.local = None  # type: ignore[assignment]
@@ -296,6 +301,27 @@ async def test_a_remote_that_might_hold_records_landed_unseen_is_waited_for_not_
     copier, agreement, asked = comparing_copier(monkeypatch, answers)
     await copier._check_landed(10, 20)
     assert asked == ["west", "east", "north"] and list(agreement.dropped) == ["west"]
+
+
+async def test_only_remotes_seen_holding_what_landed_are_asked_and_out_of_range_is_no(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A remote seen ending below what landed (or starting above it) is not asked (it would
+    answer out of range, or with nothing, and nothing compared is no match); one that
+    answers out of range all the same holds no such records: the next one is asked."""
+    answers = {"west": DIFFERS, "north": None, "east": None}
+    short = {"north": RemoteEnds(0, 15)}
+    copier, agreement, asked = comparing_copier(monkeypatch, answers, short)
+    await copier._check_landed(10, 20)
+    assert asked == ["west", "east"] and list(agreement.dropped) == ["west"]
+    gone = ClusterError("north: fetch at 10: OFFSET_OUT_OF_RANGE")
+    answers = {"west": DIFFERS, "north": gone, "east": None}
+    copier, agreement, asked = comparing_copier(monkeypatch, answers)
+    await copier._check_landed(10, 20)
+    assert asked == ["west", "north", "east"] and list(agreement.dropped) == ["west"]
+    copier, agreement, asked = comparing_copier(monkeypatch, {"west": DIFFERS, "north": gone})
+    with pytest.raises(PartitionHalted):
+        await copier._check_landed(10, 20)
 
 
 async def test_records_landed_unseen_that_are_the_references_ask_no_other(

@@ -26,7 +26,7 @@ from syncer.protocol.common import (
 )
 from syncer.sources import SourceHealth
 from syncer.status import PartitionStatus
-from syncer.writes import PartitionWrites, Resync, Sent
+from syncer.writes import LandedCheck, PartitionWrites, Resync, Sent
 
 A = TP("t", 0)
 DAY_MS = 86_400_000
@@ -48,6 +48,7 @@ class StandInWriter:
 
 class StandInLocal:
     def __init__(self, end: int, log_end: int | None = None) -> None:
+        self.timestamp_type = "CreateTime"  # the topic's message.timestamp.type
         self.end = end  # the high watermark: what a reader sees
         self.log_end_at = log_end  # the leader's log end where it lies above that
         self.log_ends_read = 0
@@ -58,6 +59,9 @@ class StandInLocal:
             self.fail_next = None
             raise error
         return {tp: self.end for tp in tps}
+
+    async def topic_settings(self, topics: list[str], keys: list[str]) -> dict[str, dict[str, str]]:
+        return {t: {"message.timestamp.type": self.timestamp_type} for t in topics}
 
     async def log_end(self, tp: TP) -> int:
         self.log_ends_read += 1
@@ -299,10 +303,27 @@ async def second_stamped_by_the_broker() -> PartitionWrites:
     return w
 
 
+def recorded() -> tuple[list[tuple[int, int]], LandedCheck]:
+    """A landed check that notes the ranges it is asked to compare."""
+    checked: list[tuple[int, int]] = []
+
+    async def check(low: int, high: int) -> None:
+        checked.append((low, high))
+
+    return checked, check
+
+
 async def test_a_write_stamped_with_the_brokers_time_halts_naming_its_offsets() -> None:
+    """The answer's time is not the write's max timestamp: the broker's clock, or a repeat
+    of a batch with other timestamps. The topic's setting tells: LogAppendTime halts."""
     w = await second_stamped_by_the_broker()
-    with pytest.raises(PartitionHalted) as halted:
+    with pytest.raises(Resync, match="answered with append time 1700000000123, not -1"):
         await w.drain(0)
+    w.local.timestamp_type = "LogAppendTime"  # type: ignore[attr-defined]
+    checked, check = recorded()
+    with pytest.raises(PartitionHalted) as halted:
+        await w.checked_local_end(check)
+    assert not checked
     message = str(halted.value)
     assert message.startswith(
         "t[0]: the write of offsets 10..19 landed stamped with the local broker's time"
@@ -310,6 +331,19 @@ async def test_a_write_stamped_with_the_brokers_time_halts_naming_its_offsets() 
     )
     assert "message.timestamp.type is now LogAppendTime" in message and "\n" not in message
     assert w.confirmed == 10  # the first landed as it was; the second is not the source's
+
+
+async def test_a_time_not_ours_on_a_create_time_topic_is_a_repeat_checked() -> None:
+    """The same answer on a topic still CreateTime: the broker took the write for a repeat
+    of an earlier batch of ours with other timestamps (a lost write's, sent again from a
+    remote with another history): what landed is compared, nothing halts."""
+    w = await second_stamped_by_the_broker()
+    with pytest.raises(Resync):
+        await w.drain(0)
+    w.local.end = 20  # type: ignore[attr-defined]
+    checked, check = recorded()
+    assert await w.checked_local_end(check) == 20
+    assert checked == [(10, 20)] and w.confirmed == 20
 
 
 async def test_a_write_answered_as_a_repeat_is_checked_not_confirmed() -> None:
@@ -322,42 +356,39 @@ async def test_a_write_answered_as_a_repeat_is_checked_not_confirmed() -> None:
     sent = batch(0)
     w.submit(sent, b"raw")
     writer.sent[0].set_result(ProduceResult(0, 0, None, sent.max_timestamp))
-    with pytest.raises(Resync, match="write at offset 0 answered as a repeat of an earlier"):
+    with pytest.raises(Resync, match=r"write at offset 0 answered with append time \d+, not -1"):
         await w.drain(0)
     assert w.confirmed == 0 and w.proven_at is None
     assert w.status.local_end == 0 and w.status.bytes_copied == 0  # counted once checked
     local.end = 10
-    checked: list[tuple[int, int]] = []
-
-    async def check(low: int, high: int) -> None:
-        checked.append((low, high))
-
+    checked, check = recorded()
     assert await w.checked_local_end(check) == 10
     assert checked == [(0, 10)] and w.confirmed == 10
 
 
-async def test_settle_confirms_nothing_from_a_write_answered_as_a_repeat_on() -> None:
-    """Among the answers a settle judges, a repeat and the writes behind it move the
-    confirmed end no further: the local end read next is checked from where it stood."""
-    writer, local, w = await started()
-    w.submit(batch(0), b"raw")
-    writer.sent[0].set_result(ProduceResult(0, 0))
-    await w.drain(0)
-    repeat, behind = batch(10), batch(20)
-    w.submit(repeat, b"raw")
-    w.submit(behind, b"raw")
-    writer.sent[1].set_result(ProduceResult(0, 10, None, repeat.max_timestamp))
-    writer.sent[2].set_result(ProduceResult(0, 20))
-    await w.settle()
-    assert w.confirmed == 10
-    local.end = 30
-    checked: list[tuple[int, int]] = []
-
-    async def check(low: int, high: int) -> None:
-        checked.append((low, high))
-
-    assert await w.checked_local_end(check) == 30
-    assert checked == [(10, 30)]
+async def test_no_write_behind_a_repeat_is_confirmed_judged_or_settled() -> None:
+    """A repeat and the writes behind it move the confirmed end no further, whether the
+    repeat is judged as answers come (``check_done``/``drain``, which raise) or by a
+    settle: the local end read next is checked from where it stood."""
+    for judged_first in (True, False):
+        writer, local, w = await started()
+        w.submit(batch(0), b"raw")
+        writer.sent[0].set_result(ProduceResult(0, 0))
+        await w.drain(0)
+        repeat, behind = batch(10), batch(20)
+        w.submit(repeat, b"raw")
+        w.submit(behind, b"raw")
+        writer.sent[1].set_result(ProduceResult(0, 10, None, repeat.max_timestamp))
+        writer.sent[2].set_result(ProduceResult(0, 20))
+        if judged_first:
+            with pytest.raises(Resync):
+                w.check_done()
+        await w.settle()
+        assert w.confirmed == 10
+        local.end = 30
+        checked, check = recorded()
+        assert await w.checked_local_end(check) == 30
+        assert checked == [(10, 30)]
 
 
 async def test_settle_does_not_confirm_a_write_stamped_with_the_brokers_time() -> None:
