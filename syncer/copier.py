@@ -28,11 +28,11 @@ from syncer.chunks import ChunkScheduler, Fetched
 from syncer.clusters import TP, Cluster
 from syncer.config import CopierConfig
 from syncer.errors import (
-    ClusterError,
     ForeignWrite,
     HoleFound,
     LeaderMoved,
     MisalignedWrite,
+    OffsetOutOfRange,
     PartitionHalted,
     TransientClusterError,
 )
@@ -346,45 +346,66 @@ class PartitionCopier:
         return True
 
     async def _check_landed(self, low: int, high: int) -> None:
-        """Compare local ``[low, high)`` with a remote that holds it; where it differs, with
-        the others seen holding it: records that are another remote's landed from a write of
-        ours all the same (one whose answer was lost, the same offsets then sent from a
-        remote with another history and answered as a repeat of it), and the reference is
-        dropped, as the agreement drops a remote that differs from the local log. Halt if
-        none holds them (misplaced, or another producer's); try again later if one that
-        might did not answer."""
+        """Compare local ``[low, high)`` with a remote that holds it; where it differs (or
+        no longer holds it), with the others seen holding it: records that are another
+        remote's landed from a write of ours all the same (one whose answer was lost, the
+        same offsets then sent from a remote with another history and answered as a repeat
+        of it), and a reference that differs is dropped, as the agreement drops a remote
+        that differs from the local log. Halt if none holds them (misplaced, or another
+        producer's); try again later if one that might did not answer."""
         name = self.sources.landed_reference()
-        found = await self._landed_against(name, low, high)
+        try:
+            found = await self._landed_against(name, low, high)
+        except OffsetOutOfRange:
+            found = None
+            if not await self._landed_elsewhere(name, low, high, None):
+                raise PartitionHalted(
+                    f"{self.tp.topic}[{self.tp.partition}]: local {low}..{high - 1} landed"
+                    " from writes whose answers were lost, and no remote holds those offsets"
+                    " any more to compare them with (retention)"
+                ) from None
+        if found is not None and await self._landed_elsewhere(name, low, high, found):
+            found = None
         if found is not None:
-            usable = self.sources.usable()
-            others = [
-                n
-                for n in self.sources.remotes
-                if n != name and n in usable and usable[n].start <= low and usable[n].end >= high
-            ]
-            failed: list[str] = []
-            for other in others:
-                try:
-                    if await self._landed_against(other, low, high) is None:
-                        break
-                except TransientClusterError as exc:
-                    failed.append(f"{other}: {exc}")
-                except ClusterError:
-                    continue  # it holds no such records (its log starts or ends elsewhere now)
-            else:
-                if failed:
-                    raise TransientClusterError(
-                        f"{self.tp.topic}[{self.tp.partition}]: local {low}..{high - 1} differ"
-                        f" from remote {name}'s ({found.describe()}); no answer from the others"
-                        f" to compare with: {'; '.join(failed)}"
-                    )
-                raise MisalignedWrite(f"{self.tp.topic}[{self.tp.partition}]: {found.describe()}")
+            raise MisalignedWrite(f"{self.tp.topic}[{self.tp.partition}]: {found.describe()}")
+        self.agreement.local_checked()
+
+    async def _landed_elsewhere(
+        self, reference: str, low: int, high: int, found: Disagreement | None
+    ) -> bool:
+        """Do local ``[low, high)`` equal the records of a remote other than ``reference``
+        (seen holding them)? Then ``reference`` is dropped if it differs (``found``). No
+        answer from one that might hold them: tried again later."""
+        usable = self.sources.usable()
+        others = [
+            n
+            for n in self.sources.remotes
+            if n != reference and n in usable and usable[n].start <= low and usable[n].end >= high
+        ]
+        failed: list[str] = []
+        for other in others:
+            try:
+                if await self._landed_against(other, low, high) is None:
+                    break
+            except TransientClusterError as exc:
+                failed.append(f"{other}: {exc}")
+            except OffsetOutOfRange:
+                continue  # it holds no such records now (its log starts or ends elsewhere)
+        else:
+            if failed:
+                raise TransientClusterError(
+                    f"{self.tp.topic}[{self.tp.partition}]: local {low}..{high - 1} not held"
+                    f" as they are by remote {reference}; no answer from the others to compare"
+                    f" with: {'; '.join(failed)}"
+                )
+            return False
+        if found is not None:
             self.agreement.drop(
-                name,
+                reference,
                 f"records differ from the local log's at {low}..{high - 1}, which are remote"
                 f" {other}'s (written from it, the answer lost; {found.describe()})",
             )
-        self.agreement.local_checked()
+        return True
 
     async def _landed_against(self, name: str, low: int, high: int) -> Disagreement | None:
         source = self.fetchers[name].lanes[0].cluster

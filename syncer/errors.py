@@ -64,6 +64,11 @@ class LeaderMoved(TransientClusterError):
     of the backoff, not a growing one (a leader election is over within a second)."""
 
 
+class OffsetOutOfRange(ClusterError):
+    """A read of a partition was answered out of range: its log starts above the offset
+    asked or ends below it (records deleted, or never there)."""
+
+
 class UnreachableError(ClusterError):
     """A cluster's bootstrap servers cannot be reached."""
 

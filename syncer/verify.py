@@ -20,7 +20,7 @@ from functools import partial
 
 from syncer.batches import Batch, Record, decode, is_filler, record_digest, split_batches
 from syncer.clusters import TP, Cluster
-from syncer.errors import PartitionHalted, TransientClusterError
+from syncer.errors import OffsetOutOfRange, PartitionHalted, TransientClusterError
 from syncer.holes import aborted_batches
 from syncer.retry import retried
 from syncer.wire import FetchOutcome
@@ -92,6 +92,8 @@ class RangeReader:
         )[self.tp]
         self.fetches += 1
         where = f"{self.cluster.name}: fetch of {self.tp.topic}[{self.tp.partition}] at {offset}"
+        if fetched.outcome is FetchOutcome.OUT_OF_RANGE:
+            raise OffsetOutOfRange(str(fetched.error(where)))
         if fetched.outcome is not FetchOutcome.OK:
             raise fetched.error(where)  # retried if its outcome is retriable
         try:

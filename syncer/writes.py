@@ -363,11 +363,14 @@ class PartitionWrites:
         sent, stamp = self._stamped
         try:
             found = await self.local.topic_settings([self.tp.topic], [TIMESTAMP_TYPE])
-        except (TimeoutError, OSError) as exc:
-            raise TransientClusterError(f"{self.where}: reading {TIMESTAMP_TYPE}: {exc}") from exc
+        except TransientClusterError:
+            raise  # asked again at the next resync
+        except ClusterError as exc:  # refused (no DescribeConfigs): what landed tells
+            log.warning("%s: reading %s: %s", self.where, TIMESTAMP_TYPE, exc)
+            found = {}
         if found.get(self.tp.topic, {}).get(TIMESTAMP_TYPE) == "LogAppendTime":
             raise self._stamped_by_broker(sent, stamp)
-        self._stamped = None
+        self._stamped = None  # a repeat, or unknown: the landed check compares the records
 
     def _stamped_by_broker(self, sent: Sent, stamp: int) -> PartitionHalted:
         """A write landed with the local broker's clock in place of its records' timestamps:

@@ -18,7 +18,7 @@ from syncer.chunk_types import Chunk, Fetched
 from syncer.clusters import TP, FetchedPartition
 from syncer.config import CopierConfig
 from syncer.copier import PartitionCopier
-from syncer.errors import ClusterError, PartitionHalted, TransientClusterError
+from syncer.errors import OffsetOutOfRange, PartitionHalted, TransientClusterError
 from syncer.holes import RemoteEnds
 from syncer.identity import WriterIdentity
 from syncer.retry import next_backoff
@@ -309,18 +309,32 @@ async def test_only_remotes_seen_holding_what_landed_are_asked_and_out_of_range_
     """A remote seen ending below what landed (or starting above it) is not asked (it would
     answer out of range, or with nothing, and nothing compared is no match); one that
     answers out of range all the same holds no such records: the next one is asked."""
-    answers = {"west": DIFFERS, "north": None, "east": None}
-    short = {"north": RemoteEnds(0, 15)}
+    answers = {"west": DIFFERS, "north": None, "south": None, "east": None}
+    short = {"north": RemoteEnds(0, 15), "south": RemoteEnds(15, 100)}
     copier, agreement, asked = comparing_copier(monkeypatch, answers, short)
     await copier._check_landed(10, 20)
     assert asked == ["west", "east"] and list(agreement.dropped) == ["west"]
-    gone = ClusterError("north: fetch at 10: OFFSET_OUT_OF_RANGE")
+    gone = OffsetOutOfRange("north: fetch at 10: OffsetOutOfRangeError")
     answers = {"west": DIFFERS, "north": gone, "east": None}
     copier, agreement, asked = comparing_copier(monkeypatch, answers)
     await copier._check_landed(10, 20)
     assert asked == ["west", "north", "east"] and list(agreement.dropped) == ["west"]
     copier, agreement, asked = comparing_copier(monkeypatch, {"west": DIFFERS, "north": gone})
     with pytest.raises(PartitionHalted):
+        await copier._check_landed(10, 20)
+
+
+async def test_a_reference_that_no_longer_holds_what_landed_is_not_dropped_for_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The reference's log starts past what landed now (retention): another remote that
+    holds it tells; none: a halt that says so, not an internal error."""
+    gone = OffsetOutOfRange("west: fetch at 10: OffsetOutOfRangeError")
+    copier, agreement, asked = comparing_copier(monkeypatch, {"west": gone, "east": None})
+    await copier._check_landed(10, 20)
+    assert asked == ["west", "east"] and not agreement.dropped and agreement.local_checks == 1
+    copier, agreement, asked = comparing_copier(monkeypatch, {"west": gone, "east": gone})
+    with pytest.raises(PartitionHalted, match="no remote holds those offsets any more"):
         await copier._check_landed(10, 20)
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from syncer.batches import Record
 from syncer.clusters import OFFSET_OUT_OF_RANGE, TP, FetchedPartition
-from syncer.errors import ClusterError, TransientClusterError
+from syncer.errors import ClusterError, OffsetOutOfRange, TransientClusterError
 from syncer.protocol.common import NOT_LEADER_OR_FOLLOWER
 from syncer.verify import FANOUT, LEAF_RECORDS, RangeReader, compare
 from tests.unit.test_batches import build
@@ -129,6 +129,7 @@ async def test_an_answer_that_can_never_pass_ends_the_read_with_its_error() -> N
     with pytest.raises(ClusterError, match="OffsetOutOfRange") as raised:
         await anext(reader.records(0, 100))
     assert not isinstance(raised.value, TransientClusterError)
+    assert isinstance(raised.value, OffsetOutOfRange)  # the landed check tells it apart
     assert reader.fetches == 1  # not retried
 
 

@@ -17,7 +17,13 @@ from syncer.alignment import (
     StateClock,
 )
 from syncer.clusters import TP, ProduceResult
-from syncer.errors import LeaderMoved, MisalignedWrite, PartitionHalted, TransientClusterError
+from syncer.errors import (
+    ClusterError,
+    LeaderMoved,
+    MisalignedWrite,
+    PartitionHalted,
+    TransientClusterError,
+)
 from syncer.partition import PartitionSources
 from syncer.protocol.common import (
     NOT_ENOUGH_REPLICAS,
@@ -49,6 +55,8 @@ class StandInWriter:
 class StandInLocal:
     def __init__(self, end: int, log_end: int | None = None) -> None:
         self.timestamp_type = "CreateTime"  # the topic's message.timestamp.type
+        self.settings_read = 0
+        self.settings_fail: Exception | None = None  # the next read of the settings fails
         self.end = end  # the high watermark: what a reader sees
         self.log_end_at = log_end  # the leader's log end where it lies above that
         self.log_ends_read = 0
@@ -61,6 +69,10 @@ class StandInLocal:
         return {tp: self.end for tp in tps}
 
     async def topic_settings(self, topics: list[str], keys: list[str]) -> dict[str, dict[str, str]]:
+        self.settings_read += 1
+        if (error := self.settings_fail) is not None:
+            self.settings_fail = None
+            raise error
         return {t: {"message.timestamp.type": self.timestamp_type} for t in topics}
 
     async def log_end(self, tp: TP) -> int:
@@ -340,10 +352,28 @@ async def test_a_time_not_ours_on_a_create_time_topic_is_a_repeat_checked() -> N
     w = await second_stamped_by_the_broker()
     with pytest.raises(Resync):
         await w.drain(0)
-    w.local.end = 20  # type: ignore[attr-defined]
+    local: StandInLocal = w.local  # type: ignore[assignment]
+    local.end = 20
     checked, check = recorded()
     assert await w.checked_local_end(check) == 20
     assert checked == [(10, 20)] and w.confirmed == 20
+    await w.checked_local_end(check)
+    assert local.settings_read == 1  # told once: not asked again
+
+
+async def test_a_setting_that_cannot_be_read_leaves_it_to_the_landed_check() -> None:
+    """A refusal to describe the topic (no DescribeConfigs): what landed is compared all
+    the same, and a difference there halts (the broker's clock differs from the source's
+    timestamps)."""
+    w = await second_stamped_by_the_broker()
+    with pytest.raises(Resync):
+        await w.drain(0)
+    local: StandInLocal = w.local  # type: ignore[assignment]
+    local.end = 20
+    local.settings_fail = ClusterError("local: TOPIC_AUTHORIZATION_FAILED")
+    checked, check = recorded()
+    assert await w.checked_local_end(check) == 20
+    assert checked == [(10, 20)]
 
 
 async def test_a_write_answered_as_a_repeat_is_checked_not_confirmed() -> None:
@@ -392,9 +422,20 @@ async def test_no_write_behind_a_repeat_is_confirmed_judged_or_settled() -> None
 
 
 async def test_settle_does_not_confirm_a_write_stamped_with_the_brokers_time() -> None:
+    """Found by a settle, a write stamped with the broker's time halts at the next read of
+    the local end just the same, once a failed read of the topic's setting is retried."""
     w = await second_stamped_by_the_broker()
     await w.settle()
     assert w.confirmed == 10
+    local: StandInLocal = w.local  # type: ignore[assignment]
+    local.timestamp_type = "LogAppendTime"
+    local.settings_fail = TransientClusterError("local: DescribeConfigs timed out")
+    checked, check = recorded()
+    with pytest.raises(TransientClusterError):
+        await w.checked_local_end(check)
+    with pytest.raises(PartitionHalted, match=r"offsets 10\.\.19 landed stamped"):
+        await w.checked_local_end(check)
+    assert not checked and local.settings_read == 2
 
 
 async def test_a_refused_sequence_resyncs_and_names_the_offset() -> None:
