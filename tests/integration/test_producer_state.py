@@ -565,21 +565,14 @@ async def test_a_lost_write_sent_again_from_a_remote_with_another_history_splice
 
     for remote in (east, west):
         await one_batch(remote, topic, records(b"v", 0, 5))
-    timeout = {"request_timeout_ms": 3000}  # a write or a fetch unanswered for 3 s: given up
-    raw: dict[str, object] = {
-        "local": {"bootstrap_servers": local, **timeout},
-        "remotes": [
-            {"name": "east", "bootstrap_servers": east, **timeout},
-            {"name": "west", "bootstrap_servers": west, **timeout},
-        ],
-        "topics": {"include": [topic]},
-        # each source batch a write of its own: west's 10..14 waits for its 5..9's answer
-        "copier": {"shutdown_timeout_s": 10, "coalesce_bytes": 0},
-        "http": {"listen": "127.0.0.1:0"},
-    }
+    # each source batch a write of its own: west's 10..14 waits for its 5..9's answer
+    copier = {"shutdown_timeout_s": 10, "coalesce_bytes": 0}
+    config = make_config(local, {"east": east, "west": west}, [topic], copier=copier)
+    quick = partial(replace, request_timeout_ms=3000)  # unanswered for 3 s: given up
+    config = replace(config, local=quick(config.local), remotes=tuple(map(quick, config.remotes)))
     follower, east_node = cluster.node(PAUSED).pid, testbed.clusters["east"].pid
     assert follower is not None and east_node is not None
-    syncer = Syncer(Config.from_dict(raw))
+    syncer = Syncer(config)
     async with paused_proof_reader(local) as reader, syncer:
         running = asyncio.create_task(syncer.run())
         paused: list[int] = []
