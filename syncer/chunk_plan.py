@@ -275,11 +275,19 @@ class ChunkPlan:
             # its tail): it may hold the records by now. Without this the partition waited
             # for the dead remote while another had them (2026-12-06). One seen ending below
             # ``start`` is not asked: an offset past its end is answered out of range, and
-            # that backs the remote off for every partition.
+            # that backs the remote off for every partition; the copier lists its ends
+            # instead (``PartitionSources.behind``), and then it holds ``start`` or not.
             return self._poll_at(start, {n: e for n, e in ends.items() if e.end == start}, now)
         if any(e.end > start for e in ends.values()):
             return None  # ahead, but its records from ``start`` are gone: the copier says why
-        return self._poll_at(start, self.ends, now)
+        # at the tail: a remote seen ending at ``start`` is polled; while every such one
+        # backs off, the others, seen ending below, are not fetched from past their ends
+        # (out of range: backed off for every partition) but listed by the copier
+        # (``PartitionSources.behind``). Only where none was seen at ``start`` (the local log
+        # ahead of every remote) is the furthest polled, and an out-of-range answer tells
+        # whether it lost records copied from it.
+        at = {n: e for n, e in ends.items() if e.end == start}
+        return self._poll_at(start, at or ends, now)
 
     def _poll_at(self, start: int, ends: Mapping[str, RemoteEnds], now: float) -> Chunk | None:
         """A long poll at ``start`` on the healthy remote of ``ends`` furthest ahead (None

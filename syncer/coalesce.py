@@ -14,11 +14,15 @@ V = TypeVar("V")
 
 class Coalesced(Generic[K, V]):
     """``await read(key)`` from any number of tasks: the keys asked before the loop turns
-    are read with one ``read_many``. Should that fail (one key's error fails the request),
-    each key is read alone, so a caller sees only its own key's error."""
+    (or, with ``gather_s``, within that many seconds of the first) are read with one
+    ``read_many``. Should that fail (one key's error fails the request), each key is read
+    alone, so a caller sees only its own key's error."""
 
-    def __init__(self, read_many: Callable[[list[K]], Awaitable[dict[K, V]]]) -> None:
+    def __init__(
+        self, read_many: Callable[[list[K]], Awaitable[dict[K, V]]], gather_s: float = 0.0
+    ) -> None:
         self.read_many = read_many
+        self.gather_s = gather_s
         self._waiting: dict[K, list[asyncio.Future[V]]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self.batches = 0  # read_many calls made
@@ -27,7 +31,10 @@ class Coalesced(Generic[K, V]):
         loop = asyncio.get_running_loop()
         future: asyncio.Future[V] = loop.create_future()
         if not self._waiting:
-            loop.call_soon(self._flush)
+            if self.gather_s > 0:
+                loop.call_later(self.gather_s, self._flush)
+            else:
+                loop.call_soon(self._flush)
         self._waiting.setdefault(key, []).append(future)
         return await future
 

@@ -10,6 +10,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from functools import partial
+from typing import Any
 
 from syncer.agreement import Agreement, CheckFailed, SourceDropped
 from syncer.alignment import Disagreement, StateClock
@@ -36,7 +37,7 @@ from syncer.errors import (
     PartitionHalted,
     TransientClusterError,
 )
-from syncer.holes import FILLER_REASONS, Filler, Scan, scan
+from syncer.holes import FILLER_REASONS, Filler, RemoteEnds, Scan, scan
 from syncer.identity import WriterIdentity
 from syncer.landed import check_landed
 from syncer.lanes import Lanes
@@ -48,6 +49,11 @@ from syncer.writer import Writer
 from syncer.writes import PartitionWrites, Resync, Sent
 
 log = logging.getLogger(__name__)
+
+# a waiting partition lists the remotes last seen behind its local end at most this often
+# (``_listed_ahead``); the listings of all partitions asking go out together
+# (``WireRequests.stable_ends``)
+LIST_BEHIND_S = 2.0
 
 
 class PartitionCopier:
@@ -89,6 +95,7 @@ class PartitionCopier:
         # the offset the next write continues at: the local end, or past the writes sent
         self.frontier = 0
         self._until: int | None = None  # a catch-up's end: its steps are all the task's
+        self._list_after = 0.0  # when ``_listed_ahead`` may list the remotes behind again
         if RECORDER is None:  # the benchmark's clocks time the task's steps
             self.chunks.tail = self._step_now
             self.chunks.step = self._step_whole
@@ -235,7 +242,8 @@ class PartitionCopier:
                     continue
                 if got is None:
                     self._no_source(frontier)
-                    await self._pause(self.config.retry_backoff_ms / 1000)
+                    if not await self._listed_ahead(frontier):
+                        await self._pause(self.config.retry_backoff_ms / 1000)
                     continue
                 try:
                     await self.agreement.check(got, frontier)
@@ -460,6 +468,50 @@ class PartitionCopier:
                 f" {local_start} after deleting records below {start}"
             )
         return start
+
+    async def _listed_ahead(self, frontier: int) -> bool:
+        """Nothing continues at ``frontier``: list the ends of the healthy remotes last seen
+        behind it (``PartitionSources.behind``), at most every ``LIST_BEHIND_S``. Whether one
+        now reaches ``frontier`` (the copy goes on from it). Without this a partition whose
+        remote died while ahead of it waited for that remote, however long, while another
+        had the records (seen last when it was last fetched from: before it fell behind)."""
+        now = time.monotonic()
+        names = self.sources.behind(frontier, now) if now >= self._list_after else []
+        if not names:
+            return False
+        self._list_after = now + LIST_BEHIND_S
+        clusters = [self.fetchers[name].lanes[0].cluster for name in names]
+        listing = asyncio.gather(
+            *(cluster.stable_ends(self.tp) for cluster in clusters), return_exceptions=True
+        )
+        stop = asyncio.ensure_future(self._stop_requested.wait())
+        either: set[asyncio.Future[Any]] = {listing, stop}
+        try:  # a stop asked for meanwhile, or a remote that does not answer, ends the wait
+            timeout_s = self.config.chunk_timeout_ms / 1000
+            await asyncio.wait(either, timeout=timeout_s, return_when="FIRST_COMPLETED")
+        finally:
+            stop.cancel()
+        if not listing.done():
+            listing.cancel()
+            return False
+        ahead = False
+        for name, got in zip(names, listing.result(), strict=True):
+            if isinstance(got, BaseException):
+                log.debug("%s[%d]: listing remote %s: %s", *self.tp, name, got)
+                continue
+            start, end = got
+            self.sources.update_end(name, RemoteEnds(start, end))
+            if start <= frontier <= end:
+                ahead = True
+                log.info(
+                    "%s[%d]: remote %s, last seen behind the local end %d, ends at %d now;"
+                    " copying from it",
+                    *self.tp,
+                    name,
+                    frontier,
+                    end,
+                )
+        return ahead
 
     def _no_source(self, frontier: int) -> None:
         """Nothing can continue at ``frontier``: data lost at the source, or every source is

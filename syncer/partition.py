@@ -166,6 +166,19 @@ class PartitionSources:
         usable = [n for n in self._health if n not in self._dropped] or list(self._health)
         return max(usable, key=lambda n: self._ends[n].end)
 
+    def behind(self, frontier: int, now: float) -> list[str]:
+        """The remotes to list when nothing continues at ``frontier`` (every remote seen
+        holding it backs off, or none holds it): the healthy ones still used that were last
+        seen ending below it. A remote's end is learned from its fetch answers, and a
+        partition at its tail polls one remote, so the others' ends go stale: one may hold
+        the records by now. Fetching one at ``frontier`` past its end is no way to learn it:
+        the out-of-range answer backs that remote off for every partition."""
+        return [
+            name
+            for name, ends in self.usable().items()
+            if ends.end < frontier and self._health[name].healthy(now)
+        ]
+
     def start_to_align(self) -> int | None:
         """For an empty local partition: the start every remote still used has moved past
         (records below it are gone everywhere), None if one still holds offset 0."""

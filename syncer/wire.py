@@ -34,6 +34,10 @@ CONSUMER = -1  # ListOffsets' replica id of a client: answered up to the high wa
 # then the log end offset); asked of the leader, it sees what the in-sync replicas have not
 # taken yet
 DEBUGGING = -2
+# a remote's ends listed for a waiting partition (``stable_ends``) are asked together with
+# those of every other partition asking within this time: one listing a broker, not one a
+# partition, when thousands wait for the same dead remote
+ENDS_GATHER_S = 0.5
 
 
 class WireRequests(ProduceRequests, Fetches):
@@ -57,6 +61,11 @@ class WireRequests(ProduceRequests, Fetches):
             return {tps[0]: await self._ends.read(tps[0])}
         return await self._list_offsets(tps, LATEST, isolation)
 
+    async def stable_ends(self, tp: TP) -> tuple[int, int]:
+        """(start, last stable offset) of ``tp``, listed with those of the partitions asking
+        within ``ENDS_GATHER_S`` (``ends`` of them all)."""
+        return await self._stable_ends.read(tp)
+
     async def log_end(self, tp: TP) -> int:
         """The log end offset of ``tp``'s leader: its high watermark (``latest``) plus what
         it appended that its in-sync replicas have not all taken yet (``DEBUGGING``)."""
@@ -65,6 +74,10 @@ class WireRequests(ProduceRequests, Fetches):
     @cached_property
     def _ends(self) -> Coalesced[TP, int]:
         return Coalesced(self._answered_ends)
+
+    @cached_property
+    def _stable_ends(self) -> Coalesced[TP, tuple[int, int]]:
+        return Coalesced(self._answered_stable_ends, gather_s=ENDS_GATHER_S)
 
     @cached_property
     def _log_ends(self) -> Coalesced[TP, int]:
@@ -79,6 +92,16 @@ class WireRequests(ProduceRequests, Fetches):
         return await self._list_offsets(
             tps, LATEST, READ_UNCOMMITTED, answered_only=partial_ok, replica=replica
         )
+
+    async def _answered_stable_ends(self, tps: list[TP]) -> dict[TP, tuple[int, int]]:
+        """``ends`` under read_committed of those of ``tps`` that answered (the others are
+        read alone by ``Coalesced``, as in ``_answered_ends``)."""
+        partial_ok = len(tps) > 1
+        starts = await self._list_offsets(tps, EARLIEST, READ_COMMITTED, answered_only=partial_ok)
+        ends = await self._list_offsets(
+            list(starts), LATEST, READ_COMMITTED, answered_only=partial_ok
+        )
+        return {tp: (starts[tp], end) for tp, end in ends.items()}
 
     async def _list_offsets(
         self,

@@ -4,7 +4,10 @@ once; a remote that dies loses its chunks to the others; a remote that disagrees
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import os
 import shutil
+import signal
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -16,11 +19,13 @@ from syncer.testbed import ClusterSpec, Testbed
 from tests.integration.test_faults import delete_topic
 from tests.kafka_helpers import (
     create_topic,
+    first_status,
     kcat_lines,
     make_config,
     partition_digests,
     produce,
     read_partition,
+    until,
 )
 
 SMALL_CHUNKS = {"partition_fetch_max_bytes": 8192, "fetch_max_bytes": 65536, "max_chunks": 6}
@@ -127,6 +132,57 @@ async def test_a_remote_killed_mid_copy_loses_its_chunks_to_the_other(
         assert await partition_digests(local, topic, partition) == await partition_digests(
             west, topic, partition
         )
+
+
+async def test_a_remote_that_stops_answering_while_ahead_hands_over_to_one_seen_behind(
+    local: str, east: str, west: str, topic: str, testbed: Testbed
+) -> None:
+    """east holds 0..1999, west (a mirror of it) 0..999 when the copy starts: 1000.. come
+    from east alone, slowly (east capped), and west's end is not looked at again (a remote's
+    end is learned from its fetch answers, and west is not fetched from past its end). West
+    catches up with east mid-copy, then east stops answering (SIGSTOP). Before 2026-12-07
+    the partition waited for east, however long: west was last seen ending at 1000, below
+    the local end, and only remotes seen holding the local end or ending there are fetched
+    from. Now the copier lists west's ends, finds it holds the rest, and copies it from
+    west while east stays stopped: every record equal to west's (kcat too)."""
+    await create_topic(east, topic)
+    await fill(east, topic, 1000)
+    await mirror(east, west, topic)
+    await fill(east, topic, 1000, start=1000)
+    config = make_config(
+        local,
+        {"east": east, "west": west},
+        [topic],
+        copier={**SMALL_CHUNKS, "chunk_timeout_ms": 3000},
+    )
+    slow = dataclasses.replace(  # ~310 kB from 1000 on, 8 kB a fetch: ~15 s at this cap
+        config.remotes[0], max_bytes_per_second=20_000, request_timeout_ms=3000
+    )
+    config = dataclasses.replace(config, remotes=(slow, *config.remotes[1:]))
+    east_node = testbed.clusters["east"].pid
+    assert east_node is not None
+    syncer = Syncer(config)
+    stopped = False
+    async with syncer:
+        running = asyncio.create_task(syncer.run())
+        try:
+            await until(lambda: (first_status(syncer, "local_end") or 0) > 1100, "1100", 60)
+            await mirror(east, west, topic)  # west now holds all 2000
+            assert (first_status(syncer, "local_end") or 0) < 1900, "copied before east stopped"
+            os.kill(east_node, signal.SIGSTOP)
+            stopped = True
+            await until(lambda: first_status(syncer, "local_end") == 2000, "west's rest", 60)
+        finally:
+            if stopped:
+                os.kill(east_node, signal.SIGCONT)
+            syncer.request_stop()
+            await asyncio.wait_for(running, 60)
+    (status,) = syncer.statuses()
+    assert status.state is not State.HALTED, status.error
+    assert not status.dropped, status.dropped
+    assert status.served.get("west", 0) > 0, status.served
+    assert await partition_digests(local, topic) == await partition_digests(west, topic)
+    assert kcat_lines(local, topic, 0) == kcat_lines(west, topic, 0)
 
 
 async def recreate(bootstrap: str, topic: str, count: int, tag: bytes) -> None:

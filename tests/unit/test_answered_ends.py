@@ -64,3 +64,19 @@ def test_a_read_of_many_still_fails_on_one_error() -> None:
     wire = Wire(dict.fromkeys(tps, 5), unled={TP("t", 1)})
     with pytest.raises(SyncerError, match=r"t\[1\]"):
         asyncio.run(wire.latest(tps))
+
+
+async def test_remote_ends_listed_for_waiting_partitions_go_out_together() -> None:
+    """Partitions waiting for a dead remote list the others' ends (``stable_ends``): those
+    asking within ``ENDS_GATHER_S`` share one listing (its earliest and latest offsets), and
+    one not led fails only its own."""
+    tps = [TP("t", p) for p in range(4)]
+    wire = Wire({tp: 10 * tp.partition for tp in tps}, unled={TP("t", 2)})
+    first = asyncio.create_task(wire.stable_ends(tps[0]))
+    await asyncio.sleep(0.05)  # later turns, within the gathering time
+    rest = [asyncio.create_task(wire.stable_ends(tp)) for tp in tps[1:]]
+    got = await asyncio.gather(first, *rest, return_exceptions=True)
+    assert got[0] == (0, 0) and got[1] == (10, 10) and got[3] == (30, 30)
+    assert isinstance(got[2], SyncerError) and "t[2]" in str(got[2])
+    led = [tp for tp in tps if tp != TP("t", 2)]
+    assert wire.requests == [tps, led, [TP("t", 2)]]

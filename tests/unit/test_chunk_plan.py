@@ -755,3 +755,23 @@ def test_a_healthy_remote_seen_behind_is_polled_while_the_ones_ahead_back_off() 
     behind = {"east": RemoteEnds(0, 10), "west": RemoteEnds(0, 3)}
     plan = ChunkPlan(health, behind, {}, lambda _: 40_000, 4, ByteBudget(1 << 30))
     assert plan.launches(5, 10, 0.0) == []
+
+
+def test_at_the_tail_a_remote_seen_behind_is_not_polled_past_its_end() -> None:
+    """Caught up with east at 10: while east backs off, west, last seen ending at 6, is not
+    polled at 10 (answered out of range, it would back off for every partition; the copier
+    lists its ends instead). Seen ending at 10 it is; and where no remote was ever seen at
+    the local end (the local log ahead of all), the furthest is polled as before, its
+    out-of-range answer telling whether it lost records copied from it."""
+    health = {n: SourceHealth(n, rank) for rank, n in enumerate(["east", "west"])}
+    health["east"].failed(0.0, "RequestTimedOutError")
+
+    def launched(ends: dict[str, RemoteEnds]) -> list[tuple[int, int | None, str]]:
+        plan = ChunkPlan(health, ends, {}, lambda _: 40_000, 4, ByteBudget(1 << 30))
+        return [(c.start, c.end, c.remote) for c in plan.launches(10, 10, 0.0)]
+
+    assert launched({"east": RemoteEnds(0, 10), "west": RemoteEnds(0, 6)}) == []
+    assert launched({"east": RemoteEnds(0, 10), "west": RemoteEnds(0, 10)}) == [(10, None, "west")]
+    assert launched({"east": RemoteEnds(0, 8), "west": RemoteEnds(0, 6)}) == [(10, None, "west")]
+    health["east"].unhealthy_until = 0.0
+    assert launched({"east": RemoteEnds(0, 10), "west": RemoteEnds(0, 6)}) == [(10, None, "east")]

@@ -34,6 +34,16 @@ async def test_reads_asked_in_one_turn_go_out_as_one_request() -> None:
     assert ends.requests[1:] == [["dddd"]]
 
 
+async def test_reads_asked_within_the_gathering_time_go_out_as_one_request() -> None:
+    ends = Ends()
+    ends_of = Coalesced(ends.read, gather_s=0.05)
+    first = asyncio.create_task(ends_of.read("a"))
+    await asyncio.sleep(0.01)  # a later turn, within the gathering time
+    second = asyncio.create_task(ends_of.read("bb"))
+    assert await asyncio.gather(first, second) == [1, 2]
+    assert ends.requests == [["a", "bb"]]
+
+
 async def test_one_keys_error_reaches_only_its_caller() -> None:
     ends = Ends(bad={"bb"})
     ends_of = Coalesced(ends.read)

@@ -21,7 +21,9 @@ from syncer.copier import PartitionCopier
 from syncer.errors import OffsetOutOfRange, PartitionHalted, TransientClusterError
 from syncer.holes import RemoteEnds
 from syncer.identity import WriterIdentity
+from syncer.partition import PartitionSources
 from syncer.retry import next_backoff
+from syncer.sources import SourceHealth
 from syncer.status import PartitionStatus
 from syncer.writes import Sent
 from tests.unit.test_holes import batch
@@ -345,3 +347,86 @@ async def test_records_landed_unseen_that_are_the_references_ask_no_other(
     copier, agreement, asked = comparing_copier(monkeypatch, answers)
     await copier._check_landed(10, 20)
     assert asked == ["west"] and not agreement.dropped and agreement.local_checks == 1
+
+
+class Listed:
+    """A remote's ``stable_ends`` as the copier asks it: ``ends``, or an error, or never
+    answered (``hang``); the partitions asked kept in ``asked``."""
+
+    def __init__(self, ends: tuple[int, int] | Exception | None) -> None:
+        self.ends = ends
+        self.asked: list[TP] = []
+
+    async def stable_ends(self, tp: TP) -> tuple[int, int]:
+        self.asked.append(tp)
+        if self.ends is None:
+            await asyncio.Event().wait()  # never answers
+        if isinstance(self.ends, Exception):
+            raise self.ends
+        return self.ends
+
+
+def listing_copier(remotes: dict[str, Listed], seen: dict[str, tuple[int, int]]) -> PartitionCopier:
+    """A copier of partition t[0] whose remotes were last seen at ``seen``; the first of them
+    backs off (it died while ahead)."""
+    copier = writing_copier(GatedWrites())
+    health = {n: SourceHealth(n, rank) for rank, n in enumerate(seen)}
+    health[next(iter(seen))].failed(time.monotonic(), "RequestTimedOutError")
+    ends = {n: RemoteEnds(*e) for n, e in seen.items()}
+    copier.sources = PartitionSources(copier.tp, health, ends)
+    copier.fetchers = {  # type: ignore[assignment]
+        n: SimpleNamespace(lanes=[SimpleNamespace(cluster=c)]) for n, c in remotes.items()
+    }
+    copier.config = CopierConfig(chunk_timeout_ms=200)
+    copier._list_after = 0.0
+    return copier
+
+
+async def test_a_partition_that_waits_lists_the_remotes_seen_behind_it_at_most_every_few_s() -> (
+    None
+):
+    """east died while ahead (seen to 2000), west was last seen at 1000, below the local end
+    1500: west's ends are listed and found at 2000, and the copy goes on (True) with west's
+    end known. A second look within ``LIST_BEHIND_S`` lists nothing; east, backing off, is
+    never listed."""
+    west = Listed((0, 2000))
+    copier = listing_copier(
+        {"east": Listed((0, 2000)), "west": west}, {"east": (0, 2000), "west": (0, 1000)}
+    )
+    assert await copier._listed_ahead(1500) is True
+    assert copier.sources.ends["west"] == RemoteEnds(0, 2000)
+    assert west.asked == [copier.tp] and copier.fetchers["east"].lanes[0].cluster.asked == []
+    copier.sources.update_end("west", RemoteEnds(0, 1000))
+    assert await copier._listed_ahead(1500) is False  # too soon
+    assert west.asked == [copier.tp]
+    copier._list_after = 0.0
+    west.ends = (0, 1200)  # still behind: learned, and the copier waits on
+    assert await copier._listed_ahead(1500) is False
+    assert copier.sources.ends["west"] == RemoteEnds(0, 1200)
+
+
+async def test_a_listing_that_fails_or_hangs_or_meets_a_stop_keeps_the_wait_short() -> None:
+    failing = listing_copier(
+        {"east": Listed(None), "west": Listed(TransientClusterError("no leader"))},
+        {"east": (0, 2000), "west": (0, 1000)},
+    )
+    assert await failing._listed_ahead(1500) is False
+    assert failing.sources.ends["west"] == RemoteEnds(0, 1000)  # nothing learned
+
+    hanging = listing_copier(
+        {"east": Listed(None), "west": Listed(None)}, {"east": (0, 2000), "west": (0, 1000)}
+    )
+    started = time.monotonic()
+    assert await hanging._listed_ahead(1500) is False  # given up after the chunk timeout
+    assert 0.15 < time.monotonic() - started < 1.0
+
+    stopped = listing_copier(
+        {"east": Listed(None), "west": Listed(None)}, {"east": (0, 2000), "west": (0, 1000)}
+    )
+    stopped.config = CopierConfig(chunk_timeout_ms=30_000)
+    listing = asyncio.create_task(stopped._listed_ahead(1500))
+    await asyncio.sleep(0.05)
+    started = time.monotonic()
+    stopped.request_stop()
+    assert await asyncio.wait_for(listing, 1) is False
+    assert time.monotonic() - started < 0.5

@@ -193,3 +193,13 @@ def test_the_decisions_see_only_the_remotes_not_dropped(
         assert f"start {min(e.start for e in ahead)} " in str(halt)
     else:
         assert halt is None
+
+
+def test_the_remotes_listed_when_nothing_continues_are_the_healthy_ones_seen_behind() -> None:
+    s = sources(east=(0, 20), west=(0, 5), north=(0, 10), south=(0, 3))
+    s.health("south").failed(0.0, "RequestTimedOutError")  # backs off: not asked
+    s.drop("north", "records differ")  # dropped: never asked
+    assert s.behind(10, 0.0) == ["west"]
+    assert s.behind(5, 0.0) == []  # west ends there: the plan polls it
+    assert s.behind(25, 0.0) == ["east", "west"]
+    assert s.behind(10, s.health("south").unhealthy_until) == ["west", "south"]
