@@ -27,6 +27,7 @@ from syncer.batches import (
 from syncer.budget import ByteBudget, Ticket
 from syncer.chunks import ChunkScheduler, Fetched
 from syncer.clusters import TP, Cluster
+from syncer.coalesce import NotAnswered
 from syncer.config import CopierConfig
 from syncer.errors import (
     ForeignWrite,
@@ -54,6 +55,7 @@ log = logging.getLogger(__name__)
 # (``_listed_ahead``); the listings of all partitions asking go out together
 # (``WireRequests.stable_ends``)
 LIST_BEHIND_S = 2.0
+LIST_TIMEOUT_S = 5.0  # a listing not answered by then backs its remote off
 
 
 class PartitionCopier:
@@ -471,37 +473,51 @@ class PartitionCopier:
 
     async def _listed_ahead(self, frontier: int) -> bool:
         """Nothing continues at ``frontier``: list the ends of the healthy remotes last seen
-        behind it (``PartitionSources.behind``), at most every ``LIST_BEHIND_S``. Whether one
-        now reaches ``frontier`` (the copy goes on from it). Without this a partition whose
-        remote died while ahead of it waited for that remote, however long, while another
-        had the records (seen last when it was last fetched from: before it fell behind)."""
+        behind it or ending there (``PartitionSources.behind``), at most every
+        ``LIST_BEHIND_S``. Whether one now holds records from ``frontier`` on (the copy goes
+        on from it). Without this a partition whose remote died while ahead of it waited
+        for that remote, however long, while another had the records (seen last when it was
+        last fetched from: before it fell behind). A listing that shows a start above
+        ``frontier`` is not taken: that remote cannot serve it, and taken, it would read as
+        the records being gone everywhere while the remote that died may still hold them.
+        One that fails or is not answered within ``LIST_TIMEOUT_S`` backs its remote off,
+        as a failed fetch does (one partition's leader moved, or its partition left out,
+        does not)."""
         now = time.monotonic()
         names = self.sources.behind(frontier, now) if now >= self._list_after else []
         if not names:
             return False
         self._list_after = now + LIST_BEHIND_S
-        clusters = [self.fetchers[name].lanes[0].cluster for name in names]
-        listing = asyncio.gather(
-            *(cluster.stable_ends(self.tp) for cluster in clusters), return_exceptions=True
-        )
+        listings = {
+            name: asyncio.ensure_future(self.fetchers[name].lanes[0].cluster.stable_ends(self.tp))
+            for name in names
+        }
         stop = asyncio.ensure_future(self._stop_requested.wait())
-        either: set[asyncio.Future[Any]] = {listing, stop}
+        listed = asyncio.ensure_future(asyncio.wait(listings.values()))
+        either: set[asyncio.Future[Any]] = {listed, stop}
         try:  # a stop asked for meanwhile, or a remote that does not answer, ends the wait
-            timeout_s = self.config.chunk_timeout_ms / 1000
+            timeout_s = min(LIST_TIMEOUT_S, self.config.chunk_timeout_ms / 1000)
             await asyncio.wait(either, timeout=timeout_s, return_when="FIRST_COMPLETED")
         finally:
-            stop.cancel()
-        if not listing.done():
-            listing.cancel()
+            for future in (stop, listed, *listings.values()):
+                future.cancel()
+        if self._stopping:
             return False
         ahead = False
-        for name, got in zip(names, listing.result(), strict=True):
-            if isinstance(got, BaseException):
-                log.debug("%s[%d]: listing remote %s: %s", *self.tp, name, got)
+        for name, listing in listings.items():
+            answered = listing.done() and not listing.cancelled()  # else cancelled above
+            error = listing.exception() if answered else None
+            if not answered or not isinstance(error, NotAnswered | LeaderMoved | None):
+                why = error or f"no answer within {timeout_s:g} s"
+                self.sources.health(name).failed(time.monotonic(), f"listing its ends: {why}", now)
                 continue
-            start, end = got
+            if error is not None:
+                continue  # this partition only: asked again in ``LIST_BEHIND_S``
+            start, end = listing.result()
+            if start > frontier:
+                continue
             self.sources.update_end(name, RemoteEnds(start, end))
-            if start <= frontier <= end:
+            if end > frontier:
                 ahead = True
                 log.info(
                     "%s[%d]: remote %s, last seen behind the local end %d, ends at %d now;"

@@ -169,14 +169,16 @@ class PartitionSources:
     def behind(self, frontier: int, now: float) -> list[str]:
         """The remotes to list when nothing continues at ``frontier`` (every remote seen
         holding it backs off, or none holds it): the healthy ones still used that were last
-        seen ending below it. A remote's end is learned from its fetch answers, and a
-        partition at its tail polls one remote, so the others' ends go stale: one may hold
+        seen ending below it or at it. A remote's end is learned from its fetch answers, and
+        a partition at its tail polls one remote, so the others' ends go stale: one may hold
         the records by now. Fetching one at ``frontier`` past its end is no way to learn it:
-        the out-of-range answer backs that remote off for every partition."""
+        the out-of-range answer backs that remote off for every partition. (One seen ending
+        at it is mostly long-polled there by the plan, and then nothing waits; but not while
+        ranges of a remote that failed wait to be fetched again.)"""
         return [
             name
             for name, ends in self.usable().items()
-            if ends.end < frontier and self._health[name].healthy(now)
+            if ends.end <= frontier and self._health[name].healthy(now)
         ]
 
     def start_to_align(self) -> int | None:

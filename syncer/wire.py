@@ -63,7 +63,9 @@ class WireRequests(ProduceRequests, Fetches):
 
     async def stable_ends(self, tp: TP) -> tuple[int, int]:
         """(start, last stable offset) of ``tp``, listed with those of the partitions asking
-        within ``ENDS_GATHER_S`` (``ends`` of them all)."""
+        within ``ENDS_GATHER_S`` (``ends`` of them all); ``NotAnswered`` if its leader
+        answered it with an error (not read again alone: thousands of partitions waiting
+        for a dead remote each asking a broker that does not answer, one by one)."""
         return await self._stable_ends.read(tp)
 
     async def log_end(self, tp: TP) -> int:
@@ -77,7 +79,7 @@ class WireRequests(ProduceRequests, Fetches):
 
     @cached_property
     def _stable_ends(self) -> Coalesced[TP, tuple[int, int]]:
-        return Coalesced(self._answered_stable_ends, gather_s=ENDS_GATHER_S)
+        return Coalesced(self._answered_stable_ends, gather_s=ENDS_GATHER_S, alone=False)
 
     @cached_property
     def _log_ends(self) -> Coalesced[TP, int]:
@@ -94,13 +96,9 @@ class WireRequests(ProduceRequests, Fetches):
         )
 
     async def _answered_stable_ends(self, tps: list[TP]) -> dict[TP, tuple[int, int]]:
-        """``ends`` under read_committed of those of ``tps`` that answered (the others are
-        read alone by ``Coalesced``, as in ``_answered_ends``)."""
-        partial_ok = len(tps) > 1
-        starts = await self._list_offsets(tps, EARLIEST, READ_COMMITTED, answered_only=partial_ok)
-        ends = await self._list_offsets(
-            list(starts), LATEST, READ_COMMITTED, answered_only=partial_ok
-        )
+        """``ends`` under read_committed of those of ``tps`` that answered."""
+        starts = await self._list_offsets(tps, EARLIEST, READ_COMMITTED, answered_only=True)
+        ends = await self._list_offsets(list(starts), LATEST, READ_COMMITTED, answered_only=True)
         return {tp: (starts[tp], end) for tp, end in ends.items()}
 
     async def _list_offsets(

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from syncer.coalesce import Coalesced
+from syncer.coalesce import Coalesced, NotAnswered
 
 
 class Ends:
@@ -65,3 +65,33 @@ async def test_a_caller_that_gives_up_leaves_the_others_answered() -> None:
     assert await patient == 2
     with pytest.raises(asyncio.CancelledError):
         await impatient
+
+
+async def test_read_only_together_a_failure_reaches_every_caller_in_one_request() -> None:
+    """``alone=False``: a broker that fails the listing is not asked again once per key; a
+    key the answer left out fails with ``NotAnswered``."""
+    ends = Ends(bad={"bb"})
+    ends_of = Coalesced(ends.read, alone=False)
+    results = await asyncio.gather(*(ends_of.read(k) for k in ("a", "bb")), return_exceptions=True)
+    assert all(isinstance(r, ValueError) for r in results)
+    assert ends.requests == [["a", "bb"]]
+
+    async def leaves_out_bb(keys: list[str]) -> dict[str, int]:
+        return {k: len(k) for k in keys if k != "bb"}
+
+    partial_of = Coalesced(leaves_out_bb, alone=False)
+    results = await asyncio.gather(
+        *(partial_of.read(k) for k in ("a", "bb")), return_exceptions=True
+    )
+    assert results[0] == 1 and isinstance(results[1], NotAnswered)
+
+
+async def test_keys_whose_callers_all_gave_up_are_not_read() -> None:
+    ends = Ends()
+    ends_of = Coalesced(ends.read, gather_s=0.05)
+    gone = asyncio.create_task(ends_of.read("a"))
+    kept = asyncio.create_task(ends_of.read("bb"))
+    await asyncio.sleep(0.01)
+    gone.cancel()
+    assert await kept == 2
+    assert ends.requests == [["bb"]]

@@ -16,9 +16,10 @@ from syncer import copier as copier_module
 from syncer.batches import Batch, split_batches
 from syncer.chunk_types import Chunk, Fetched
 from syncer.clusters import TP, FetchedPartition
+from syncer.coalesce import NotAnswered
 from syncer.config import CopierConfig
 from syncer.copier import PartitionCopier
-from syncer.errors import OffsetOutOfRange, PartitionHalted, TransientClusterError
+from syncer.errors import LeaderMoved, OffsetOutOfRange, PartitionHalted, TransientClusterError
 from syncer.holes import RemoteEnds
 from syncer.identity import WriterIdentity
 from syncer.partition import PartitionSources
@@ -405,24 +406,24 @@ async def test_a_partition_that_waits_lists_the_remotes_seen_behind_it_at_most_e
     assert copier.sources.ends["west"] == RemoteEnds(0, 1200)
 
 
-async def test_a_listing_that_fails_or_hangs_or_meets_a_stop_keeps_the_wait_short() -> None:
+async def test_a_listing_that_fails_or_hangs_backs_its_remote_off_and_a_stop_ends_it() -> None:
+    seen = {"east": (0, 2000), "west": (0, 1000)}
     failing = listing_copier(
-        {"east": Listed(None), "west": Listed(TransientClusterError("no leader"))},
-        {"east": (0, 2000), "west": (0, 1000)},
+        {"east": Listed(None), "west": Listed(TransientClusterError("x"))}, seen
     )
     assert await failing._listed_ahead(1500) is False
     assert failing.sources.ends["west"] == RemoteEnds(0, 1000)  # nothing learned
+    west = failing.sources.health("west")
+    assert not west.healthy(time.monotonic()) and "listing its ends: x" in str(west.last_error)
 
-    hanging = listing_copier(
-        {"east": Listed(None), "west": Listed(None)}, {"east": (0, 2000), "west": (0, 1000)}
-    )
+    hanging = listing_copier({"east": Listed(None), "west": Listed(None)}, seen)
     started = time.monotonic()
     assert await hanging._listed_ahead(1500) is False  # given up after the chunk timeout
     assert 0.15 < time.monotonic() - started < 1.0
+    assert not hanging.sources.health("west").healthy(time.monotonic())
+    assert "no answer within 0.2 s" in str(hanging.sources.health("west").last_error)
 
-    stopped = listing_copier(
-        {"east": Listed(None), "west": Listed(None)}, {"east": (0, 2000), "west": (0, 1000)}
-    )
+    stopped = listing_copier({"east": Listed(None), "west": Listed(None)}, seen)
     stopped.config = CopierConfig(chunk_timeout_ms=30_000)
     listing = asyncio.create_task(stopped._listed_ahead(1500))
     await asyncio.sleep(0.05)
@@ -430,3 +431,34 @@ async def test_a_listing_that_fails_or_hangs_or_meets_a_stop_keeps_the_wait_shor
     stopped.request_stop()
     assert await asyncio.wait_for(listing, 1) is False
     assert time.monotonic() - started < 0.5
+    assert stopped.sources.health("west").healthy(time.monotonic())  # a stop is no failure
+
+
+async def test_a_listing_of_one_partition_left_out_or_led_elsewhere_backs_nothing_off() -> None:
+    seen = {"east": (0, 2000), "west": (0, 1000)}
+    for error in (NotAnswered(TP("t", 0)), LeaderMoved("t[0]: NOT_LEADER_OR_FOLLOWER")):
+        copier = listing_copier({"east": Listed(None), "west": Listed(error)}, seen)
+        assert await copier._listed_ahead(1500) is False
+        assert copier.sources.health("west").healthy(time.monotonic())
+
+
+async def test_a_listing_is_taken_only_where_the_remote_holds_the_local_end() -> None:
+    """west's start moved past the local end (retention): it cannot serve 1500, and taken,
+    its ends would read as 1500..1599 gone at every remote while east, which died ahead,
+    may still hold them: the partition would halt for good. Seen ending at the local end
+    (its ranges wait to be fetched again), west is listed too; holding nothing past it, it
+    is no reason to go on at once."""
+    seen = {"east": (0, 1500), "west": (0, 1000)}
+    moved = listing_copier({"east": Listed(None), "west": Listed((1600, 2500))}, seen)
+    assert await moved._listed_ahead(1500) is False
+    assert moved.sources.ends["west"] == RemoteEnds(0, 1000)
+    assert moved.sources.stuck(1500) is None
+
+    at = listing_copier(
+        {"east": Listed(None), "west": Listed((0, 1500))}, {"east": (0, 2000), "west": (0, 1500)}
+    )
+    assert await at._listed_ahead(1500) is False
+    assert at.fetchers["west"].lanes[0].cluster.asked == [at.tp]
+    at._list_after = 0.0
+    at.fetchers["west"].lanes[0].cluster.ends = (0, 1600)
+    assert await at._listed_ahead(1500) is True

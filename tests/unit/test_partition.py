@@ -200,6 +200,7 @@ def test_the_remotes_listed_when_nothing_continues_are_the_healthy_ones_seen_beh
     s.health("south").failed(0.0, "RequestTimedOutError")  # backs off: not asked
     s.drop("north", "records differ")  # dropped: never asked
     assert s.behind(10, 0.0) == ["west"]
-    assert s.behind(5, 0.0) == []  # west ends there: the plan polls it
+    assert s.behind(4, 0.0) == []
+    assert s.behind(5, 0.0) == ["west"]  # ends there: listed too (ranges may wait for east)
     assert s.behind(25, 0.0) == ["east", "west"]
     assert s.behind(10, s.health("south").unhealthy_until) == ["west", "south"]
