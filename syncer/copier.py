@@ -27,7 +27,6 @@ from syncer.batches import (
 from syncer.budget import ByteBudget, Ticket
 from syncer.chunks import ChunkScheduler, Fetched
 from syncer.clusters import TP, Cluster
-from syncer.coalesce import NotAnswered
 from syncer.config import CopierConfig
 from syncer.errors import (
     ForeignWrite,
@@ -46,6 +45,7 @@ from syncer.partition import PartitionSources
 from syncer.retry import next_backoff
 from syncer.status import PartitionStatus, State
 from syncer.waits import RECORDER
+from syncer.wire import ENDS_GATHER_S, ENDS_LIST_TIMEOUT_S
 from syncer.writer import Writer
 from syncer.writes import PartitionWrites, Resync, Sent
 
@@ -55,7 +55,8 @@ log = logging.getLogger(__name__)
 # (``_listed_ahead``); the listings of all partitions asking go out together
 # (``WireRequests.stable_ends``)
 LIST_BEHIND_S = 2.0
-LIST_TIMEOUT_S = 5.0  # a listing not answered by then backs its remote off
+# the longest a partition waits for a listing: the gathering and the leaders' own time
+LIST_WAIT_S = ENDS_GATHER_S + ENDS_LIST_TIMEOUT_S + 0.5
 
 
 class PartitionCopier:
@@ -480,9 +481,9 @@ class PartitionCopier:
         last fetched from: before it fell behind). A listing that shows a start above
         ``frontier`` is not taken: that remote cannot serve it, and taken, it would read as
         the records being gone everywhere while the remote that died may still hold them.
-        One that fails or is not answered within ``LIST_TIMEOUT_S`` backs its remote off,
-        as a failed fetch does (one partition's leader moved, or its partition left out,
-        does not)."""
+        One that fails or is not answered within ``LIST_WAIT_S`` tells nothing and backs
+        nothing off (the partition left out, or its leader away: the fetches that remote
+        serves tell its health)."""
         now = time.monotonic()
         names = self.sources.behind(frontier, now) if now >= self._list_after else []
         if not names:
@@ -496,23 +497,16 @@ class PartitionCopier:
         listed = asyncio.ensure_future(asyncio.wait(listings.values()))
         either: set[asyncio.Future[Any]] = {listed, stop}
         try:  # a stop asked for meanwhile, or a remote that does not answer, ends the wait
-            timeout_s = min(LIST_TIMEOUT_S, self.config.chunk_timeout_ms / 1000)
-            await asyncio.wait(either, timeout=timeout_s, return_when="FIRST_COMPLETED")
+            await asyncio.wait(either, timeout=LIST_WAIT_S, return_when="FIRST_COMPLETED")
         finally:
             for future in (stop, listed, *listings.values()):
                 future.cancel()
-        if self._stopping:
-            return False
         ahead = False
         for name, listing in listings.items():
-            answered = listing.done() and not listing.cancelled()  # else cancelled above
-            error = listing.exception() if answered else None
-            if not answered or not isinstance(error, NotAnswered | LeaderMoved | None):
-                why = error or f"no answer within {timeout_s:g} s"
-                self.sources.health(name).failed(time.monotonic(), f"listing its ends: {why}", now)
+            if not listing.done() or listing.cancelled() or listing.exception() is not None:
+                why = "no answer" if not listing.done() or listing.cancelled() else "left out"
+                log.debug("%s[%d]: listing remote %s: %s", *self.tp, name, why)
                 continue
-            if error is not None:
-                continue  # this partition only: asked again in ``LIST_BEHIND_S``
             start, end = listing.result()
             if start > frontier:
                 continue
@@ -527,7 +521,7 @@ class PartitionCopier:
                     frontier,
                     end,
                 )
-        return ahead
+        return ahead and not self._stopping
 
     def _no_source(self, frontier: int) -> None:
         """Nothing can continue at ``frontier``: data lost at the source, or every source is

@@ -5,6 +5,7 @@ a produce answer's code is judged by ``alignment.judge``."""
 
 from __future__ import annotations
 
+import asyncio
 from collections import defaultdict
 from collections.abc import Iterable
 from functools import cached_property, partial
@@ -14,6 +15,7 @@ from aiokafka.protocol.transaction import InitProducerIdRequest
 
 from syncer.coalesce import Coalesced
 from syncer.connection import TP, error_for
+from syncer.errors import SyncerError
 from syncer.fetched import OFFSET_OUT_OF_RANGE as OFFSET_OUT_OF_RANGE
 from syncer.fetched import READ_COMMITTED as READ_COMMITTED
 from syncer.fetched import READ_UNCOMMITTED as READ_UNCOMMITTED
@@ -38,6 +40,7 @@ DEBUGGING = -2
 # those of every other partition asking within this time: one listing a broker, not one a
 # partition, when thousands wait for the same dead remote
 ENDS_GATHER_S = 0.5
+ENDS_LIST_TIMEOUT_S = 5.0  # a leader that has not answered them by then: left out
 
 
 class WireRequests(ProduceRequests, Fetches):
@@ -63,9 +66,9 @@ class WireRequests(ProduceRequests, Fetches):
 
     async def stable_ends(self, tp: TP) -> tuple[int, int]:
         """(start, last stable offset) of ``tp``, listed with those of the partitions asking
-        within ``ENDS_GATHER_S`` (``ends`` of them all); ``NotAnswered`` if its leader
-        answered it with an error (not read again alone: thousands of partitions waiting
-        for a dead remote each asking a broker that does not answer, one by one)."""
+        within ``ENDS_GATHER_S`` (``ends`` of them all); ``NotAnswered`` if it was left out
+        (``_answered_stable_ends``). Never read again alone: thousands of partitions
+        waiting for a dead remote would each ask a broker that does not answer."""
         return await self._stable_ends.read(tp)
 
     async def log_end(self, tp: TP) -> int:
@@ -96,9 +99,32 @@ class WireRequests(ProduceRequests, Fetches):
         )
 
     async def _answered_stable_ends(self, tps: list[TP]) -> dict[TP, tuple[int, int]]:
-        """``ends`` under read_committed of those of ``tps`` that answered."""
-        starts = await self._list_offsets(tps, EARLIEST, READ_COMMITTED, answered_only=True)
-        ends = await self._list_offsets(list(starts), LATEST, READ_COMMITTED, answered_only=True)
+        """``ends`` under read_committed of those of ``tps`` whose leader answered them
+        within ``ENDS_LIST_TIMEOUT_S``, each leader asked at once: a partition with no
+        leader known, answered with an error, or led by a broker that does not answer is
+        left out, and fails none of the others."""
+        by_leader: dict[int, list[TP]] = defaultdict(list)
+        for tp in tps:
+            try:
+                by_leader[await self.leader_for(tp)].append(tp)
+            except SyncerError:
+                continue
+        listed = await asyncio.gather(
+            *(self._stable_ends_of(led) for led in by_leader.values()), return_exceptions=True
+        )
+        out: dict[TP, tuple[int, int]] = {}
+        for got in listed:
+            if isinstance(got, dict):
+                out.update(got)
+        return out
+
+    async def _stable_ends_of(self, tps: list[TP]) -> dict[TP, tuple[int, int]]:
+        """``_answered_stable_ends`` of partitions of one leader."""
+        async with asyncio.timeout(ENDS_LIST_TIMEOUT_S):
+            starts = await self._list_offsets(tps, EARLIEST, READ_COMMITTED, answered_only=True)
+            ends = await self._list_offsets(
+                list(starts), LATEST, READ_COMMITTED, answered_only=True
+            )
         return {tp: (starts[tp], end) for tp, end in ends.items()}
 
     async def _list_offsets(

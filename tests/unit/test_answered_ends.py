@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 
+from syncer import wire as wire_module
 from syncer.clusters import TP
 from syncer.coalesce import NotAnswered
-from syncer.errors import SyncerError
+from syncer.errors import SyncerError, TransientClusterError
 from syncer.wire import WireRequests
 
 NOT_LEADER = 6
@@ -67,17 +68,44 @@ def test_a_read_of_many_still_fails_on_one_error() -> None:
         asyncio.run(wire.latest(tps))
 
 
-async def test_remote_ends_listed_for_waiting_partitions_go_out_together() -> None:
+class Remote(Wire):
+    """``Wire`` over three brokers: partition p led by broker p % 3, none for ``leaderless``,
+    and broker ``silent`` never answering."""
+
+    def __init__(self, ends: dict[TP, int], leaderless: set[TP], silent: int | None) -> None:
+        super().__init__(ends, unled=set())
+        self.leaderless, self.silent = leaderless, silent
+        self.asked_nodes: list[int] = []
+
+    async def leader_for(self, tp: TP) -> int:
+        if tp in self.leaderless:
+            raise TransientClusterError(f"remote: no leader known for {tp.topic}[{tp.partition}]")
+        return tp.partition % 3
+
+    async def send(self, node: int, request: Any, **kw: Any) -> Any:
+        self.asked_nodes.append(node)
+        if node == self.silent:
+            await asyncio.Event().wait()
+        return await super().send(node, request, **kw)
+
+
+async def test_remote_ends_listed_for_waiting_partitions_go_out_together(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Partitions waiting for a dead remote list the others' ends (``stable_ends``): those
-    asking within ``ENDS_GATHER_S`` share one listing (its earliest and latest offsets), and
-    one not led fails only its own, and is not asked again alone."""
-    tps = [TP("t", p) for p in range(4)]
-    wire = Wire({tp: 10 * tp.partition for tp in tps}, unled={TP("t", 2)})
-    first = asyncio.create_task(wire.stable_ends(tps[0]))
+    asking within ``ENDS_GATHER_S`` share one listing per leader (its earliest and latest
+    offsets, every leader asked at once). One with no leader known, one answered with an
+    error, and those of a broker that does not answer are left out (``NotAnswered``), and
+    fail none of the others; none is asked again alone."""
+    monkeypatch.setattr(wire_module, "ENDS_LIST_TIMEOUT_S", 0.2)
+    tps = [TP("t", p) for p in range(6)]
+    remote = Remote({tp: 10 * tp.partition for tp in tps}, leaderless={TP("t", 4)}, silent=2)
+    remote.unled = {TP("t", 3)}  # its leader (broker 0) answers NOT_LEADER for it
+    first = asyncio.create_task(remote.stable_ends(tps[0]))
     await asyncio.sleep(0.05)  # later turns, within the gathering time
-    rest = [asyncio.create_task(wire.stable_ends(tp)) for tp in tps[1:]]
-    got = await asyncio.gather(first, *rest, return_exceptions=True)
-    assert got[0] == (0, 0) and got[1] == (10, 10) and got[3] == (30, 30)
-    assert isinstance(got[2], NotAnswered)
-    led = [tp for tp in tps if tp != TP("t", 2)]
-    assert wire.requests == [tps, led]  # its earliest offsets, then the latest of those led
+    rest = [asyncio.create_task(remote.stable_ends(tp)) for tp in tps[1:]]
+    got = await asyncio.wait_for(asyncio.gather(first, *rest, return_exceptions=True), 2)
+    assert got[0] == (0, 0) and got[1] == (10, 10)
+    assert all(isinstance(got[p], NotAnswered) for p in (2, 3, 4, 5)), got  # 2, 5: broker 2
+    assert sorted(remote.asked_nodes) == [0, 0, 1, 1, 2]  # earliest, then latest; 2 silent
+    assert TP("t", 4) not in {tp for asked in remote.requests for tp in asked}
