@@ -27,6 +27,7 @@ from syncer.topic_ids import LOCAL, id_changes, learned, remote_label
 from syncer.topics import (
     FIDELITY_SETTINGS,
     TopicPlan,
+    as_they_were,
     create_local_topics,
     first_to_create,
     plan_topics,
@@ -73,6 +74,8 @@ class MirroredTopics:
         self.without_ids: set[str] = set()  # clusters whose brokers report no topic ids
         self.halted: dict[str, str] = {}  # topic → why (its id changed)
         self._counted: dict[str, dict[str, int]] = {}  # each cluster's counts at its last read
+        self._last_census: dict[str, Census] = {}  # each cluster's census at its last read
+        self.down: dict[str, str] = {}  # remotes that did not answer the last refresh: why
         # with ``staged``, new topics are created CREATE_PER_REFRESH partitions per refresh
         # and the next refresh comes at once while any are ``deferred``. Not in a group: tried
         # on 2026-12-01 (3 members, 10,000 partitions: members joined with the first share,
@@ -109,18 +112,54 @@ class MirroredTopics:
         mirrored = set(self.mirror) | copying
         return plan_topics(self.config, local_counts, remote_counts, mirrored)
 
-    async def _censuses(self) -> dict[str, Census]:
+    async def _censuses(self, *, stale_ok: bool = False) -> dict[str, Census]:
         """Every cluster's topics (counts and ids), one metadata request each: what a
-        refresh plans from and checks the ids against."""
+        refresh plans from and checks the ids against. With ``stale_ok``, a remote that does
+        not answer (a transient error: away, paused, restarting) is given its census as last
+        read, and named in ``down`` (a refresh leaves its topics as they were); one never
+        read, or the local cluster, fails the call as before."""
         clusters = {LOCAL: self.local} | {remote_label(n): c for n, c in self.remotes.items()}
-        censuses = {where: await cluster.topic_census() for where, cluster in clusters.items()}
+        censuses = {LOCAL: await self.local.topic_census()}
+        read = await asyncio.gather(
+            *(c.topic_census() for w, c in clusters.items() if w != LOCAL),
+            return_exceptions=True,
+        )
+        down: dict[str, str] = {}
+        for (name, where), got in zip(
+            ((n, remote_label(n)) for n in self.remotes), read, strict=True
+        ):
+            if isinstance(got, Census):
+                censuses[where] = got
+            elif stale_ok and isinstance(got, TransientClusterError) and where in self._last_census:
+                censuses[where] = self._last_census[where]
+                down[name] = str(got)
+            else:
+                raise got
+        self._note_down(down)
         for where, census in censuses.items():
+            if where in self._last_census and census is self._last_census[where]:
+                continue  # a remote away: nothing new to read of it
             if census.counts != self._counted.get(where):
                 # topics or partitions the client's view may not hold yet: their leaders
                 # read once here, not by each new partition's copier finding none known
                 await clusters[where].refresh_metadata()
                 self._counted[where] = census.counts
+            self._last_census[where] = census
         return censuses
+
+    def _note_down(self, down: Mapping[str, str]) -> None:
+        """Log each remote that stops answering the refresh, and answers again, once."""
+        for name, why in down.items():
+            if name not in self.down:
+                log.warning(
+                    "remote %s did not answer the topic refresh (%s): its topics are left"
+                    " as they were (copied on, not created, grown or judged) until it does",
+                    name,
+                    why,
+                )
+        for name in self.down.keys() - down.keys():
+            log.info("remote %s answers the topic refresh again", name)
+        self.down = dict(down)
 
     def _created(self, census: Census) -> None:
         """The local ``census`` just after topics were created. Staged, their leaders were
@@ -166,9 +205,18 @@ class MirroredTopics:
         """Plan, create or grow local topics, sync the copied settings of existing ones,
         judge every one's settings, check every id. The settings are synced before they are
         judged: a limit the remote raised is raised here, not refused."""
-        censuses = await self._censuses()
+        censuses = await self._censuses(stale_ok=True)
         plan = await self._shape(copying, censuses)
-        existing = [t for t in plan.mirror if t not in plan.create and t not in self.halted]
+        kept: set[str] = set()  # a remote away holds them: left as they were
+        if self.down:
+            remote_counts = {n: censuses[remote_label(n)].counts for n in self.remotes}
+            before = TopicPlan(mirror=self.mirror, refused=self.refused, sources=self.sources)
+            plan, kept = as_they_were(plan, remote_counts, self.down, before)
+        existing = [
+            t
+            for t in plan.mirror
+            if t not in plan.create and t not in self.halted and t not in kept
+        ]
         keys = set(FIDELITY_SETTINGS) | set(self.config.copy_configs)
         read = await read_settings(self.local, self.remotes, existing, plan.sources, keys)
         applied = {}

@@ -157,6 +157,39 @@ def refuse(plan: TopicPlan, refusals: Mapping[str, str]) -> TopicPlan:
     )
 
 
+def as_they_were(
+    plan: TopicPlan,
+    remote_counts: Mapping[str, Mapping[str, int]],
+    down: Collection[str],
+    before: TopicPlan,
+) -> tuple[TopicPlan, set[str]]:
+    """``plan``, made with the last census of the remotes ``down`` (they did not answer this
+    refresh), with every topic such a remote holds (as last seen) left as it was
+    ``before``: mirrored with the same count and sources, refused for the same reason, or
+    not planned. A remote's topics cannot be judged, grown or created without it (its
+    partition count, its settings), and a topic is not refused or dropped because a
+    remote is away; the topics that only remotes answering hold are planned as usual.
+    Returns the plan and those topics left as they were."""
+    held = {t for r in down for t in remote_counts.get(r, {})}
+    planned = set(plan.mirror) | set(plan.refused) | set(before.mirror) | set(before.refused)
+    kept = held & planned
+
+    mirror = {t: n for t, n in plan.mirror.items() if t not in kept}
+    mirror.update({t: n for t, n in before.mirror.items() if t in kept})
+    sources = {t: v for t, v in plan.sources.items() if t not in kept}
+    sources.update({t: v for t, v in before.sources.items() if t in kept and t in mirror})
+    refused = {t: r for t, r in plan.refused.items() if t not in kept}
+    refused.update({t: r for t, r in before.refused.items() if t in kept})
+    out = TopicPlan(
+        mirror=mirror,
+        create={t: n for t, n in plan.create.items() if t not in kept},
+        grow={t: n for t, n in plan.grow.items() if t not in kept},
+        refused=refused,
+        sources=sources,
+    )
+    return out, kept
+
+
 def first_to_create(create: Mapping[str, int], partitions: int) -> dict[str, int]:
     """The topics of ``create`` (name → partitions) to create first: in name order, until
     they hold ``partitions`` (at least one topic). A broker creates 10,000 partitions in tens

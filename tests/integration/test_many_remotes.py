@@ -9,6 +9,7 @@ import os
 import shutil
 import signal
 from collections.abc import AsyncIterator
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -183,6 +184,62 @@ async def test_a_remote_that_stops_answering_while_ahead_hands_over_to_one_seen_
     assert status.served.get("west", 0) > 0, status.served
     assert await partition_digests(local, topic) == await partition_digests(west, topic)
     assert kcat_lines(local, topic, 0) == kcat_lines(west, topic, 0)
+
+
+async def test_a_remote_away_leaves_its_topics_as_they_were_and_the_others_are_refreshed(
+    local: str, east: str, west: str, topic: str, testbed: Testbed
+) -> None:
+    """``topic.both`` is held by east and west, ``topic.west`` (created while east is
+    paused) by west alone. Before 2026-12-07 a refresh failed as a whole while any remote
+    did not answer: no new topic, partition or setting from the others until it did. Now
+    east's topics are left as they were (copied on from west), and west's new topic is
+    created and copied; once east answers again, the refresh uses it."""
+    both, only_west = f"{topic}.both", f"{topic}.west"
+    await create_topic(east, both)
+    await fill(east, both, 200)
+    await mirror(east, west, both)
+    config = make_config(
+        local,
+        {"east": east, "west": west},
+        [rf"{topic}\..*"],
+        topics={"include": [rf"{topic}\..*"], "refresh_interval_s": 0.5},
+        copier={"chunk_timeout_ms": 3000},
+    )
+    quick = partial(dataclasses.replace, request_timeout_ms=3000)  # a paused east: 3 s
+    config = dataclasses.replace(config, remotes=tuple(map(quick, config.remotes)))
+    east_node = testbed.clusters["east"].pid
+    assert east_node is not None
+    syncer = Syncer(config)
+    paused = False
+
+    def end_of(name: str) -> int | None:
+        return next((s.local_end for s in syncer.statuses() if s.tp.topic == name), None)
+
+    async with syncer:
+        running = asyncio.create_task(syncer.run())
+        try:
+            await until(lambda: end_of(both) == 200, f"{both} copied", 60)
+            os.kill(east_node, signal.SIGSTOP)
+            paused = True
+            await until(lambda: "east" in syncer.topics.down, "east seen away", 30)
+            await create_topic(west, only_west)
+            await fill(west, only_west, 100)
+            await fill(west, both, 50, start=200)  # west, a mirror, goes on without east
+            await until(lambda: end_of(only_west) == 100, f"{only_west} copied", 60)
+            await until(lambda: end_of(both) == 250, f"{both} copied on from west", 60)
+            assert both not in syncer.refused and only_west not in syncer.refused
+            os.kill(east_node, signal.SIGCONT)
+            paused = False
+            await until(lambda: not syncer.topics.down, "east answering again", 60)
+        finally:
+            if paused:
+                os.kill(east_node, signal.SIGCONT)
+            syncer.request_stop()
+            await asyncio.wait_for(running, 60)
+    assert all(s.state is not State.HALTED for s in syncer.statuses())
+    for name in (both, only_west):
+        assert await partition_digests(local, name) == await partition_digests(west, name)
+        assert kcat_lines(local, name, 0) == kcat_lines(west, name, 0)
 
 
 async def recreate(bootstrap: str, topic: str, count: int, tag: bytes) -> None:

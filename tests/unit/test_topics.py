@@ -5,6 +5,8 @@ from __future__ import annotations
 from syncer.admin import TopicSetting
 from syncer.config import TopicsConfig
 from syncer.topics import (
+    TopicPlan,
+    as_they_were,
     create_local_topics,
     creation_configs,
     first_to_create,
@@ -37,6 +39,33 @@ def test_selected_topics_are_mirrored_created_or_refused() -> None:
 def test_a_mirrored_topic_that_gains_partitions_grows_locally() -> None:
     plan = plan_topics(SELECT, {"orders.eu": 3}, {"east": {"orders.eu": 5}}, mirrored={"orders.eu"})
     assert plan.grow == {"orders.eu": 5} and plan.mirror == {"orders.eu": 5}
+
+
+def test_the_topics_of_a_remote_away_are_left_as_they_were() -> None:
+    """east did not answer this refresh: its census as last read stands in. Its topics are
+    neither grown (west's orders.eu gained partitions: without east's count, it would read
+    as the remotes disagreeing, and be refused with its copiers stopped), nor created
+    (orders.both, new on both), nor judged anew (audit keeps its refusal); west's own new
+    topic is created as usual."""
+    local = {"orders.eu": 3, "audit": 1}
+    remotes = {
+        "east": {"orders.eu": 3, "orders.both": 1, "audit": 1},  # as last read
+        "west": {"orders.eu": 5, "orders.both": 1, "orders.west": 2},
+    }
+    before = TopicPlan(
+        mirror={"orders.eu": 3},
+        refused={"audit": "local cleanup.policy is compact, remote east's is delete"},
+        sources={"orders.eu": ("east", "west")},
+    )
+    fresh = plan_topics(SELECT, local, remotes, mirrored={"orders.eu"})
+    assert "orders.eu" in fresh.refused  # what taking east's old census at its word does
+    plan, kept = as_they_were(fresh, remotes, {"east"}, before)
+    assert kept == {"orders.eu", "orders.both", "audit"}
+    assert plan.mirror == {"orders.eu": 3, "orders.west": 2}
+    assert plan.sources == {"orders.eu": ("east", "west"), "orders.west": ("west",)}
+    assert plan.create == {"orders.west": 2} and plan.grow == {}
+    assert plan.refused == {"audit": "local cleanup.policy is compact, remote east's is delete"}
+    assert as_they_were(fresh, remotes, set(), before) == (fresh, set())
 
 
 def test_missing_topics_are_refused_when_creation_is_off() -> None:
