@@ -147,6 +147,11 @@ class MirroredTopics:
             self._last_census[where] = census
         return censuses
 
+    def _answering(self) -> dict[str, Cluster]:
+        """The remotes that answered the last refresh (those ``down`` are not asked: each
+        ask would wait for its timeout and retries)."""
+        return {n: c for n, c in self.remotes.items() if n not in self.down}
+
     def _note_down(self, down: Mapping[str, str]) -> None:
         """Log each remote that stops answering the refresh, and answers again, once."""
         for name, why in down.items():
@@ -266,7 +271,7 @@ class MirroredTopics:
         """The local ``topic``'s max.message.bytes after its copied settings followed its
         remote's now: a batch the remote took under a limit it raised since the last
         refresh is copied, not halted on (None: not mirrored, or not reported)."""
-        sources = self.sources.get(topic)
+        sources = tuple(n for n in self.sources.get(topic, ()) if n not in self.down)
         if not sources or topic in self.halted:
             return None
         applied = await self.configs.sync([topic], {topic: sources})
@@ -327,7 +332,7 @@ class MirroredTopics:
             return {}
         local = await self.local.latest(tps)
         remote: dict[TP, int] = {}
-        for name, cluster in self.remotes.items():
+        for name, cluster in self._answering().items():
             mine = [tp for tp in tps if name in self.sources.get(tp.topic, ())]
             if mine:
                 for tp, end in (await cluster.latest(mine, isolation=READ_COMMITTED)).items():
@@ -337,7 +342,7 @@ class MirroredTopics:
     async def remote_ends(self, tps: Iterable[TP]) -> dict[TP, dict[str, RemoteEnds]]:
         """(start, end) of each partition at every remote that is a source of its topic."""
         out: dict[TP, dict[str, RemoteEnds]] = {}
-        for name, cluster in self.remotes.items():
+        for name, cluster in self._answering().items():  # one away: learned by fetching
             mine = [tp for tp in tps if name in self.sources.get(tp.topic, ())]
             if not mine:
                 continue

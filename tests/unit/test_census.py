@@ -112,13 +112,17 @@ def test_a_settings_read_narrows_to_keys_and_gives_the_values_reported() -> None
 
 
 class _Cluster:
-    """A cluster's census as a test sets it, counting the full metadata reads."""
+    """A cluster's census as a test sets it, counting the full metadata reads; ``away``
+    (an error) is raised instead of answering."""
 
     def __init__(self, counts: dict[str, int]) -> None:
         self.counts = counts
         self.full_reads = 0
+        self.away: Exception | None = None
 
     async def topic_census(self) -> Census:
+        if self.away is not None:
+            raise self.away
         return Census(dict(self.counts), {})
 
     async def refresh_metadata(self) -> None:
@@ -156,3 +160,34 @@ async def test_topics_created_and_led_need_no_full_metadata_read_at_the_next_ref
         topics._created(await local.topic_census())
         await topics._censuses()  # the next refresh
         assert local.full_reads == reads, staged
+
+
+async def test_a_remote_away_is_given_its_last_census_only_in_a_refresh_and_only_if_transient() -> (
+    None
+):
+    from syncer.config import TopicsConfig
+    from syncer.errors import ClusterError, TransientClusterError
+    from syncer.mirroring import MirroredTopics
+
+    local, east, west = _Cluster({"orders": 3}), _Cluster({"orders": 3}), _Cluster({"new": 1})
+    remotes = {"east": east, "west": west}
+    topics = MirroredTopics(TopicsConfig(sync_configs=False), local, remotes)  # type: ignore[arg-type]
+    east.away = TransientClusterError("east: topic census: no answer")
+    with pytest.raises(TransientClusterError):  # never read: nothing to stand in
+        await topics._censuses(stale_ok=True)
+    east.away = None
+    await topics._censuses(stale_ok=True)
+    assert topics.down == {}
+    east.away, east.counts["orders"] = TransientClusterError("east: no answer"), 4
+    found = await topics._censuses(stale_ok=True)
+    assert found["remote east"].counts == {"orders": 3}  # as last read
+    assert topics.down == {"east": "east: no answer"} and east.full_reads == 1
+    assert list(topics._answering()) == ["west"]
+    with pytest.raises(TransientClusterError):  # outside a refresh: as before
+        await topics._censuses()
+    east.away = ClusterError("east: not authorized")  # not transient: fails the refresh
+    with pytest.raises(ClusterError, match="not authorized"):
+        await topics._censuses(stale_ok=True)
+    east.away = None
+    found = await topics._censuses(stale_ok=True)
+    assert found["remote east"].counts == {"orders": 4} and topics.down == {}
