@@ -42,6 +42,9 @@ log = logging.getLogger(__name__)
 
 ASSIGNOR_NAME = "syncer-gap-sticky"
 POLL_RETRY_S = 1.0  # the pause before polling again after a retriable error
+# a group client that broke is replaced after 1, 2, 4 ... s, up to 30 s while it keeps breaking
+REPLACE_FIRST_S = 1.0
+REPLACE_MAX_S = 30.0
 UNKNOWN_RETRY_S = 1.0  # between metadata asks for topics given out unknown
 # the group's consumer never reads (every partition paused), yet aiokafka's fetch loop looks
 # at every assigned partition each time it wakes: each poll, and every consumer_timeout_ms
@@ -173,15 +176,32 @@ def group_options(group: CoordinationConfig, drain_s: float) -> dict[str, Any]:
     }
 
 
+def replace_wait_s(broken_in_a_row: int) -> float:
+    """How long a member whose group client broke ``broken_in_a_row`` times waits before
+    joining with a new one: 1, 2, 4 ... s, up to 30 s."""
+    return float(min(REPLACE_MAX_S, REPLACE_FIRST_S * 2 ** min(broken_in_a_row - 1, 8)))
+
+
 class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
-    def __init__(self, member: GroupMember) -> None:
+    """Tells the member of its consumer's rebalances, while that consumer is the member's
+    and is not being replaced: a broken consumer's coordination may still run as it is
+    closed, and a late assignment or revocation from it must not start or stop copiers of
+    partitions the group has given out again since."""
+
+    def __init__(self, member: GroupMember, consumer: AIOKafkaConsumer) -> None:
         self.member = member
+        self.consumer = consumer
+
+    def _current(self) -> bool:
+        return self.consumer is self.member._consumer and not self.member._replacing
 
     async def on_partitions_revoked(self, revoked: set[TP]) -> None:
-        await self.member._revoked(set(revoked))
+        if self._current():
+            await self.member._revoked(set(revoked))
 
     async def on_partitions_assigned(self, assigned: set[TP]) -> None:
-        await self.member._assigned(set(assigned))
+        if self._current():
+            await self.member._assigned(set(assigned))
 
 
 def member_name(config: Config) -> str:
@@ -204,6 +224,9 @@ class GroupMember:
         self.on_revoked = on_revoked
         self.membership = Membership(self.group.lease_ms / 1000)
         self._consumer: AIOKafkaConsumer | None = None
+        self._replacing = False  # a broken consumer is being replaced: subscribe its successor
+        self.replaced = 0  # group clients replaced since the start
+        self._broken_in_a_row = 0  # replaced with no assignment in between
         self._topics: tuple[str, ...] = ()
         self._poll_task: asyncio.Task[None] | None = None
         self._looking: asyncio.Task[None] | None = None  # for topics the leader did not know
@@ -249,7 +272,9 @@ class GroupMember:
         await self.start()
         if wanted != self._topics and self._consumer is not None:
             self._topics = wanted
-            self._consumer.subscribe(topics=list(wanted), listener=_Listener(self))
+            if not self._replacing:  # else the new consumer subscribes to them
+                listener = _Listener(self, self._consumer)
+                self._consumer.subscribe(topics=list(wanted), listener=listener)
 
     async def start(self) -> None:
         """Connect the group's consumer to the local cluster and start polling; idempotent."""
@@ -259,7 +284,7 @@ class GroupMember:
         await consumer.start()
         self._consumer = consumer
         self._track_heartbeats(consumer)
-        self._poll_task = asyncio.create_task(self._poll(consumer), name="group-poll")
+        self._poll_task = asyncio.create_task(self._keep_joined(), name="group-poll")
         self._poll_task.add_done_callback(self._poll_died)
 
     def _open_consumer(self) -> AIOKafkaConsumer:
@@ -289,20 +314,54 @@ class GroupMember:
 
         coordinator._do_heartbeat = tracked
 
-    async def _poll(self, consumer: AIOKafkaConsumer) -> None:
-        """Keep the member alive for max.poll.interval: poll with every partition paused.
-        An error Kafka marks retriable (the coordinator's broker gone, say) is polled
-        through: a loop that ended on it would leave the process up but out of the group
-        for good. Any other error ends the loop, said by ``_poll_died``."""
+    async def _keep_joined(self) -> None:
+        """Poll the group's consumer; when aiokafka's group client breaks for good, give up
+        the partitions, leave with it and join again with a new one. A member that kept a
+        broken client would stay up but out of the group for good, copying nothing, while
+        the others took its partitions."""
+        while True:
+            assert self._consumer is not None
+            broke = await self._poll(self._consumer)
+            while True:
+                self._broken_in_a_row += 1
+                wait = replace_wait_s(self._broken_in_a_row)
+                log.error(
+                    "group %s: member %s: its group client broke (%r); it gives up its "
+                    "%d partitions and joins again with a new one in %.0f s",
+                    self.group.group,
+                    self.name,
+                    broke,
+                    len(self.assigned),
+                    wait,
+                )
+                try:
+                    await self._replace_consumer(wait)
+                    break
+                except Exception as exc:  # the local cluster away, say: tried again later
+                    broke = exc
+
+    async def _poll(self, consumer: AIOKafkaConsumer) -> BaseException:
+        """Keep the member alive for max.poll.interval: poll with every partition paused,
+        until the consumer's group client breaks; returns why. An error Kafka marks
+        retriable (the coordinator's broker gone, say) is polled through. Any other error,
+        or aiokafka's coordination routine cancelled under us (``_revoked`` says how), is
+        for good: aiokafka never joins again with that consumer."""
         while True:
             assignment = consumer.assignment()
             if assignment:
                 consumer.pause(*assignment)
             try:
-                await consumer.getmany(timeout_ms=POLL_MS)
+                # bounded: a poll that came during a rebalance waits for its assignment, and
+                # forever if aiokafka's coordination routine ends meanwhile; the next poll
+                # then says why
+                async with asyncio.timeout(2 * POLL_MS / 1000):
+                    await consumer.getmany(timeout_ms=POLL_MS)
+            except TimeoutError:
+                continue
             except KafkaError as exc:
                 if not exc.retriable:
-                    raise
+                    broke: BaseException = exc
+                    return broke
                 log.warning(
                     "group %s: member %s: poll failed, polling again: %r",
                     self.group.group,
@@ -310,6 +369,50 @@ class GroupMember:
                     exc,
                 )
                 await asyncio.sleep(POLL_RETRY_S)
+            except asyncio.CancelledError as exc:
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    raise  # stop() cancelled us
+                return exc  # aiokafka's coordination routine ended cancelled
+
+    async def _replace_consumer(self, wait_s: float) -> None:
+        """Revoke everything (the copiers drain; the lease would end their writes anyway),
+        close the broken consumer, and after ``wait_s`` subscribe a new one to the same
+        topics. The new one joins as a new member."""
+        self._replacing = True
+        try:
+            await self._revoked(set(self.assigned))
+            looking, self._looking = self._looking, None  # it asks the broken consumer
+            await cancel_and_wait(*(t for t in (looking,) if t is not None))
+            if self._consumer is not None:
+                await self._close(self._consumer)
+            self.assignor.owned = set()  # nothing is ours to claim at the next join
+            await asyncio.sleep(wait_s)
+            consumer = self._consumer = self._open_consumer()  # stop() closes it if need be
+            await consumer.start()
+            self._track_heartbeats(consumer)
+            self.replaced += 1
+            if self._topics:
+                consumer.subscribe(topics=list(self._topics), listener=_Listener(self, consumer))
+        finally:
+            self._replacing = False
+
+    async def _close(self, consumer: AIOKafkaConsumer) -> None:
+        """Stop a consumer, leaving the group if it can. A background routine of aiokafka's
+        that died raises here (its fetcher's, seen when the subscription changed as an
+        assignment came), before the connections are closed: they are closed after it."""
+        try:
+            await consumer.stop()
+        except Exception as exc:
+            log.warning(
+                "group %s: member %s: its group client stopped with %r",
+                self.group.group,
+                self.name,
+                exc,
+            )
+        finally:  # also when a stop cancelled half-way is not done again (aiokafka's _closed)
+            with contextlib.suppress(Exception):
+                await consumer._client.close()
 
     def _look_for(self, topics: set[str]) -> None:
         """As group leader, this member gave out ``topics`` without their partitions: its
@@ -352,6 +455,7 @@ class GroupMember:
     async def _assigned(self, assigned: set[TP]) -> None:
         assert self._consumer is not None
         self._consumer.pause(*assigned)
+        self._broken_in_a_row = 0
         new = self.membership.assign(assigned, time.monotonic())
         log.info(
             "group %s: member %s owns %d partitions (%d new)",
@@ -363,6 +467,11 @@ class GroupMember:
         await self.on_assigned(assigned)
 
     async def _revoked(self, revoked: set[TP]) -> None:
+        # aiokafka cancels its heartbeat task as this returns. Started by a join that just
+        # succeeded, that task may not have run yet, and one cancelled before it ran raises
+        # the cancellation in aiokafka's coordination routine, which ends silently: the
+        # member never joins again. One turn of the loop lets it start first.
+        await asyncio.sleep(0)
         self.membership.revoke(revoked)
         began = time.monotonic()
         await self.on_revoked(revoked)
@@ -389,7 +498,7 @@ class GroupMember:
             consumer, self._consumer = self._consumer, None
             self._topics = ()  # a restarted member subscribes again
             if consumer is not None:
-                await consumer.stop()
+                await self._close(consumer)
 
 
 async def group_owners(config: Config) -> dict[TP, str]:

@@ -14,6 +14,7 @@ from aiokafka.coordinator.protocol import ConsumerProtocol, ConsumerProtocolMemb
 from aiokafka.errors import (
     CoordinatorNotAvailableError,
     GroupAuthorizationFailedError,
+    KafkaError,
     NodeNotReadyError,
 )
 from aiokafka.protocol.admin import DescribeGroupsResponse_v1
@@ -29,6 +30,7 @@ from syncer.coordination import (
     group_options,
     member_assignment,
     owners_of,
+    replace_wait_s,
     subscribed_gaps,
 )
 
@@ -86,6 +88,14 @@ def test_an_assignment_names_what_is_new_and_counts_the_rebalance() -> None:
 # the member: what it tells the copiers, and in what order -------------------------------
 
 
+class StubClient:
+    def __init__(self) -> None:
+        self.closed = False
+
+    async def close(self) -> None:
+        self.closed = True
+
+
 class StubCoordinator:
     def __init__(self, answers: Iterable[bool | Exception]) -> None:
         self.answers = list(answers)
@@ -102,18 +112,26 @@ class StubConsumer:
 
     def __init__(self, heartbeats: Iterable[bool | Exception] = ()) -> None:
         self._coordinator = StubCoordinator(heartbeats)
+        self._client = StubClient()
         self.owned: set[TP] = set()
         self.paused: set[TP] = set()
         self.subscriptions: list[list[str]] = []
         self.starts = self.stops = self.polls = 0
         self.fail_poll: Exception | None = None  # every poll fails with it
-        self.fail_polls: list[Exception] = []  # the next polls fail with these, in turn
+        self.fail_polls: list[BaseException] = []  # the next polls fail with these, in turn
+        self.fail_start: Exception | None = None
+        self.hang_polls = 0  # the next polls never end (one waiting for an assignment)
+        self.fail_stop: Exception | None = None
 
     async def start(self) -> None:
         self.starts += 1
+        if self.fail_start is not None:
+            raise self.fail_start
 
     async def stop(self) -> None:
         self.stops += 1
+        if self.fail_stop is not None:
+            raise self.fail_stop
 
     def subscribe(self, topics: list[str], listener: Any) -> None:
         self.subscriptions.append(topics)
@@ -128,6 +146,9 @@ class StubConsumer:
         self.polls += 1
         if self.fail_poll is not None:
             raise self.fail_poll
+        if self.hang_polls:
+            self.hang_polls -= 1
+            await asyncio.Event().wait()
         if self.fail_polls:
             raise self.fail_polls.pop(0)
         await asyncio.sleep(0.005)
@@ -148,12 +169,15 @@ def config(instance_id: str = "") -> Config:
 class Member(GroupMember):
     """A member whose consumer is a stub (the real one is exercised in test_group.py)."""
 
-    def __init__(self, consumer: StubConsumer | None = None) -> None:
+    def __init__(self, consumer: StubConsumer | None = None, *then: StubConsumer) -> None:
         self.told: list[tuple[str, set[TP], bool, set[TP]]] = []
         super().__init__(config(), self._told_assigned, self._told_revoked)
         self.stub = consumer or StubConsumer()
+        self.then = list(then)  # the consumers that replace a broken one, in turn
 
     def _open_consumer(self) -> Any:
+        if self._consumer is not None:
+            self.stub = self.then.pop(0)
         return self.stub
 
     async def _told_assigned(self, tps: set[TP]) -> None:
@@ -170,7 +194,7 @@ async def test_a_member_before_its_first_assignment_may_not_write() -> None:
 
 async def test_copiers_start_once_the_partitions_are_paused_and_writable() -> None:
     async with Member() as member:
-        await _Listener(member).on_partitions_assigned({A, B})
+        await _Listener(member, member.stub).on_partitions_assigned({A, B})
         assert member.told == [("assigned", {A, B}, True, {A, B})]
         assert member.stub.paused >= {A, B}  # never fetched by the group's consumer
         assert member.rebalances == 1
@@ -178,7 +202,7 @@ async def test_copiers_start_once_the_partitions_are_paused_and_writable() -> No
 
 async def test_revoked_partitions_are_no_longer_owned_when_their_copiers_are_stopped() -> None:
     async with Member() as member:
-        listener = _Listener(member)
+        listener = _Listener(member, member.stub)
         await listener.on_partitions_assigned({A, B})
         await listener.on_partitions_revoked({A, B})
         await listener.on_partitions_assigned({B, C})
@@ -257,16 +281,126 @@ async def test_a_retriable_poll_error_is_polled_through(
     assert "stopped polling" not in caplog.text
 
 
-async def test_a_fatal_poll_error_ends_the_loop_and_says_why(
+async def test_a_broken_group_client_gives_up_the_partitions_and_a_new_one_joins(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fatal error, or aiokafka's coordination routine cancelled under the poll: that
+    consumer never joins again. Kept, the member would stay up and out of the group."""
+    monkeypatch.setattr(coordination, "REPLACE_FIRST_S", 0.001)
+    for broke in (GroupAuthorizationFailedError(), asyncio.CancelledError()):
+        caplog.clear()
+        broken, fresh = StubConsumer(), StubConsumer()
+        async with Member(broken, fresh) as member:
+            await member.subscribe(["t"])
+            await _Listener(member, member.stub).on_partitions_assigned({A, B})
+            member.assignor.on_assignment(member_assignment({A, B}))
+            broken.fail_polls = [broke]
+            while not fresh.subscriptions:
+                await asyncio.sleep(0.005)
+            assert member._poll_task is not None and not member._poll_task.done()
+            assert [(what, tps) for what, tps, _w, _o in member.told] == [
+                ("assigned", {A, B}),
+                ("revoked", {A, B}),  # drained before the new consumer joins
+            ]
+            assert member.assigned == set() and member.assignor.owned == set()
+            assert broken.stops == 1 and fresh.starts == 1 and member.replaced == 1
+            assert fresh.subscriptions == [["t"]]
+            while fresh.polls < 2:  # the new consumer is polled
+                await asyncio.sleep(0.005)
+        assert fresh.stops == 1
+        assert f"its group client broke ({broke!r}); it gives up its 2 partitions" in caplog.text
+        assert "stopped polling" not in caplog.text
+
+
+async def test_a_new_group_client_that_cannot_start_is_tried_again_later_and_later(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(coordination, "REPLACE_FIRST_S", 0.001)
+    broken, away, fresh = StubConsumer(), StubConsumer(), StubConsumer()
+    broken.fail_polls = [GroupAuthorizationFailedError()]
+    away.fail_start = NodeNotReadyError()  # the local cluster away
+    async with Member(broken, away, fresh) as member:
+        await member.subscribe(["t"])
+        while not fresh.subscriptions:
+            await asyncio.sleep(0.005)
+        assert member._broken_in_a_row == 2 and member.replaced == 1
+        await _Listener(member, member.stub).on_partitions_assigned({A})
+        assert member._broken_in_a_row == 0  # joined: the next break waits 1 s again
+    waits = [line.rsplit(" in ", 1)[1] for line in caplog.messages if "broke" in line]
+    assert waits == ["0 s", "0 s"] and "NodeNotReadyError" in caplog.messages[-1]
+    assert away.stops == 1, "a consumer that failed to start is closed"
+
+
+def test_a_replacement_doubles_its_wait_up_to_a_bound() -> None:
+    waits = [replace_wait_s(n) for n in range(1, 12)]
+    assert waits == [1.0, 2.0, 4.0, 8.0, 16.0] + [30.0] * 6
+
+
+async def test_a_consumer_whose_stop_fails_still_has_its_connections_closed(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    stub = StubConsumer()
-    stub.fail_polls = [GroupAuthorizationFailedError()]
-    async with Member(stub) as member:
-        while member._poll_task is not None and not member._poll_task.done():
-            await asyncio.sleep(0.005)
-    assert "stopped polling: GroupAuthorizationFailedError" in caplog.text
-    assert stub.polls == 1
+    for fails in (None, KafkaError("Unexpected error during data retrieval")):  # dead fetcher
+        stub = StubConsumer()
+        stub.fail_stop = fails
+        member = Member(stub)
+        await member.start()
+        await member.stop()  # does not raise: the process goes on stopping
+        assert stub._client.closed and stub.stops == 1
+        assert ("its group client stopped with" in caplog.text) == (fails is not None)
+
+
+async def test_a_poll_that_never_ends_is_bounded_and_the_next_one_says_why(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A poll waiting for an assignment waits forever if aiokafka's coordination routine
+    ends meanwhile; only the next poll raises."""
+    monkeypatch.setattr(coordination, "POLL_MS", 10)
+    monkeypatch.setattr(coordination, "REPLACE_FIRST_S", 0.001)
+    broken, fresh = StubConsumer(), StubConsumer()
+    broken.hang_polls = 1
+    broken.fail_polls = [asyncio.CancelledError()]
+    async with Member(broken, fresh) as member:
+        await member.subscribe(["t"])
+        async with asyncio.timeout(5):
+            while not fresh.subscriptions:
+                await asyncio.sleep(0.005)
+        assert broken.polls == 2 and member.replaced == 1
+
+
+async def test_rebalances_of_a_consumer_no_longer_the_members_are_not_told() -> None:
+    """A broken consumer's coordination may still run as it is replaced: its late
+    assignment must not start copiers, nor its late revocation stop the new one's."""
+    old, new = StubConsumer(), StubConsumer()
+    async with Member(old, new) as member:
+        stale = _Listener(member, old)
+        member._replacing = True
+        await stale.on_partitions_assigned({A})
+        member._replacing = False
+        await member._replace_consumer(0)
+        await _Listener(member, new).on_partitions_assigned({A, B})
+        await stale.on_partitions_assigned({C})
+        await stale.on_partitions_revoked({A, B})
+        assert [(what, tps) for what, tps, *_ in member.told] == [
+            ("revoked", set()),  # the replacement's own, of what it owned: nothing
+            ("assigned", {A, B}),
+        ]
+        assert member.assigned == {A, B}
+
+
+async def test_a_revocation_lets_a_task_started_just_before_it_run_first() -> None:
+    """aiokafka starts its heartbeat task at a join and cancels it once the revocation
+    callback returns; cancelled before it ran, it takes aiokafka's coordination with it."""
+    ran: list[str] = []
+
+    async def heartbeat() -> None:
+        ran.append("heartbeat")
+
+    async with Member() as member:
+        started = asyncio.create_task(heartbeat())
+        await member._revoked(set())
+        assert ran == ["heartbeat"]
+        assert [what for what, *_ in member.told] == ["revoked"]
+        await started
 
 
 # the assignor: what the leader makes of the members' metadata ---------------------------
