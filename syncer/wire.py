@@ -47,13 +47,16 @@ class WireRequests(ProduceRequests, Fetches):
     """Ends, fetch, produce and producer ids of one cluster, over its connection."""
 
     async def ends(
-        self, tps: Iterable[TP], *, isolation: int = READ_COMMITTED
+        self, tps: Iterable[TP], *, isolation: int = READ_COMMITTED, answered_only: bool = False
     ) -> dict[TP, tuple[int, int]]:
-        """(start, end) of each partition; end is the last stable offset under read_committed."""
+        """(start, end) of each partition, in the order given; end is the last stable offset
+        under read_committed. A partition answered with an error raises, or with
+        ``answered_only`` is left out."""
         tps = list(tps)
-        starts = await self._list_offsets(tps, EARLIEST, isolation)
-        latest = await self._list_offsets(tps, LATEST, isolation)
-        return {tp: (starts[tp], latest[tp]) for tp in tps}
+        starts = await self._list_offsets(tps, EARLIEST, isolation, answered_only)
+        tps = [tp for tp in tps if tp in starts]
+        latest = await self._list_offsets(tps, LATEST, isolation, answered_only)
+        return {tp: (starts[tp], latest[tp]) for tp in tps if tp in latest}
 
     async def latest(
         self, tps: Iterable[TP], *, isolation: int = READ_UNCOMMITTED
@@ -121,11 +124,7 @@ class WireRequests(ProduceRequests, Fetches):
     async def _stable_ends_of(self, tps: list[TP]) -> dict[TP, tuple[int, int]]:
         """``_answered_stable_ends`` of partitions of one leader."""
         async with asyncio.timeout(ENDS_LIST_TIMEOUT_S):
-            starts = await self._list_offsets(tps, EARLIEST, READ_COMMITTED, answered_only=True)
-            ends = await self._list_offsets(
-                list(starts), LATEST, READ_COMMITTED, answered_only=True
-            )
-        return {tp: (starts[tp], end) for tp, end in ends.items()}
+            return await self.ends(tps, answered_only=True)
 
     async def _list_offsets(
         self,
