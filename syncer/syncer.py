@@ -38,7 +38,7 @@ from syncer.partition import PartitionSources
 from syncer.ratelimit import ByteRate
 from syncer.retry import retried
 from syncer.sources import SourceHealth
-from syncer.status import PartitionStatus, RemoteStatus, Snapshot, Summary
+from syncer.status import PartitionStatus, RemoteStatus, Snapshot, State, Summary
 from syncer.tasks import cancel_and_wait, unless_stopped, waiting_at
 from syncer.topic_ids import LOCAL, remote_label
 from syncer.topics import TopicPlan
@@ -288,13 +288,17 @@ class Syncer:
     async def _on_assigned(self, assigned: set[TP]) -> None:
         self.instruments.rebalances.inc()
         for tp in sorted(assigned):
-            if tp in self._tasks and not self._tasks[tp].done():
-                continue
-            self.copiers[tp] = self._copier(tp, {})
-            if tp.topic in self.halted_topics:
-                self._halt_copier(tp, self.halted_topics[tp.topic])
-                continue
-            self._spawn(tp, self.copiers[tp].run())
+            self._start_copier(tp)
+
+    def _start_copier(self, tp: TP) -> None:
+        """A copier for ``tp``, owned through the group, unless one still runs."""
+        if tp in self._tasks and not self._tasks[tp].done():
+            return
+        self.copiers[tp] = self._copier(tp, {})
+        if tp.topic in self.halted_topics:
+            self._halt_copier(tp, self.halted_topics[tp.topic])
+            return
+        self._spawn(tp, self.copiers[tp].run())
 
     async def _on_revoked(self, revoked: set[TP]) -> None:
         """Stop the revoked partitions' copiers before the group moves them elsewhere."""
@@ -329,6 +333,7 @@ class Syncer:
                 copier.request_stop()  # e.g. a local setting changed while we copied
         for topic, reason in found.halted.items():
             self._halt_topic(topic, reason)
+        await self._renew_copiers()
         if self._grouped:
             return found.plan  # copiers come and go with the group's assignment
         new = [
@@ -342,6 +347,53 @@ class Syncer:
             for tp in new:
                 self.copiers[tp] = self._copier(tp, ends.get(tp, {}))
         return found.plan
+
+    async def _renew_copiers(self) -> None:
+        """A copier's remotes are those holding its topic when it was made. A remote that
+        holds it since (created there later, or away when the copier was made) would
+        otherwise never serve it, even once the others are gone: copiers of such a topic
+        stop, drain, and are made again with every remote holding it. The local log is
+        the checkpoint, so each goes on at the local end; a renewed copier's new remote
+        serves only once its records agree with the local log, as any remote does."""
+        gained: dict[str, set[str]] = {}
+        for tp, copier in self.copiers.items():
+            more = set(self.topics.sources.get(tp.topic, ())) - set(copier.fetchers)
+            if more and tp.topic in self.topics.mirror and self._running_task(tp):
+                gained.setdefault(tp.topic, set()).update(more)
+        if not gained:
+            return
+        tps = [tp for tp in self.copiers if tp.topic in gained and self._running_task(tp)]
+        for topic, names in sorted(gained.items()):
+            log.info(
+                "topic %s: now also held by remote %s: its copiers start again with it",
+                topic,
+                ", ".join(sorted(names)),
+            )
+        draining = {tp: self._tasks[tp] for tp in tps}
+        for tp in tps:
+            self.copiers[tp].request_stop()
+        await self._finish(list(draining.values()))
+        if self._stop.is_set():
+            return  # stopping: their statuses stay for the summary
+        renewed = [
+            tp  # not revoked or made again meanwhile, nor halted (its status says why)
+            for tp, task in draining.items()
+            if self._tasks.get(tp) is task
+            and self.copiers[tp].status.state is not State.HALTED
+            and tp.topic not in self.halted_topics
+        ]
+        for tp in renewed:
+            del self._tasks[tp]
+            del self.copiers[tp]
+        if self._grouped:  # made again here if still owned; else below, with the new ones
+            assert self.member is not None
+            for tp in renewed:
+                if tp in self.member.assigned:
+                    self._start_copier(tp)
+
+    def _running_task(self, tp: TP) -> bool:
+        task = self._tasks.get(tp)
+        return task is not None and not task.done()
 
     def _halt_topic(self, topic: str, reason: str) -> None:
         """Halt every partition of ``topic`` (it stays in ``halted_topics``, so copiers made

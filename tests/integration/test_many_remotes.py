@@ -348,3 +348,61 @@ async def test_a_remote_of_another_history_is_compared_on_every_partition_of_a_r
         for p in range(partitions):
             lines = await asyncio.to_thread(kcat_lines, local, topic, p)
             assert len(lines) == 300 and lines[-1] == f"299 k299 {'e' * 300}", lines[-1][:20]
+
+
+@pytest.mark.parametrize("grouped", [False, True], ids=["alone", "in-a-group"])
+async def test_a_remote_that_holds_a_topic_only_later_serves_its_copiers(
+    local: str, east: str, west: str, topic: str, testbed: Testbed, grouped: bool
+) -> None:
+    """The topic is held by east alone when its copier is made; west gets it later (a
+    mirror of east). Before 2026-12-07 a copier's remotes were fixed when it was made: with
+    east then away, what west holds past the local end was never copied. Now the topic's
+    copiers start again with west (so also for a remote away when they were made); in a
+    group, by the member that owns them."""
+    await create_topic(east, topic)
+    await fill(east, topic, 200)
+    group = {"coordination": {"group": f"g-{topic}"}} if grouped else {}
+    config = make_config(
+        local,
+        {"east": east, "west": west},
+        [topic],
+        topics={"include": [topic], "refresh_interval_s": 0.5},
+        copier={"chunk_timeout_ms": 3000, "shutdown_timeout_s": 10},
+        **group,
+    )
+    quick = partial(dataclasses.replace, request_timeout_ms=3000)  # a paused east: 3 s
+    config = dataclasses.replace(config, remotes=tuple(map(quick, config.remotes)))
+    east_node = testbed.clusters["east"].pid
+    assert east_node is not None
+    syncer = Syncer(config)
+    paused = False
+
+    def end() -> int | None:
+        return next((s.local_end for s in syncer.statuses()), None)
+
+    def served_by(name: str) -> bool:
+        return any(name in c.fetchers for c in syncer.copiers.values())
+
+    async with syncer:
+        running = asyncio.create_task(syncer.run())
+        try:
+            await until(lambda: end() == 200, "east's records copied", 60)
+            assert not served_by("west")
+            await mirror(east, west, topic)  # west now holds the same 200 records
+            await until(lambda: served_by("west"), "a copier fetching from west", 30)
+            os.kill(east_node, signal.SIGSTOP)
+            paused = True
+            await fill(west, topic, 50, start=200)  # west, a mirror, goes on without east
+            await until(lambda: end() == 250, "west's rest", 60)
+            os.kill(east_node, signal.SIGCONT)
+            paused = False
+        finally:
+            if paused:
+                os.kill(east_node, signal.SIGCONT)
+            syncer.request_stop()
+            await asyncio.wait_for(running, 60)
+    (status,) = syncer.statuses()
+    assert status.state is not State.HALTED, status.error
+    assert status.served.get("west", 0) > 50 * 300, status.served  # bytes: all 50 records
+    assert await partition_digests(local, topic) == await partition_digests(west, topic)
+    assert kcat_lines(local, topic, 0) == kcat_lines(west, topic, 0)
