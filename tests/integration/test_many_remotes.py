@@ -4,11 +4,12 @@ once; a remote that dies loses its chunks to the others; a remote that disagrees
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import os
 import shutil
 import signal
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from functools import partial
 from pathlib import Path
 
@@ -46,6 +47,30 @@ async def mirror(source: str, target: str, topic: str) -> None:
     """Make ``target`` an offset-aligned copy of ``source`` (with syncer itself)."""
     async with Syncer(make_config(target, {"src": source}, [topic])) as syncer:
         await syncer.catch_up()
+
+
+@contextlib.contextmanager
+def paused(testbed: Testbed, name: str) -> Iterator[None]:
+    """Cluster ``name``'s broker stopped (SIGSTOP: it takes connections, answers nothing)."""
+    pid = testbed.clusters[name].pid
+    assert pid is not None
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
+@contextlib.asynccontextmanager
+async def running(syncer: Syncer) -> AsyncIterator[None]:
+    """``syncer.run()`` as a daemon runs, stopped and drained on the way out."""
+    async with syncer:
+        task = asyncio.create_task(syncer.run())
+        try:
+            yield
+        finally:
+            syncer.request_stop()
+            await asyncio.wait_for(task, 60)
 
 
 def syncer_for(local: str, remotes: dict[str, str], topic: str) -> Syncer:
@@ -160,24 +185,13 @@ async def test_a_remote_that_stops_answering_while_ahead_hands_over_to_one_seen_
         config.remotes[0], max_bytes_per_second=20_000, request_timeout_ms=3000
     )
     config = dataclasses.replace(config, remotes=(slow, *config.remotes[1:]))
-    east_node = testbed.clusters["east"].pid
-    assert east_node is not None
     syncer = Syncer(config)
-    stopped = False
-    async with syncer:
-        running = asyncio.create_task(syncer.run())
-        try:
-            await until(lambda: (first_status(syncer, "local_end") or 0) > 1100, "1100", 60)
-            await mirror(east, west, topic)  # west now holds all 2000
-            assert (first_status(syncer, "local_end") or 0) < 1900, "copied before east stopped"
-            os.kill(east_node, signal.SIGSTOP)
-            stopped = True
+    async with running(syncer):
+        await until(lambda: (first_status(syncer, "local_end") or 0) > 1100, "1100", 60)
+        await mirror(east, west, topic)  # west now holds all 2000
+        assert (first_status(syncer, "local_end") or 0) < 1900, "copied before east stopped"
+        with paused(testbed, "east"):
             await until(lambda: first_status(syncer, "local_end") == 2000, "west's rest", 60)
-        finally:
-            if stopped:
-                os.kill(east_node, signal.SIGCONT)
-            syncer.request_stop()
-            await asyncio.wait_for(running, 60)
     (status,) = syncer.statuses()
     assert status.state is not State.HALTED, status.error
     assert not status.dropped, status.dropped
@@ -207,20 +221,14 @@ async def test_a_remote_away_leaves_its_topics_as_they_were_and_the_others_are_r
     )
     quick = partial(dataclasses.replace, request_timeout_ms=3000)  # a paused east: 3 s
     config = dataclasses.replace(config, remotes=tuple(map(quick, config.remotes)))
-    east_node = testbed.clusters["east"].pid
-    assert east_node is not None
     syncer = Syncer(config)
-    paused = False
 
     def end_of(name: str) -> int | None:
         return next((s.local_end for s in syncer.statuses() if s.tp.topic == name), None)
 
-    async with syncer:
-        running = asyncio.create_task(syncer.run())
-        try:
-            await until(lambda: end_of(both) == 200, f"{both} copied", 60)
-            os.kill(east_node, signal.SIGSTOP)
-            paused = True
+    async with running(syncer):
+        await until(lambda: end_of(both) == 200, f"{both} copied", 60)
+        with paused(testbed, "east"):
             # (paused between a refresh's census and its settings read, that read is
             # retried for up to 60 s before the refresh fails; the next census marks it)
             await until(lambda: "east" in syncer.topics.down, "east seen away", 100)
@@ -230,14 +238,7 @@ async def test_a_remote_away_leaves_its_topics_as_they_were_and_the_others_are_r
             await until(lambda: end_of(only_west) == 100, f"{only_west} copied", 60)
             await until(lambda: end_of(both) == 250, f"{both} copied on from west", 60)
             assert both not in syncer.refused and only_west not in syncer.refused
-            os.kill(east_node, signal.SIGCONT)
-            paused = False
-            await until(lambda: not syncer.topics.down, "east answering again", 60)
-        finally:
-            if paused:
-                os.kill(east_node, signal.SIGCONT)
-            syncer.request_stop()
-            await asyncio.wait_for(running, 60)
+        await until(lambda: not syncer.topics.down, "east answering again", 60)
     assert all(s.state is not State.HALTED for s in syncer.statuses())
     for name in (both, only_west):
         assert await partition_digests(local, name) == await partition_digests(west, name)
@@ -372,10 +373,7 @@ async def test_a_remote_that_holds_a_topic_only_later_serves_its_copiers(
     )
     quick = partial(dataclasses.replace, request_timeout_ms=3000)  # a paused east: 3 s
     config = dataclasses.replace(config, remotes=tuple(map(quick, config.remotes)))
-    east_node = testbed.clusters["east"].pid
-    assert east_node is not None
     syncer = Syncer(config)
-    paused = False
 
     def end() -> int | None:
         return next((s.local_end for s in syncer.statuses()), None)
@@ -383,24 +381,14 @@ async def test_a_remote_that_holds_a_topic_only_later_serves_its_copiers(
     def served_by(name: str) -> bool:
         return any(name in c.fetchers for c in syncer.copiers.values())
 
-    async with syncer:
-        running = asyncio.create_task(syncer.run())
-        try:
-            await until(lambda: end() == 200, "east's records copied", 60)
-            assert not served_by("west")
-            await mirror(east, west, topic)  # west now holds the same 200 records
-            await until(lambda: served_by("west"), "a copier fetching from west", 30)
-            os.kill(east_node, signal.SIGSTOP)
-            paused = True
+    async with running(syncer):
+        await until(lambda: end() == 200, "east's records copied", 60)
+        assert not served_by("west")
+        await mirror(east, west, topic)  # west now holds the same 200 records
+        await until(lambda: served_by("west"), "a copier fetching from west", 30)
+        with paused(testbed, "east"):
             await fill(west, topic, 50, start=200)  # west, a mirror, goes on without east
             await until(lambda: end() == 250, "west's rest", 60)
-            os.kill(east_node, signal.SIGCONT)
-            paused = False
-        finally:
-            if paused:
-                os.kill(east_node, signal.SIGCONT)
-            syncer.request_stop()
-            await asyncio.wait_for(running, 60)
     (status,) = syncer.statuses()
     assert status.state is not State.HALTED, status.error
     assert status.served.get("west", 0) > 50 * 300, status.served  # bytes: all 50 records
