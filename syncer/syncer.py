@@ -356,21 +356,21 @@ class Syncer:
         the checkpoint, so each goes on at the local end; a renewed copier's new remote
         serves only once its records agree with the local log, as any remote does."""
         gained: dict[str, set[str]] = {}
+        draining: dict[TP, asyncio.Task[PartitionStatus]] = {}
         for tp, copier in self.copiers.items():
             more = set(self.topics.sources.get(tp.topic, ())) - set(copier.fetchers)
             if more and tp.topic in self.topics.mirror and self._running_task(tp):
                 gained.setdefault(tp.topic, set()).update(more)
-        if not gained:
+                draining[tp] = self._tasks[tp]
+        if not draining:
             return
-        tps = [tp for tp in self.copiers if tp.topic in gained and self._running_task(tp)]
         for topic, names in sorted(gained.items()):
             log.info(
                 "topic %s: now also held by remote %s: its copiers start again with it",
                 topic,
                 ", ".join(sorted(names)),
             )
-        draining = {tp: self._tasks[tp] for tp in tps}
-        for tp in tps:
+        for tp in draining:
             self.copiers[tp].request_stop()
         await self._finish(list(draining.values()))
         if self._stop.is_set():

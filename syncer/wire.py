@@ -54,9 +54,12 @@ class WireRequests(ProduceRequests, Fetches):
         ``answered_only`` is left out."""
         tps = list(tps)
         starts = await self._list_offsets(tps, EARLIEST, isolation, answered_only)
-        tps = [tp for tp in tps if tp in starts]
+        if answered_only:
+            tps = [tp for tp in tps if tp in starts]
         latest = await self._list_offsets(tps, LATEST, isolation, answered_only)
-        return {tp: (starts[tp], latest[tp]) for tp in tps if tp in latest}
+        if answered_only:
+            tps = [tp for tp in tps if tp in latest]
+        return {tp: (starts[tp], latest[tp]) for tp in tps}
 
     async def latest(
         self, tps: Iterable[TP], *, isolation: int = READ_UNCOMMITTED
