@@ -226,7 +226,8 @@ _COORDINATION = {
     ),
     "instance_id": (
         "static membership (`group.instance.id`): a restart within the session timeout keeps"
-        " its partitions; needs `group`"
+        " its partitions; needs `group`; one per process: a second running process with the"
+        " same id takes the other's place, and the one replaced drains and exits 3"
     ),
     "session_timeout_ms": "a member silent this long (milliseconds) loses its partitions",
     "heartbeat_interval_ms": "heartbeat period, in milliseconds; below `session_timeout_ms`",

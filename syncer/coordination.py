@@ -24,7 +24,9 @@ from aiokafka.coordinator.protocol import (
     ConsumerProtocolMemberMetadata,
 )
 from aiokafka.errors import KafkaError
+from aiokafka.protocol.admin import DescribeGroupsRequest
 from aiokafka.protocol.coordination import FindCoordinatorRequest
+from aiokafka.protocol.group import JoinGroupRequest
 
 from syncer.assignment import (
     assign,
@@ -36,6 +38,7 @@ from syncer.assignment import (
 )
 from syncer.clusters import TP, Cluster, client_options
 from syncer.config import Config, CoordinationConfig
+from syncer.errors import ConfigError, SyncerError
 from syncer.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
@@ -54,6 +57,21 @@ POLL_MS = 5_000
 FETCH_LOOP_MS = 10_000
 GROUP_COORDINATOR = 0  # FindCoordinator's key type for a consumer group
 Callback = Callable[[set[TP]], Awaitable[None]]
+
+
+class InstanceIdTaken(ConfigError):
+    """Another process joined the group with this process's ``coordination.instance_id``
+    and took its place (static membership: the newest member with an instance id wins)."""
+
+    def __init__(self, instance_id: str, group: str, taker: str) -> None:
+        super().__init__(
+            [
+                f"instance_id {instance_id!r} is another process's too: it joined group "
+                f"{group} as member {taker} and took this one's place; give each process "
+                "its own instance id (or none)"
+            ],
+            source="coordination",
+        )
 
 
 class GapStickyAssignor(AbstractPartitionAssignor):  # type: ignore[misc]
@@ -208,20 +226,46 @@ def member_name(config: Config) -> str:
     return config.coordination.instance_id or f"{socket.gethostname()}-{os.getpid()}"
 
 
+def taken_by(groups: Iterable[Sequence[Any]], client_id: str, held: set[str]) -> str | None:
+    """The member id that holds this process's place, from DescribeGroups answers: a member
+    with our client id (named after the instance id) that this process never was. None if
+    there is none (our session expired: nobody took our place)."""
+    for group in groups:
+        for member in group[5]:
+            member_id, member_client = member[0], member[-4]
+            if member_client == client_id and member_id not in held:
+                return str(member_id)
+    return None
+
+
 class GroupMember:
     """One process's membership. ``on_assigned``/``on_revoked`` start and stop copiers; a
     revocation returns only once the revoked partitions' writes are finished or abandoned.
 
     ``start()`` joins nothing yet (``subscribe`` does, and starts the member if needed);
-    ``stop()`` leaves the group and is idempotent; ``async with`` does both."""
+    ``stop()`` leaves the group and is idempotent; ``async with`` does both.
 
-    def __init__(self, config: Config, on_assigned: Callback, on_revoked: Callback) -> None:
+    A member that cannot go on (another process took its instance id) gives up its
+    partitions, leaves, and tells ``on_failed`` why (``failed``); it does not join again."""
+
+    def __init__(
+        self,
+        config: Config,
+        on_assigned: Callback,
+        on_revoked: Callback,
+        on_failed: Callable[[SyncerError], None] = lambda exc: None,
+    ) -> None:
         self.config = config
         self.group = config.coordination
         self.name = member_name(config)
+        self.client_id = f"syncer-{self.name}"
         self.assignor = GapStickyAssignor()
         self.on_assigned = on_assigned
         self.on_revoked = on_revoked
+        self.on_failed = on_failed
+        self.failed: SyncerError | None = None
+        self._held: set[str] = set()  # the member ids the group gave this process
+        self._join_unanswered = False  # the last JoinGroup sent got no answer
         self.membership = Membership(self.group.lease_ms / 1000)
         self._consumer: AIOKafkaConsumer | None = None
         self._replacing = False  # a broken consumer is being replaced: subscribe its successor
@@ -277,20 +321,21 @@ class GroupMember:
                 self._consumer.subscribe(topics=list(wanted), listener=listener)
 
     async def start(self) -> None:
-        """Connect the group's consumer to the local cluster and start polling; idempotent."""
-        if self._consumer is not None:
+        """Connect the group's consumer to the local cluster and start polling; idempotent.
+        A member that failed stays out."""
+        if self._consumer is not None or self.failed is not None:
             return
         consumer = self._open_consumer()
         await consumer.start()
         self._consumer = consumer
-        self._track_heartbeats(consumer)
+        self._track(consumer)
         self._poll_task = asyncio.create_task(self._keep_joined(), name="group-poll")
         self._poll_task.add_done_callback(self._poll_died)
 
     def _open_consumer(self) -> AIOKafkaConsumer:
         return AIOKafkaConsumer(
             bootstrap_servers=self.config.local.bootstrap_servers,
-            client_id=f"syncer-{self.name}",
+            client_id=self.client_id,
             enable_auto_commit=False,
             auto_offset_reset="latest",
             partition_assignment_strategy=(self.assignor,),
@@ -301,18 +346,68 @@ class GroupMember:
             **client_options(self.config.local),
         )
 
-    def _track_heartbeats(self, consumer: AIOKafkaConsumer) -> None:
-        # aiokafka does not expose when a heartbeat was last answered; wrap its coordinator's
-        # heartbeat call (pinned aiokafka < 0.15; tests/integration/test_group.py checks it).
+    def _track(self, consumer: AIOKafkaConsumer) -> None:
+        """Wrap two calls of aiokafka's group coordinator (pinned aiokafka < 0.15;
+        tests/integration/test_group.py and test_group_instance.py check them):
+
+        - its heartbeat: aiokafka does not expose when one was last answered;
+        - its requests: a member with an instance id that joins again as a new member (its
+          heartbeat went unknown, or its client was replaced) looks first whether another
+          process took its place. aiokafka's heartbeat does not carry the instance id, so
+          the broker answers "unknown member", not "fenced", and aiokafka joins again,
+          taking the place back: two processes with one instance id would each own every
+          partition in turn, a rebalance every heartbeat."""
         coordinator = consumer._coordinator
-        original = coordinator._do_heartbeat
+        heartbeat, send = coordinator._do_heartbeat, coordinator._send_req
 
         async def tracked() -> bool:
-            answered = bool(await original())
+            answered = bool(await heartbeat())
             self.membership.heartbeat(answered, time.monotonic())
             return answered
 
+        async def checked(request: Any) -> Any:
+            if request.API_KEY != JoinGroupRequest.API_KEY:
+                return await send(request)
+            if (
+                self.group.instance_id
+                and self._held
+                and coordinator.member_id == JoinGroupRequest.UNKNOWN_MEMBER_ID
+            ):
+                await self._check_place(send)
+            try:
+                response = await send(request)
+            except BaseException:
+                # the broker may have made us a member whose id we never heard: the next
+                # look would count it as another process's
+                self._join_unanswered = True
+                raise
+            self._join_unanswered = False
+            if response.member_id:  # ours, whatever becomes of this join
+                self._held.add(response.member_id)
+            return response
+
         coordinator._do_heartbeat = tracked
+        coordinator._send_req = checked
+
+    async def _check_place(self, send: Callable[[Any], Awaitable[Any]]) -> None:
+        """Raise ``InstanceIdTaken`` (in aiokafka's coordination routine, which ends with
+        it) if a member this process never was holds its client id, named after its
+        instance id. A description that fails, or comes after a join that went unanswered
+        (the broker may hold a member of ours we never heard of), lets the join go on."""
+        if self._join_unanswered:
+            return
+        try:
+            response = await send(DescribeGroupsRequest([self.group.group]))
+            errors = [group[0] for group in response.groups if group[0]]
+            if errors:
+                raise KafkaError(f"DescribeGroups answered error code {errors[0]}")
+        except Exception as exc:  # not raised into aiokafka's routine: it would end it
+            log.warning("group %s: describing it before joining again: %r", self.group.group, exc)
+            return
+        taker = taken_by(response.groups, self.client_id, self._held)
+        if taker is not None:
+            self.failed = InstanceIdTaken(self.group.instance_id, self.group.group, taker)
+            raise self.failed
 
     async def _keep_joined(self) -> None:
         """Poll the group's consumer; when aiokafka's group client breaks for good, give up
@@ -322,6 +417,9 @@ class GroupMember:
         while True:
             assert self._consumer is not None
             broke = await self._poll(self._consumer)
+            if self.failed is not None:
+                await self._leave(self.failed)
+                return
             while True:
                 self._broken_in_a_row += 1
                 wait = replace_wait_s(self._broken_in_a_row)
@@ -390,12 +488,25 @@ class GroupMember:
             await asyncio.sleep(wait_s)
             consumer = self._consumer = self._open_consumer()  # stop() closes it if need be
             await consumer.start()
-            self._track_heartbeats(consumer)
+            self._track(consumer)
             self.replaced += 1
             if self._topics:
                 consumer.subscribe(topics=list(self._topics), listener=_Listener(self, consumer))
         finally:
             self._replacing = False
+
+    async def _leave(self, failed: SyncerError) -> None:
+        """Give up every partition (the copiers drain), close the consumer for good, and
+        say why."""
+        log.error("group %s: member %s leaves for good: %s", self.group.group, self.name, failed)
+        self._replacing = True  # the closing consumer's callbacks are not ours to act on
+        try:
+            await self._revoked(set(self.assigned))
+            consumer, self._consumer = self._consumer, None
+            if consumer is not None:
+                await self._close(consumer)
+        finally:  # a process left out of its group must stop, whatever the drain did
+            self.on_failed(failed)
 
     async def _close(self, consumer: AIOKafkaConsumer) -> None:
         """Stop a consumer, leaving the group if it can. A background routine of aiokafka's
@@ -413,6 +524,12 @@ class GroupMember:
         finally:  # also when a stop cancelled half-way is not done again (aiokafka's _closed)
             with contextlib.suppress(Exception):
                 await consumer._client.close()
+            # what ended aiokafka's coordination routine reached the poll another way (its
+            # waiters are failed with a copy): taken here, or the task's end is logged as
+            # never retrieved when it is collected
+            routine = getattr(consumer._coordinator, "_coordination_task", None)
+            if routine is not None and routine.done() and not routine.cancelled():
+                routine.exception()
 
     def _look_for(self, topics: set[str]) -> None:
         """As group leader, this member gave out ``topics`` without their partitions: its

@@ -98,7 +98,9 @@ class Syncer:
         mirrored_now = lambda: dict(self.topics.mirror)  # noqa: E731
         self.offsets = OffsetCopier(config.groups, self.local, self.remotes, mirrored_now)
         if config.coordination.enabled:
-            self.member = GroupMember(config, self._on_assigned, self._on_revoked)
+            self.member = GroupMember(
+                config, self._on_assigned, self._on_revoked, self._on_member_failed
+            )
 
     @property
     def refused(self) -> dict[str, str]:
@@ -223,7 +225,9 @@ class Syncer:
 
     async def run(self) -> Summary:
         """Copy continuously until ``stop()`` (or ``request_stop()``). With
-        ``coordination.group`` set, only the partitions the group assigns to this process."""
+        ``coordination.group`` set, only the partitions the group assigns to this process;
+        should its membership fail for good (another process took its instance id), the
+        copy drains and this raises why (a ``ConfigError``)."""
         await self.start()
         self._grouped = self.member is not None
         self.topics.staged = self.member is None  # see MirroredTopics.staged: not in a group
@@ -235,6 +239,8 @@ class Syncer:
             await self._run_until_stopped()
         finally:
             await cancel_and_wait(*side)
+        if self.member is not None and self.member.failed is not None:
+            raise self.member.failed
         return self.summary()
 
     async def _run_until_stopped(self) -> None:
@@ -284,6 +290,9 @@ class Syncer:
         except SyncerError as exc:
             log.info("could not measure gaps for the assignor: %s", exc)
         await self.member.subscribe(self.topics.mirror)
+
+    def _on_member_failed(self, failed: SyncerError) -> None:
+        self.request_stop()  # the member logged why; ``run`` raises it once drained
 
     async def _on_assigned(self, assigned: set[TP]) -> None:
         self.instruments.rebalances.inc()

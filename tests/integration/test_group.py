@@ -223,6 +223,17 @@ async def test_sigkill_of_a_member_moves_its_partitions_and_loses_nothing(
     await group.finish(producing)
 
 
+async def member_ids(bootstrap: str, name: str) -> set[str]:
+    """The group's members by member id (both twins have client id syncer-twin)."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        responses = await admin.describe_consumer_groups([name])
+    finally:
+        await admin.close()
+    return {member[0] for r in responses for group in r.groups for member in group[5]}
+
+
 async def test_a_paused_member_wakes_up_without_duplicating(group: Group, testbed: Testbed) -> None:
     producing = produce_in_background(testbed, group.east, group.topic, 75_000, 5_000)
     sleeper, *_ = group.start(3)
@@ -284,3 +295,35 @@ async def test_static_members_restart_without_moving_partitions(
     assert (group.logs / "member-0.log").read_text().count("gives up") == gave_up
     assert first.poll() is None
     await group.wait_for("local in sync with east", group.in_sync)
+
+
+async def test_a_second_daemon_with_the_same_instance_id_stops_the_first_with_exit_3(
+    group: Group, testbed: Testbed, tmp_path: Path
+) -> None:
+    """A copied config gives two daemons one instance id: the newest joins in the other's
+    place, and the one it replaced drains, says so in one line and exits 3 (bad
+    configuration). Before, the two took the place from each other every heartbeat, each
+    owning every partition in turn. The copy stays exact throughout."""
+    producing = produce_in_background(testbed, group.east, group.topic, 60_000, 5_000)
+    raw = {**group.raw, "coordination": {**group.raw["coordination"], "instance_id": "twin"}}
+    group.path = tmp_path / "twin.yaml"
+    group.path.write_text(yaml.safe_dump(raw))
+    first = group.start(1)[0]
+    await group.wait_members(1)
+    await asyncio.sleep(2)
+    second = group.start(1)[0]
+
+    async def first_ended() -> bool:
+        return first.poll() is not None
+
+    await group.wait_for("the first daemon's exit", first_ended, 30)
+    assert first.returncode == 3
+    said = (group.logs / "member-0.log").read_text()
+    assert "syncer: coordination: instance_id 'twin' is another process's too" in said
+    holder = await member_ids(group.local, group.name)
+    await asyncio.sleep(3)  # the second keeps every partition: nobody takes it back
+    assert second.poll() is None
+    assert len(holder) == 1 and await member_ids(group.local, group.name) == holder
+    assert set((await group.owners()).values()) == {"twin"}
+    assert "gives up" not in (group.logs / "member-1.log").read_text()
+    await group.finish(producing)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+import pytest
 from aiokafka.structs import TopicPartition
 
 from syncer.config import Config
@@ -22,13 +23,13 @@ from tests.kafka_helpers import create_topic
 PARTITIONS = 2
 
 
-def member_config(local: str, group: str) -> Config:
+def member_config(local: str, group: str, instance_id: str = "") -> Config:
     return Config.from_dict(
         {
             "local": {"bootstrap_servers": local},
             "remotes": [{"name": "east", "bootstrap_servers": "127.0.0.1:9"}],
             "topics": {"include": [".*"]},
-            "coordination": {"group": group},
+            "coordination": {"group": group, "instance_id": instance_id},
         }
     )
 
@@ -72,11 +73,14 @@ async def test_a_subscription_changed_as_partitions_are_handed_over_keeps_the_me
         await member.stop()  # aiokafka's fetcher routine may have died of it: not raised
 
 
+@pytest.mark.parametrize("instance_id", ["", "static"], ids=["dynamic", "static"])
 async def test_a_member_whose_group_client_broke_joins_again_with_a_new_one(
-    local: str, topic: str
+    local: str, topic: str, instance_id: str
 ) -> None:
     """Whatever ends aiokafka's coordination routine, the member does not stay out of the
-    group: it gives up its partitions, leaves, and joins again with a new consumer."""
+    group: it gives up its partitions, leaves, and joins again with a new consumer. A static
+    member finds its old client's place in the group (a static member's close does not
+    leave): its own, not another process's (``test_group_instance``)."""
     await create_topic(local, topic, PARTITIONS)
     owned: list[set[TopicPartition]] = []
     given_up: list[set[TopicPartition]] = []
@@ -87,7 +91,7 @@ async def test_a_member_whose_group_client_broke_joins_again_with_a_new_one(
     async def revoked(tps: set[TopicPartition]) -> None:
         given_up.append(set(tps))
 
-    member = GroupMember(member_config(local, f"g-{topic}"), assigned, revoked)
+    member = GroupMember(member_config(local, f"g-{topic}", instance_id), assigned, revoked)
     try:
         await member.subscribe([topic])
         want = {TopicPartition(topic, p) for p in range(PARTITIONS)}
@@ -101,6 +105,6 @@ async def test_a_member_whose_group_client_broke_joins_again_with_a_new_one(
         assert member.replaced == 1 and member._consumer is not first
         assert want in given_up, "its copiers were stopped before it joined again"
         await wait_until_owned(owned, want, 30, after=joins)
-        assert member.may_write()
+        assert member.may_write() and member.failed is None
     finally:
         await member.stop()

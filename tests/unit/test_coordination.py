@@ -5,8 +5,10 @@ in what order the member learns of a rebalance and tells the copiers, and its li
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 from collections.abc import Iterable
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -16,8 +18,10 @@ from aiokafka.errors import (
     GroupAuthorizationFailedError,
     KafkaError,
     NodeNotReadyError,
+    RequestTimedOutError,
 )
 from aiokafka.protocol.admin import DescribeGroupsResponse_v1
+from aiokafka.protocol.group import JoinGroupRequest
 
 from syncer import coordination
 from syncer.clusters import TP
@@ -25,6 +29,7 @@ from syncer.config import Config, CoordinationConfig
 from syncer.coordination import (
     GapStickyAssignor,
     GroupMember,
+    InstanceIdTaken,
     Membership,
     _Listener,
     group_options,
@@ -32,10 +37,32 @@ from syncer.coordination import (
     owners_of,
     replace_wait_s,
     subscribed_gaps,
+    taken_by,
 )
+from syncer.errors import ExitCode, SyncerError
 
 LEASE_S = 6.0
 A, B, C = TP("t", 0), TP("t", 1), TP("t", 2)
+DESCRIBE_GROUPS = 15  # the API key
+
+
+def described(*members: tuple[str, str], error: int = 0) -> Any:
+    """A DescribeGroups answer for group g with these (member id, client id), decoded as
+    the broker's would be."""
+    response = DescribeGroupsResponse_v1(
+        0,
+        [
+            (
+                error,
+                "g",
+                "Stable",
+                "consumer",
+                "syncer-gap-sticky",
+                [(member, client, "/127.0.0.1", b"", b"") for member, client in members],
+            )
+        ],
+    )
+    return DescribeGroupsResponse_v1.decode(response.encode())
 
 
 # the lease: may this process write? -----------------------------------------------------
@@ -97,8 +124,23 @@ class StubClient:
 
 
 class StubCoordinator:
+    """Heartbeats answered in turn; requests recorded: a DescribeGroups answered with
+    ``described``, a JoinGroup with the next of ``joined_as`` (a member id; an exception is
+    raised instead)."""
+
     def __init__(self, answers: Iterable[bool | Exception]) -> None:
         self.answers = list(answers)
+        self.member_id = ""  # none yet
+        self.requests: list[Any] = []
+        self.described: Any = described()
+        self.joined_as: list[str | Exception] = []
+
+    async def _send_req(self, request: Any) -> Any:
+        self.requests.append(request)
+        answer = self.described if request.API_KEY == DESCRIBE_GROUPS else self.joined_as.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return SimpleNamespace(member_id=answer) if isinstance(answer, str) else answer
 
     async def _do_heartbeat(self) -> bool:
         answer = self.answers.pop(0)
@@ -169,9 +211,14 @@ def config(instance_id: str = "") -> Config:
 class Member(GroupMember):
     """A member whose consumer is a stub (the real one is exercised in test_group.py)."""
 
-    def __init__(self, consumer: StubConsumer | None = None, *then: StubConsumer) -> None:
+    def __init__(
+        self, consumer: StubConsumer | None = None, *then: StubConsumer, instance_id: str = ""
+    ) -> None:
         self.told: list[tuple[str, set[TP], bool, set[TP]]] = []
-        super().__init__(config(), self._told_assigned, self._told_revoked)
+        self.failures: list[SyncerError] = []
+        super().__init__(
+            config(instance_id), self._told_assigned, self._told_revoked, self.failures.append
+        )
         self.stub = consumer or StubConsumer()
         self.then = list(then)  # the consumers that replace a broken one, in turn
 
@@ -590,3 +637,170 @@ async def test_a_member_asks_for_its_coordinator_before_it_joins() -> None:
 
 async def test_asking_for_the_coordinator_early_never_fails_the_start() -> None:
     await Member().announce(_Local(fail=OSError("no broker yet")))  # type: ignore[arg-type]
+
+
+# one instance id, one process ------------------------------------------------------------
+
+
+def join_request() -> JoinGroupRequest:
+    return JoinGroupRequest("g", 10_000, 40_000, "", "twin", "consumer", [])
+
+
+async def joined(member: Member, consumer: StubConsumer, as_id: str) -> None:
+    """The consumer's JoinGroup answered with member id ``as_id``, then aiokafka forgot it
+    (a heartbeat answered "unknown member")."""
+    coordinator = consumer._coordinator
+    coordinator.joined_as.append(as_id)
+    await coordinator._send_req(join_request())
+    coordinator.member_id = ""
+    coordinator.requests.clear()
+
+
+def test_a_member_of_our_client_id_that_we_never_were_has_taken_our_place() -> None:
+    mine, theirs = "twin-1", "twin-2"
+    groups = described((mine, "syncer-twin"), (theirs, "syncer-twin"), ("o", "syncer-x")).groups
+    assert taken_by(groups, "syncer-twin", held={mine}) == theirs
+    assert taken_by(groups, "syncer-twin", held={mine, theirs}) is None  # both were ours
+    assert taken_by(groups, "syncer-other", held=set()) is None
+    assert taken_by(described().groups, "syncer-twin", held={mine}) is None  # expired
+
+
+async def test_a_static_member_joining_again_finds_its_place_taken_and_leaves(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Its heartbeat went unknown and aiokafka joins again: the group shows another
+    process with its instance id. The join is not sent (it would take the place back); the
+    next poll says the routine ended, and the member gives up everything, closes its
+    consumer and says why. It does not join again, even when asked to subscribe."""
+    consumer, spare = StubConsumer(), StubConsumer()
+    async with Member(consumer, spare, instance_id="twin") as member:
+        await member.subscribe(["t"])
+        await joined(member, consumer, "twin-1")
+        await _Listener(member, consumer).on_partitions_assigned({A, B})
+        coordinator = consumer._coordinator
+        coordinator.described = described(("twin-2", "syncer-twin"))
+        with pytest.raises(InstanceIdTaken) as raised:
+            await coordinator._send_req(join_request())
+        assert [r.API_KEY for r in coordinator.requests] == [DESCRIBE_GROUPS]  # no join
+        assert member.failed is raised.value and raised.value.exit_code == ExitCode.CONFIG
+        consumer.fail_polls = [KafkaError("Unexpected error during coordination")]
+        while consumer.stops == 0:
+            await asyncio.sleep(0.005)
+        assert member.failures == [raised.value]
+        assert [(what, tps) for what, tps, _w, _o in member.told] == [
+            ("assigned", {A, B}),
+            ("revoked", {A, B}),
+        ]
+        assert member.assigned == set() and consumer._client.closed
+        assert member._consumer is None and member.replaced == 0
+        await member.subscribe(["t", "u"])  # a topic refresh: it stays out
+        assert spare.starts == 0 and member._consumer is None
+    assert str(raised.value) in caplog.text and "broke" not in caplog.text
+    assert "instance_id 'twin' is another process's too: it joined group g as member twin-2" in (
+        str(raised.value)
+    )
+
+
+async def test_a_member_that_cannot_drain_still_says_it_left() -> None:
+    consumer = StubConsumer()
+    failures: list[SyncerError] = []
+
+    async def cannot_drain(tps: set[TP]) -> None:
+        raise RuntimeError("a copier would not stop")
+
+    async def assigned(tps: set[TP]) -> None:
+        pass
+
+    member = GroupMember(config("twin"), assigned, cannot_drain, failures.append)
+    member._consumer = consumer  # type: ignore[assignment]
+    taken = InstanceIdTaken("twin", "g", "twin-2")
+    with pytest.raises(RuntimeError):
+        await member._leave(taken)
+    assert failures == [taken]
+
+
+@pytest.mark.parametrize(
+    ("instance_id", "held", "member_id"),
+    [
+        ("", "m-1", ""),  # dynamic: nobody else has its id
+        ("twin", None, ""),  # its first join: a restarted process takes its place back
+        ("twin", "twin-1", "twin-1"),  # a rebalance: it is still a member
+    ],
+    ids=["dynamic", "first-join", "rebalance"],
+)
+async def test_only_a_static_member_joining_again_as_new_looks_first(
+    instance_id: str, held: str | None, member_id: str
+) -> None:
+    consumer = StubConsumer()
+    async with Member(consumer, instance_id=instance_id) as member:
+        coordinator = consumer._coordinator
+        if held is not None:
+            await joined(member, consumer, held)
+        coordinator.member_id = member_id
+        coordinator.described = described(("twin-2", f"syncer-{member.name}"))
+        coordinator.joined_as.append("twin-3")
+        assert (await coordinator._send_req(join_request())).member_id == "twin-3"
+        assert [r.API_KEY for r in coordinator.requests] == [JoinGroupRequest.API_KEY]
+        assert member.failed is None and "twin-3" in member._held
+
+
+@pytest.mark.parametrize(
+    "cause",
+    ["describe-fails", "describe-errs", "join-unanswered"],
+)
+async def test_a_look_that_cannot_tell_lets_the_join_go_on(
+    cause: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The group cannot be described (its coordinator moved), answers with an error, or
+    our last join went unanswered: the broker may then hold a member of ours we never heard
+    of (``twin-lost``), which must not be taken for another process."""
+    consumer = StubConsumer()
+    async with Member(consumer, instance_id="twin") as member:
+        coordinator = consumer._coordinator
+        await joined(member, consumer, "twin-1")
+        coordinator.described = described(("twin-lost", "syncer-twin"))
+        if cause == "describe-fails":
+            coordinator.described = CoordinatorNotAvailableError()
+        elif cause == "describe-errs":  # NOT_COORDINATOR: no members listed
+            coordinator.described = described(error=16)
+        else:  # the broker made us twin-lost, and its answer was lost
+            coordinator.described = described()
+            coordinator.joined_as.append(RequestTimedOutError())
+            with pytest.raises(RequestTimedOutError):
+                await coordinator._send_req(join_request())
+            coordinator.requests.clear()
+            coordinator.described = described(("twin-lost", "syncer-twin"))
+        coordinator.joined_as.append("twin-2")
+        assert (await coordinator._send_req(join_request())).member_id == "twin-2"
+        sent = [r.API_KEY for r in coordinator.requests]
+        assert sent[-1] == JoinGroupRequest.API_KEY and member.failed is None
+        if cause == "join-unanswered":
+            assert sent == [JoinGroupRequest.API_KEY]
+        else:
+            assert "describing it before joining again" in caplog.text
+        # answered now: the next look counts again
+        coordinator.member_id = ""
+        coordinator.described = described(("twin-lost", "syncer-twin"))
+        with pytest.raises(InstanceIdTaken):
+            await coordinator._send_req(join_request())
+
+
+async def test_a_closed_consumers_ended_routine_is_not_reported_as_never_retrieved() -> None:
+    """Its end reached the poll as a copy; left unretrieved, the task's error is logged as
+    "never retrieved" when it is collected (a traceback on the expected path)."""
+    loop = asyncio.get_running_loop()
+    reported: list[dict[str, Any]] = []
+    loop.set_exception_handler(lambda _loop, context: reported.append(context))
+
+    async def ended() -> None:
+        raise KafkaError("Unexpected error during coordination")
+
+    consumer = StubConsumer()
+    routine = asyncio.ensure_future(ended())
+    await asyncio.sleep(0)
+    consumer._coordinator._coordination_task = routine  # type: ignore[attr-defined]
+    await Member(consumer)._close(consumer)  # type: ignore[arg-type]
+    del routine, consumer
+    gc.collect()
+    loop.set_exception_handler(None)
+    assert reported == []
