@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Collection
-from typing import Self
+import dataclasses
+from collections.abc import Collection, Iterable
+from typing import Self, TypeVar
 
 from syncer.admin import TopicAdmin
 from syncer.config import Config
@@ -56,10 +57,28 @@ __all__ = [
     "is_retriable",
 ]
 
+V = TypeVar("V")
+
 
 class Cluster(WireRequests, TopicAdmin):
     """A connection to one cluster, with its requests and admin calls.
     ``async with Cluster(cfg, role="local") as cluster: ...``"""
+
+
+def in_order(by_name: dict[str, V], order: Iterable[str]) -> None:
+    """Reorder ``by_name`` in place: its keys in ``order``'s order."""
+    ordered = {name: by_name[name] for name in order if name in by_name}
+    by_name.clear()
+    by_name.update(ordered)
+
+
+@dataclasses.dataclass(frozen=True)
+class Reached:
+    """A remote left out at the start, now connected (``ClusterSet.reach``)."""
+
+    remote: str
+    lanes: list[Cluster]
+    opened: contextlib.AsyncExitStack
 
 
 class ClusterSet:
@@ -69,10 +88,10 @@ class ClusterSet:
     in reverse (the local cluster last). ``async with ClusterSet(config) as clusters: ...``
 
     ``remotes`` (the config's, or only the ones named) are the remotes in use, and only this
-    object changes it: ``start(required=False)`` (``status``, which shows the remotes that
-    answer) leaves out, for good, a remote that does not answer, keeping its error in
-    ``unreachable``. With ``lanes=False`` a remote has one lane (for the commands that only
-    read ends)."""
+    object changes it: ``start(required=False)`` leaves out a remote that does not answer,
+    keeping its error in ``unreachable`` (``status`` shows the remotes that answer; ``syncer
+    run`` copies from them), until ``reach`` and ``adopt`` bring it in. With ``lanes=False``
+    a remote has one lane (for the commands that only read ends)."""
 
     def __init__(
         self,
@@ -81,15 +100,13 @@ class ClusterSet:
         remotes: Collection[str] | None = None,
         lanes: bool = True,
     ) -> None:
-        chosen = [r for r in config.remotes if remotes is None or r.name in remotes]
+        self._chosen = {r.name: r for r in config.remotes if remotes is None or r.name in remotes}
+        self._lanes_on = lanes
         self.local = Cluster(config.local, role="local")
-        self.remotes: dict[str, Cluster] = {r.name: Cluster(r, role="remote") for r in chosen}
+        self.remotes: dict[str, Cluster] = {}
         self.extra_lanes: dict[str, list[Cluster]] = {}  # remote → its lanes beyond the first
-        for remote in chosen:
-            count = remote.connections if lanes else 1
-            self.extra_lanes[remote.name] = [
-                Cluster(remote, role="remote", lane=i) for i in range(1, count)
-            ]
+        for name in self._chosen:
+            self.remotes[name], *self.extra_lanes[name] = self._clients(name)
         self.unreachable: dict[str, UnreachableError] = {}  # ``start(required=False)``
         self._stack: contextlib.AsyncExitStack | None = None
 
@@ -108,6 +125,12 @@ class ClusterSet:
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
 
+    def _clients(self, remote: str) -> list[Cluster]:
+        """A client per lane of ``remote``, not connected yet."""
+        config = self._chosen[remote]
+        count = config.connections if self._lanes_on else 1
+        return [Cluster(config, role="remote", lane=i) for i in range(count)]
+
     def lanes(self, remote: str) -> list[Cluster]:
         """The clients of ``remote``: its first lane, then the extra ones."""
         return [self.remotes[remote], *self.extra_lanes[remote]]
@@ -118,11 +141,13 @@ class ClusterSet:
         is unreachable is left out (``unreachable``) instead of failing the start."""
         if self._stack is not None:
             return
+        for name in list(self.unreachable):  # a start tried again tries them all again
+            self._take_in(name, self._clients(name))
         async with contextlib.AsyncExitStack() as stack:
             await stack.enter_async_context(self.local)
             names = list(self.remotes)
             opened = await asyncio.gather(
-                *(self._open(name) for name in names), return_exceptions=True
+                *(self._open(self.lanes(name)) for name in names), return_exceptions=True
             )
             for result in opened:  # closed with the rest should a remote fail the start
                 if isinstance(result, contextlib.AsyncExitStack):
@@ -135,10 +160,32 @@ class ClusterSet:
                     raise result
             self._stack = stack.pop_all()
 
-    async def _open(self, remote: str) -> contextlib.AsyncExitStack:
-        """Connect every lane of ``remote``; all of them or none stay open."""
+    async def reach(self, remote: str) -> Reached:
+        """Connect every lane of ``remote``, left out by the start, without bringing it in
+        (``adopt`` does: the remotes change only where their users expect it). Raises as
+        the start does (``UnreachableError``, ``AuthenticationError`` ...)."""
+        assert remote in self.unreachable, f"{remote} was not left out"
+        lanes = self._clients(remote)
+        return Reached(remote, lanes, await self._open(lanes))
+
+    def adopt(self, reached: Reached) -> None:
+        """Bring a remote ``reach`` connected in among ``remotes``; closed with the rest."""
+        assert self._stack is not None, "adopted after the stop"
+        self._stack.push_async_callback(reached.opened.aclose)
+        self._take_in(reached.remote, reached.lanes)
+
+    def _take_in(self, remote: str, lanes: list[Cluster]) -> None:
+        """``remote`` among ``remotes`` again, in the configuration's order (the order of
+        trust: settings and group offsets follow the first remote holding them). In place:
+        the topic planner, the settings syncer and the offsets copier hold these dicts."""
+        self.unreachable.pop(remote, None)
+        self.remotes[remote], *self.extra_lanes[remote] = lanes
+        in_order(self.remotes, self._chosen)
+        in_order(self.extra_lanes, self._chosen)
+
+    async def _open(self, lanes: list[Cluster]) -> contextlib.AsyncExitStack:
+        """Connect every lane of a remote; all of them or none stay open."""
         async with contextlib.AsyncExitStack() as stack:
-            lanes = self.lanes(remote)
             results = await asyncio.gather(
                 *(stack.enter_async_context(lane) for lane in lanes), return_exceptions=True
             )

@@ -147,6 +147,12 @@ class MirroredTopics:
             self._last_census[where] = census
         return censuses
 
+    def seed(self, remote: str, census: Census) -> None:
+        """``remote``'s topics as read as it was taken in (left out at the start): what the
+        next refresh falls back on should the remote not answer it (it is then away, its
+        topics left as they were) instead of failing as for a remote never read."""
+        self._last_census[remote_label(remote)] = census
+
     def _answering(self) -> dict[str, Cluster]:
         """The remotes that answered the last refresh (those ``down`` are not asked: each
         ask would wait for its timeout and retries)."""
@@ -313,6 +319,8 @@ class MirroredTopics:
             asked.setdefault(where, set()).update(known)
             asked[where] -= self.halted.keys()
         censuses = censuses or await self._censuses()
+        # a remote left out at the start (not connected yet) has no census: nothing to ask
+        asked = {where: topics for where, topics in asked.items() if where in censuses}
         seen = {where: censuses[where].ids_of(asked[where]) for where in asked}
         self._warn_without_ids(seen)
         self._report_gone(gone_at_remotes(self.ids, seen, asked, LOCAL))

@@ -75,7 +75,7 @@ class OffsetCopier:
         if not mirrored:
             return  # no offset could be committed: nothing is asked of the remotes
         chosen: dict[str, str] = {}
-        for name, remote in self.remotes.items():
+        for name, remote in list(self.remotes.items()):  # a remote may join meanwhile
             for group in await remote.consumer_groups():
                 if self.config.selects(group):
                     chosen.setdefault(group, name)  # the first remote listing it

@@ -19,13 +19,14 @@ import time
 from functools import partial
 from typing import TYPE_CHECKING
 
+from syncer.admin import Census
 from syncer.alignment import StateClock
 from syncer.budget import ByteBudget
-from syncer.clusters import TP, ClusterSet
+from syncer.clusters import TP, ClusterSet, Reached, in_order
 from syncer.config import Config
 from syncer.coordination import GroupMember
 from syncer.copier import PartitionCopier
-from syncer.errors import PartitionHalted, SyncerError
+from syncer.errors import PartitionHalted, SyncerError, UnreachableError
 from syncer.events import DEFAULT_MAX_QUEUED, EventHub, Subscription
 from syncer.fetcher import Fetcher
 from syncer.holes import RemoteEnds
@@ -54,6 +55,7 @@ log = logging.getLogger(__name__)
 # doubling while it keeps failing, up to the refresh interval: at start no partition is
 # copied until one succeeds (at 30 s, a cluster back in 2 s cost a member half a minute)
 REFRESH_RETRY_S = 1.0
+REACH_RETRY_S = 30.0  # between attempts to connect a remote left out at the start
 
 
 class Syncer:
@@ -82,6 +84,9 @@ class Syncer:
         self._running: contextlib.AsyncExitStack | None = None  # what start opened
         self.topics = MirroredTopics(config.topics, self.local, self.remotes)
         self.member: GroupMember | None = None
+        # remotes left out at start, connected since (with their topics as then read)
+        self._reached: dict[str, tuple[Reached, Census]] = {}
+        self._nudge = asyncio.Event()  # set when one is: the refresh loop takes it in
         # one measured health per remote, shared by every partition of this process
         self.health = {
             r.name: SourceHealth(r.name, rank, r.connections, watcher=self.hub.remote_changed)
@@ -128,12 +133,21 @@ class Syncer:
 
     async def start(self) -> None:
         """Connect to every cluster, load the writer identity, and start the writer and the
-        fetchers; idempotent. Should any of it fail, what was started is stopped."""
+        fetchers; idempotent. Should any of it fail, what was started is stopped. Outside a
+        group, a remote that is unreachable while another answers is left out (``run``
+        tries it again and takes it in once it answers; ``catch_up`` raises its
+        ``UnreachableError``)."""
         if self._running is not None:
             return
         self._started_at = time.monotonic()
         async with contextlib.AsyncExitStack() as stack:
-            await stack.enter_async_context(self.clusters)
+            # in a group every remote must answer: its leader hands out only the topics
+            # every member mirrors, so a member without one remote would hold that remote's
+            # own topics back from the whole group
+            await self.clusters.start(required=self.config.coordination.enabled)
+            stack.push_async_callback(self.clusters.stop)
+            if not self.remotes:  # not one answers: a wrong address, most likely
+                raise next(iter(self.clusters.unreachable.values()))
             self._identity = await retried(
                 partial(load_identity, self.local, self.config.state_topic, self.config.name),
                 what="loading the writer identity",
@@ -205,6 +219,8 @@ class Syncer:
         selected partition, in this process (a group, if configured, is not joined; running
         beside the group's members is safe: the shared writer identity dedupes)."""
         await self.start()
+        if self.clusters.unreachable:  # its ends are part of the snapshot
+            raise next(iter(self.clusters.unreachable.values()))
         await self.refresh_topics()
         targets = {tp: c.status.remote_end for tp, c in self.copiers.items()}
         for tp, copier in self.copiers.items():
@@ -233,12 +249,17 @@ class Syncer:
         self.topics.staged = self.member is None  # see MirroredTopics.staged: not in a group
         # the group's coordinator asked for while the first refresh creates the local topics
         side = [asyncio.create_task(self.member.announce(self.local))] if self.member else []
+        if self.clusters.unreachable:
+            side.append(asyncio.create_task(self._reach_left_out(), name="reach-remotes"))
         if self.config.groups.include:
             side.append(asyncio.create_task(self.offsets.run(self._stop), name="group-offsets"))
         try:
             await self._run_until_stopped()
         finally:
             await cancel_and_wait(*side)
+            for reached, _census in self._reached.values():  # connected, never taken in
+                await reached.opened.aclose()
+            self._reached.clear()
         if self.member is not None and self.member.failed is not None:
             raise self.member.failed
         return self.summary()
@@ -246,6 +267,7 @@ class Syncer:
     async def _run_until_stopped(self) -> None:
         failed = 0  # topic refreshes failed in a row (a cluster away: tried again sooner)
         while not self._stop.is_set():
+            await self._adopt_reached()
             try:
                 await unless_stopped(self.refresh_topics(), self._stop, "topic-refresh")
                 failed = 0
@@ -267,11 +289,73 @@ class Syncer:
             wait = self.topics.next_refresh_s
             if failed:  # 1, 2, 4 ... s, up to the refresh interval
                 wait = min(wait, REFRESH_RETRY_S * 2 ** min(failed - 1, 10))
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stop.wait(), wait)
+            await self._sleep(wait)
         for copier in self.copiers.values():
             copier.request_stop()
         await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+
+    async def _reach_left_out(self) -> None:
+        """Try the remotes left out at the start, all at once, every ``REACH_RETRY_S``
+        until each has answered, its topics read too; each one reached wakes the refresh
+        loop, where ``_adopt_reached`` takes it in."""
+        for name, exc in self.clusters.unreachable.items():
+            log.warning(
+                "remote %s left out at start (%s): copying from the others, and trying it"
+                " again every %.0f s",
+                name,
+                exc,
+                REACH_RETRY_S,
+            )
+        while True:
+            left = sorted(self.clusters.unreachable.keys() - self._reached.keys())
+            if not left:
+                return
+            await asyncio.gather(*(self._reach(name) for name in left))
+            await asyncio.sleep(REACH_RETRY_S)
+
+    async def _reach(self, name: str) -> None:
+        try:
+            reached = await self.clusters.reach(name)
+        except UnreachableError as exc:
+            log.info("remote %s still left out: %s", name, exc)
+            return
+        except Exception as exc:  # credentials refused, too old ...: what an operator fixes
+            log.error("remote %s left out: %s", name, exc)
+            return
+        try:  # read once here, so that the refresh that takes it in has a census to fall
+            census = await reached.lanes[0].topic_census()  # back on should it go away
+        except Exception as exc:
+            await reached.opened.aclose()
+            log.info("remote %s still left out: its topics not read: %s", name, exc)
+            return
+        self._reached[name] = (reached, census)
+        self._nudge.set()
+
+    async def _adopt_reached(self) -> None:
+        """Take in the remotes reached since the last refresh, with their fetchers: the
+        refresh then reads their topics, and copiers of the topics they hold start again
+        with them (``_renew_copiers``), as for a remote that comes to hold a topic."""
+        for name in list(self._reached):
+            assert self._running is not None
+            reached, census = self._reached.pop(name)
+            self.clusters.adopt(reached)
+            self.topics.seed(name, census)
+            self._fetchers[name] = await self._running.enter_async_context(self._lanes(name))
+            in_order(self._fetchers, self.remotes)
+            log.warning("remote %s answers now: its topics join the copy", name)
+
+    async def _sleep(self, seconds: float) -> None:
+        """Until the next refresh: ``seconds``, or less if a stop is asked for or a remote
+        left out at the start answers."""
+        stopped = asyncio.ensure_future(self._stop.wait())
+        nudged = asyncio.ensure_future(self._nudge.wait())
+        try:
+            await asyncio.wait(
+                (stopped, nudged), timeout=seconds, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            await cancel_and_wait(stopped, nudged)
+        self._nudge.clear()
 
     def request_stop(self) -> None:
         """Ask ``run`` to drain and return; safe to call from a signal handler."""
@@ -454,8 +538,10 @@ class Syncer:
             name=self.config.name,
             partitions=tuple(s.copy() for s in self.statuses()),
             remotes=tuple(
-                RemoteStatus.of(
-                    health, now, connections.get(name, 0), fetched.get(name), self.rates[name]
+                self._left_out(
+                    RemoteStatus.of(
+                        health, now, connections.get(name, 0), fetched.get(name), self.rates[name]
+                    )
                 )
                 for name, health in self.health.items()
             ),
@@ -467,6 +553,15 @@ class Syncer:
             buffer_limit=self.memory.limit,
             producer_id_expiration_ms=self.state_clock.expiration_ms,
             topics=self.topics.drift.copy(),
+        )
+
+    def _left_out(self, status: RemoteStatus) -> RemoteStatus:
+        """A remote left out at the start is shown so until it is taken in."""
+        exc = self.clusters.unreachable.get(status.name)
+        if exc is None:
+            return status
+        return dataclasses.replace(
+            status, healthy=False, state="left out at start", last_error=str(exc)
         )
 
     def summary(self) -> Summary:

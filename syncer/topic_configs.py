@@ -64,7 +64,7 @@ async def read_settings(
         name: await cluster.topic_setting_sources(
             [t for t in topics if name in sources.get(t, ())], keys
         )
-        for name, cluster in remotes.items()
+        for name, cluster in list(remotes.items())  # a remote may be taken in meanwhile
     }
     return SettingsRead(here, there)
 

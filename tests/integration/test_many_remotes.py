@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from syncer import syncer as syncer_module
+from syncer.errors import UnreachableError
 from syncer.status import State
 from syncer.syncer import Syncer
 from syncer.testbed import ClusterSpec, Testbed
@@ -394,3 +396,82 @@ async def test_a_remote_that_holds_a_topic_only_later_serves_its_copiers(
     assert status.served.get("west", 0) > 50 * 300, status.served  # bytes: all 50 records
     assert await partition_digests(local, topic) == await partition_digests(west, topic)
     assert kcat_lines(local, topic, 0) == kcat_lines(west, topic, 0)
+
+
+async def test_a_remote_down_at_start_is_left_out_and_joins_once_it_answers(
+    local: str, west: str, topic: str, doomed: Testbed, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One of two remotes is down as the daemon starts (a restart during a remote's
+    outage). Before 2026-12-07 the start failed (exit 4), so nothing was copied from the
+    remote that answered either. Now the daemon copies from west, tries the other again,
+    and once it answers takes it in: its topics' copiers start again with it, and a topic
+    only it holds is created and copied."""
+    monkeypatch.setattr(syncer_module, "REACH_RETRY_S", 1.0)
+    late = doomed.clusters["doomed"]
+    own = f"{topic}.own"  # held by the late remote alone
+    await create_topic(west, topic)
+    await fill(west, topic, 300)
+    await mirror(west, late.bootstrap, topic)  # the same 300 records, at the same offsets
+    await create_topic(late.bootstrap, own)
+    await fill(late.bootstrap, own, 100)
+    await asyncio.to_thread(late.stop)
+    config = make_config(
+        local,
+        {"late": late.bootstrap, "west": west},
+        [topic, own],
+        topics={"include": [topic, own], "refresh_interval_s": 300},  # taken in at once
+        copier=SMALL_CHUNKS,
+    )
+    syncer = Syncer(config)
+
+    def end(of: str = topic) -> int | None:
+        return next((s.local_end for s in syncer.statuses() if s.tp.topic == of), None)
+
+    def shown(name: str) -> str:
+        return next(r.state for r in syncer.snapshot().remotes if r.name == name)
+
+    async with running(syncer):
+        assert list(syncer.clusters.unreachable) == ["late"]
+        assert shown("late") == "left out at start" and shown("west") != shown("late")
+        await until(lambda: end() == 300, "west's records copied", 60)
+        await asyncio.to_thread(doomed.restart, "doomed")  # stopped already: started
+        await fill(late.bootstrap, topic, 50, start=300)  # held by the late remote alone
+        await until(lambda: end() == 350, "the late remote's records", 60)
+        await until(lambda: end(own) == 100, "the late remote's own topic", 30)
+        assert not syncer.clusters.unreachable and shown("late") != "left out at start"
+        assert list(syncer.remotes) == ["late", "west"]  # the configuration's order
+    status, mine = (next(s for s in syncer.statuses() if s.tp.topic == t) for t in (topic, own))
+    assert status.state is not State.HALTED, status.error
+    assert status.served.get("late", 0) >= 50 * 300, status.served  # bytes: all 50 records
+    assert mine.state is not State.HALTED and mine.served.get("late", 0) >= 100 * 300
+    for t in (topic, own):
+        assert await partition_digests(local, t) == await partition_digests(late.bootstrap, t)
+        assert kcat_lines(local, t, 0) == kcat_lines(late.bootstrap, t, 0)
+
+
+async def test_a_catch_up_or_a_start_with_no_remote_answering_fails_unreachable(
+    local: str, west: str, topic: str, doomed: Testbed
+) -> None:
+    """A one-shot catch-up copies to the ends seen at its start: with a remote missing
+    they are not known, so it fails as before (exit 4). So does a start with no remote
+    answering (a wrong address, most likely), and a member of a group with any remote
+    away (the group hands out only the topics every member mirrors)."""
+    late = doomed.clusters["doomed"]
+    await create_topic(west, topic)
+    await asyncio.to_thread(late.stop)
+    both = Syncer(make_config(local, {"late": late.bootstrap, "west": west}, [topic]))
+    async with both:
+        with pytest.raises(UnreachableError, match="remote cluster 'late'"):
+            await both.catch_up()
+    with pytest.raises(UnreachableError, match="remote cluster 'late'"):
+        async with Syncer(make_config(local, {"late": late.bootstrap}, [topic])):
+            pass
+    grouped = make_config(
+        local,
+        {"late": late.bootstrap, "west": west},
+        [topic],
+        coordination={"group": f"g-{topic}"},
+    )
+    with pytest.raises(UnreachableError, match="remote cluster 'late'"):
+        async with Syncer(grouped):
+            pass

@@ -113,6 +113,44 @@ async def test_not_required_an_unreachable_remote_is_left_out_with_its_error(
     assert sorted(brokers.closed) == sorted(brokers.opened)
 
 
+async def test_a_remote_left_out_is_reached_later_and_taken_in_in_the_configs_order(
+    brokers: Brokers,
+) -> None:
+    """``syncer run`` copies from the remotes that answer and tries the others again: a
+    remote reached is connected on every lane but not among ``remotes`` until adopted,
+    then sits where the configuration puts it (the order of trust), closed with the rest."""
+    brokers.failing["east/0"] = unreachable("east")
+    clusters = ClusterSet(CONFIG)
+    await clusters.start(required=False)
+    with pytest.raises(UnreachableError):  # still away
+        await clusters.reach("east")
+    del brokers.failing["east/0"]
+    reached = await clusters.reach("east")
+    assert [c.lane for c in reached.lanes] == [0, 1, 2]
+    assert list(clusters.remotes) == ["west"] and list(clusters.unreachable) == ["east"]
+    clusters.adopt(reached)
+    assert list(clusters.remotes) == ["east", "west"] and clusters.unreachable == {}
+    assert clusters.lanes("east") == reached.lanes
+    assert clusters.open_connections().keys() == {"east", "west"}
+    await clusters.stop()
+    assert sorted(brokers.closed) == sorted(brokers.opened)
+    assert brokers.closed[-1] == "local/0"
+
+
+async def test_a_start_tried_again_tries_the_remotes_left_out_again(brokers: Brokers) -> None:
+    """A start that left a remote out, then failed further on (the caller stopped it), and
+    is tried again: the remote is asked again, not taken as gone for good."""
+    brokers.failing = {"east/0": unreachable("east")}
+    clusters = ClusterSet(CONFIG)
+    await clusters.start(required=False)
+    await clusters.stop()
+    brokers.failing = {}
+    await clusters.start(required=False)
+    assert list(clusters.remotes) == ["east", "west"] and clusters.unreachable == {}
+    assert [c.lane for c in clusters.lanes("east")] == [0, 1, 2]
+    await clusters.stop()
+
+
 async def test_not_required_still_fails_on_what_is_not_a_remote_being_down(
     brokers: Brokers,
 ) -> None:
