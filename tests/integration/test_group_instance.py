@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
 
 from aiokafka.structs import TopicPartition
 
 from syncer.config import Config
 from syncer.coordination import GroupMember, InstanceIdTaken
 from syncer.errors import ExitCode, SyncerError
-from tests.kafka_helpers import create_topic
+from tests.kafka_helpers import create_topic, until
 
 PARTITIONS = 4
 SESSION_MS = 6_000  # the broker's least (group.min.session.timeout.ms)
@@ -63,13 +62,6 @@ class Recorded:
         return self.member.assigned
 
 
-async def eventually(what: str, check: Callable[[], bool], within_s: float) -> None:
-    deadline = time.monotonic() + within_s
-    while not check():
-        assert time.monotonic() < deadline, f"not within {within_s:.0f} s: {what}"
-        await asyncio.sleep(0.1)
-
-
 async def test_a_second_process_with_the_same_instance_id_makes_the_first_leave(
     local: str, topic: str
 ) -> None:
@@ -79,9 +71,9 @@ async def test_a_second_process_with_the_same_instance_id_makes_the_first_leave(
     first, second = Recorded(config), Recorded(config)
     try:
         await first.member.subscribe([topic])
-        await eventually("the first owns every partition", lambda: first.owns == want, 30)
+        await until(lambda: first.owns == want, "the first owning every partition", 30)
         await second.member.subscribe([topic])
-        await eventually("the first left", lambda: bool(first.failures), 20)
+        await until(lambda: bool(first.failures), "the first leaving", 20)
         failed = first.failures[0]
         assert isinstance(failed, InstanceIdTaken) and first.member.failed is failed
         assert failed.exit_code == ExitCode.CONFIG
@@ -111,7 +103,7 @@ async def test_a_static_member_whose_session_expired_joins_again(local: str, top
     alone = Recorded(static_config(local, f"g-{topic}", "lonely"))
     try:
         await alone.member.subscribe([topic])
-        await eventually("it owns every partition", lambda: alone.owns == want, 30)
+        await until(lambda: alone.owns == want, "it owning every partition", 30)
         consumer = alone.member._consumer
         assert consumer is not None
         coordinator = consumer._coordinator
@@ -126,10 +118,8 @@ async def test_a_static_member_whose_session_expired_joins_again(local: str, top
 
         coordinator._do_heartbeat = stall_once
         held = set(alone.member._held)
-        await eventually(
-            "it joined again as a new member", lambda: alone.member._held - held != set(), 40
-        )
-        await eventually("it owns every partition again", lambda: alone.owns == want, 10)
+        await until(lambda: alone.member._held - held != set(), "a join as a new member", 40)
+        await until(lambda: alone.owns == want, "it owning every partition again", 10)
         assert alone.given_up, "it gave its partitions up when it heard it was dropped"
         assert not alone.failures and alone.member.failed is None
         assert alone.member.replaced == 0, "the same client joined again"
