@@ -43,14 +43,24 @@ from syncer.protocol.common import (
 NOT_APPENDED = {
     UNKNOWN_TOPIC_OR_PARTITION,
     LEADER_NOT_AVAILABLE,
-    NOT_LEADER_OR_FOLLOWER,
     NOT_ENOUGH_REPLICAS,
     FENCED_LEADER_EPOCH,
     UNKNOWN_LEADER_EPOCH,
 }
 TOO_LARGE = {MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE}
-# the broker may have appended it (to the leader's log) without being able to say so
-MAYBE_APPENDED = {REQUEST_TIMED_OUT, NETWORK_EXCEPTION, NOT_ENOUGH_REPLICAS_AFTER_APPEND}
+# the broker may have appended it (to the leader's log) without being able to say so.
+# NOT_LEADER_OR_FOLLOWER is one of them: an acks=all write the leader appended waits for its
+# in-sync replicas (Kafka's ``DelayedProduce``), and if the leader moves meanwhile it is
+# answered so (``Partition.checkEnoughReplicasReachOffset`` with no local leader log), though
+# a follower that took it before the move holds it, now as the new leader's, perhaps above
+# its high watermark: sent again while the broker holds no producer state for us, it would
+# land twice
+MAYBE_APPENDED = {
+    REQUEST_TIMED_OUT,
+    NETWORK_EXCEPTION,
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+    NOT_LEADER_OR_FOLLOWER,
+}
 # the log the write named by topic id is gone (the topic was deleted, or recreated under its
 # name): nothing was appended, and no later try can put it in that log; halt. Kafka's own
 # client retries it (a metadata error), so this is decided here, not by ``retriable``

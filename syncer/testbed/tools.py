@@ -195,6 +195,28 @@ def elect_leaders(
         return _run_tool(cmd, "kafka-leader-election")
 
 
+def quorum_leader(bootstrap: str, *, jars: KafkaJars | None = None) -> int:
+    """The node id of the active KRaft controller (kafka-metadata-quorum describe
+    --status: its LeaderId). A test that pauses a node of a combined cluster keeps it off
+    that node, or every controller call waits for the quorum to elect another."""
+    jars = (jars or KafkaJars.default()).ensure()
+    main = "org.apache.kafka.tools.MetadataQuorumCommand"
+    report = _run_tool(
+        tool_command(jars, main, "--bootstrap-server", bootstrap, "describe", "--status"),
+        "kafka-metadata-quorum",
+    )
+    return parse_quorum_leader(report)
+
+
+def parse_quorum_leader(report: str) -> int:
+    """The LeaderId of a kafka-metadata-quorum --status report."""
+    for line in report.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "LeaderId":
+            return int(value)
+    raise TestbedError(f"kafka-metadata-quorum named no leader: {report.strip()[:200]}")
+
+
 def reassign_partitions(
     bootstrap: str,
     moves: Mapping[tuple[str, int], Sequence[int]],

@@ -24,15 +24,18 @@ from pathlib import Path
 import pytest
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.protocol.admin import AlterPartitionReassignmentsRequest
 from aiokafka.structs import TopicPartition
 
 from syncer import Syncer
 from syncer.clusters import Cluster
 from syncer.config import ClusterConfig, Config
+from syncer.errors import TransientClusterError
 from syncer.status import PartitionStatus, State
 from syncer.testbed import ClusterSpec, Testbed
 from syncer.testbed.bed import free_port
 from syncer.testbed.proxy import LinkProxy
+from syncer.testbed.tools import quorum_leader
 from tests.conftest import cluster_of, three_nodes
 from tests.integration.test_multinode import wait_placed
 from tests.kafka_helpers import (
@@ -353,16 +356,18 @@ PAUSED = 3  # follows the partition, leads nothing of it
 WAITING = "not yet taken by every in-sync replica"
 
 
-async def led_off_the_paused(local: str, *topics: str) -> None:
-    """``topics``, one partition each, on the local cluster: node 1 leads, nodes 2 and
-    ``PAUSED`` follow, all three in sync."""
-    placed = {0: [1, 2, PAUSED]}
+async def led_off_the_paused(
+    local: str, *topics: str, placed: tuple[int, int, int] = (1, 2, PAUSED)
+) -> None:
+    """``topics``, one partition each, on the local cluster: node ``placed[0]`` (1) leads,
+    the others (2 and ``PAUSED``) follow, all three in sync."""
+    replicas = {0: list(placed)}
     admin = AIOKafkaAdminClient(bootstrap_servers=local)
     await admin.start()
     try:
         await admin.create_topics(
             [
-                NewTopic(t, num_partitions=-1, replication_factor=-1, replica_assignments=placed)
+                NewTopic(t, num_partitions=-1, replication_factor=-1, replica_assignments=replicas)
                 for t in topics
             ]
         )
@@ -379,8 +384,14 @@ def paused_proof_reader(local: str) -> Cluster:
 
 
 async def ends_of(reader: Cluster, tp: TopicPartition) -> tuple[int, int]:
-    """The high watermark of ``tp`` and its leader's log end."""
-    return (await reader.latest([tp]))[tp], await reader.log_end(tp)
+    """The high watermark of ``tp`` and its leader's log end (asked again, the leaders
+    refreshed, while the answer is that the leader moved or is not there yet)."""
+    for _ in range(20):
+        try:
+            return (await reader.latest([tp]))[tp], await reader.log_end(tp)
+        except TransientClusterError:  # LeaderMoved, LEADER_NOT_AVAILABLE
+            await asyncio.sleep(0.5)
+    raise AssertionError(f"{tp}: the leader never settled")
 
 
 def ends_at(
@@ -526,6 +537,92 @@ async def test_a_write_a_killed_process_left_above_the_high_watermark_is_not_wri
             first.stop()
         assert await ends() == (10, 10)
     await wait_placed(local, topic, lambda ps: all(len(p.isr) == 3 for p in ps))
+    copied = await assert_prefix_of_remote(local, east, topic)
+    assert [r.offset for r in copied] == list(range(10))
+
+
+async def leader_removed(
+    bootstrap: str, node: int, tp: TopicPartition, replicas: list[int]
+) -> None:
+    """``tp`` reassigned to ``replicas`` (without its leader: the controller elects one of
+    them at once), asked of ``node`` alone (aiokafka's own request; Kafka's tools would
+    route it to any node, the paused one too; aiokafka's own metadata refresh may ask that
+    one: given up on after 3 s)."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=3000)
+    await admin.start()
+    partitions = [(tp.partition, replicas, {})]
+    request = AlterPartitionReassignmentsRequest(30_000, [(tp.topic, partitions, {})], {})
+    try:
+        response = await admin._send_request_to_node(node, request)
+    finally:
+        await admin.close()
+    assert response.error_code == 0, response
+    errors = [p[1] for _name, partitions, _tags in response.responses for p in partitions]
+    assert errors == [0], response
+
+
+async def test_a_write_answered_by_a_leader_that_moved_is_not_written_again_behind_itself(
+    forgetful3: Testbed, east: str, topic: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An acks=all write the leader appended waits for its in-sync replicas (Kafka's
+    ``DelayedProduce``); if the leader moves meanwhile, it is answered
+    NOT_LEADER_OR_FOLLOWER (the old leader has no leader log any more), though the follower
+    that took it before the move now leads with it above its high watermark. Here one node
+    leads, one follows, and one follower is paused (SIGSTOP; not the active controller):
+    offsets 5..9 (two days old) are appended by the leader and taken by the follower; then
+    the partition is reassigned to the follower and the paused node, so the follower leads
+    while the write waits. The broker keeps no producer state for records that old (5 s
+    here), so nothing fences a repeat: the write must be taken as "may have landed" and
+    what landed read back before anything is sent again. (Kafka's new leader refuses to list
+    offsets until its high watermark reaches the start of its epoch, which also keeps a
+    copier that reads the local end from sending 5..9 again; a copier that trusted a "not
+    appended" verdict and sent them again at once put them at local offset 10, behind their
+    own first copy.)"""
+    cluster = cluster_of(forgetful3)
+    local = cluster.bootstrap
+    tp = TopicPartition(topic, 0)
+    controller = await asyncio.to_thread(quorum_leader, local, jars=forgetful3.jars)
+    paused = max(n for n in (1, 2, 3) if n != controller)
+    leader, follower = (n for n in (1, 2, 3) if n != paused)
+    await create_topic(east, topic, 1)
+    await led_off_the_paused(local, topic, placed=(leader, follower, paused))
+    await one_batch(east, topic, [(b"v%d" % i, days_ago(2)) for i in range(5)])
+    # a request routed to the paused node is given up after 20 s: the write's answer comes
+    # from the broker as the leader moves, not from a timeout of ours
+    config = make_config(local, {"east": east}, [topic])
+    syncer = Syncer(replace(config, local=replace(config.local, request_timeout_ms=20_000)))
+    async with paused_proof_reader(local) as reader, syncer:
+        running = asyncio.create_task(syncer.run())
+        pid = cluster.node(paused).pid
+        assert pid is not None
+        try:
+            await until(lambda: first_status(syncer, "local_end") == 5, "the first five", 60)
+            (status,) = syncer.statuses()
+            os.kill(pid, signal.SIGSTOP)
+            try:
+                await one_batch(east, topic, [(b"v%d" % i, days_ago(2)) for i in range(5, 10)])
+                # appended by the leader, held above the high watermark by the paused follower
+                await poll_until("5..9 appended", ends_at(reader, tp, (5, 10)), 30)
+                await leader_removed(cluster.node(leader).direct, leader, tp, [follower, paused])
+                await until(
+                    lambda: "NOT_LEADER_OR_FOLLOWER" in caplog.text, "the moved leader's answer", 20
+                )
+                # a write sent again lands at once, behind its first copy (the new leader
+                # holds no producer state for records that old); its answer waits
+                await asyncio.sleep(3)
+            finally:
+                os.kill(pid, signal.SIGCONT)
+            await until(lambda: status.local_end >= 10 or status.state is State.HALTED, "10", 60)
+            await asyncio.sleep(2)  # a second copy's answer would follow its first by now
+            assert status.state is not State.HALTED, status.error
+            assert status.local_end == 10
+        finally:
+            os.kill(pid, signal.SIGCONT)
+            syncer.request_stop()
+            await asyncio.wait_for(running, 60)
+        assert await ends_of(reader, tp) == (10, 10), "5..9 written again behind themselves"
+    (placed,) = await wait_placed(local, topic, lambda ps: len(ps[0].isr) == 2)
+    assert (placed.leader, placed.replicas) == (follower, (follower, paused)), placed
     copied = await assert_prefix_of_remote(local, east, topic)
     assert [r.offset for r in copied] == list(range(10))
 

@@ -41,7 +41,7 @@ DAY_MS = 86_400_000
         (DUPLICATE_SEQUENCE, -1, False, Outcome.DUPLICATE),
         (MESSAGE_TOO_LARGE, -1, False, Outcome.TOO_LARGE),
         (RECORD_LIST_TOO_LARGE, -1, False, Outcome.TOO_LARGE),
-        (NOT_LEADER_OR_FOLLOWER, -1, True, Outcome.NOT_LANDED),
+        (NOT_LEADER_OR_FOLLOWER, -1, True, Outcome.UNKNOWN),
         (NOT_ENOUGH_REPLICAS, -1, True, Outcome.NOT_LANDED),
         (REQUEST_TIMED_OUT, -1, True, Outcome.UNKNOWN),
         (NOT_ENOUGH_REPLICAS_AFTER_APPEND, -1, True, Outcome.UNKNOWN),
@@ -163,6 +163,16 @@ def test_a_partition_short_of_in_sync_replicas_waits_and_says_why() -> None:
         "local NOT_ENOUGH_REPLICAS_AFTER_APPEND (appended, then the in-sync replicas fell"
         " below min.insync.replicas)"
     )
+
+
+def test_a_write_answered_by_a_leader_that_moved_may_have_landed() -> None:
+    """An acks=all write the leader appended, answered NOT_LEADER_OR_FOLLOWER when the
+    leader moved before its in-sync replicas took it (Kafka's ``DelayedProduce``), may sit
+    on the new leader: read back and checked, never simply sent again."""
+    verdict = judge(100, NOT_LEADER_OR_FOLLOWER, -1, True)
+    assert verdict.outcome is Outcome.UNKNOWN
+    assert not verdict.outcome.halts
+    assert waiting_for(NOT_LEADER_OR_FOLLOWER) == "local NOT_LEADER_OR_FOLLOWER (the leader moved)"
 
 
 @pytest.mark.parametrize("code", [NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT, KAFKA_STORAGE_ERROR])

@@ -19,7 +19,12 @@ from syncer.testbed.jars import KafkaJars
 from syncer.testbed.ops import parse_replicas
 from syncer.testbed.process import is_our_java
 from syncer.testbed.quorum import quorum_voters, rack_of, replication_properties
-from syncer.testbed.tools import election_json, reassignment_done, reassignment_json
+from syncer.testbed.tools import (
+    election_json,
+    parse_quorum_leader,
+    reassignment_done,
+    reassignment_json,
+)
 
 
 def props_of(text: str) -> dict[str, str]:
@@ -189,6 +194,16 @@ def test_a_reassignment_is_done_when_every_partition_says_so() -> None:
     assert reassignment_done(done)
     assert not reassignment_done(going)
     assert not reassignment_done("Status of partition reassignment:\n")
+
+
+def test_the_active_controller_is_the_quorum_reports_leader() -> None:
+    report = (
+        "ClusterId:              q1\nLeaderId:               2\nLeaderEpoch:            4\n"
+        'HighWatermark:          311\nCurrentVoters:          [{"id": 1}, {"id": 2}]\n'
+    )
+    assert parse_quorum_leader(report) == 2
+    with pytest.raises(TestbedError, match="named no leader"):
+        parse_quorum_leader("ClusterId: q1\n")
 
 
 def test_free_ports_are_never_handed_out_twice(monkeypatch: pytest.MonkeyPatch) -> None:
