@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test test-multinode unit integration lint docs dist test-matrix chaos chaos-brokers bench bench-catchup bench-remotes bench-wan bench-steady bench-scale bench-caps clean testbed-down
+.PHONY: run test test-long test-multinode unit integration lint docs dist test-matrix chaos chaos-brokers bench bench-catchup bench-remotes bench-wan bench-steady bench-scale bench-caps clean testbed-down
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,9 +18,13 @@ run: $(STAMP)
 	$(BIN)/syncer -v testbed demo --state .run
 
 # Unit tests, then integration tests against real brokers started by the test bed; of the
-# multi-node fault tests, all but the longest (marked long_multinode: make test-multinode).
+# multi-node fault tests, all but the longest (marked long_multinode: make test-long).
 test: $(STAMP)
 	$(BIN)/pytest -q -p no:cacheprovider --durations=25 -m "not long_multinode" tests/unit tests/integration
+
+# The longest multi-node fault runs, the ones `make test` leaves out (CI runs both).
+test-long: $(STAMP)
+	$(BIN)/pytest -q -p no:cacheprovider --durations=10 -m long_multinode tests/integration
 
 # Every test on 3-node clusters (leader moves, broker kills, rolling restarts, ISR, unclean
 # elections, racks), the long ones included; `make test` runs all but those marked long.

@@ -158,6 +158,7 @@ def start_member(tmp_path: Path, group: Group, daemons: list[Daemon]) -> Daemon:
     return daemons[-1]
 
 
+@pytest.mark.long_multinode
 async def test_kill_9_of_the_group_coordinator_moves_the_group_and_duplicates_nothing(
     local3: Testbed,
     east: str,

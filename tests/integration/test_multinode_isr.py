@@ -27,6 +27,7 @@ import logging
 import time
 from collections import defaultdict
 
+import pytest
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from syncer.config import CopierConfig
@@ -83,6 +84,7 @@ async def watch(syncer: Syncer, seen: dict[int, set[str]], stop: asyncio.Event) 
         await asyncio.sleep(0.05)
 
 
+@pytest.mark.long_multinode
 async def test_too_few_in_sync_replicas_waits_says_why_and_resumes_without_duplicates(
     local3: Testbed, east: str, topic: str
 ) -> None:

@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import time
 
+import pytest
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
@@ -83,6 +84,7 @@ def kcat_offsets(bootstrap: str, topic: str, partition: int) -> list[int]:
     return [int(line) for line in out.stdout.split()]
 
 
+@pytest.mark.long_multinode
 async def test_an_unclean_election_on_the_remote_halts_the_partitions_it_shortened_or_replaced(
     remote3: Testbed, local: str, topic: str
 ) -> None:
