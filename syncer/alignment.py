@@ -39,7 +39,9 @@ from syncer.protocol.common import (
     UNKNOWN_TOPIC_OR_PARTITION,
 )
 
-# refused before anything was appended: the write certainly did not land
+# refused before anything was appended: the write did not land (UNKNOWN_TOPIC_OR_PARTITION
+# also answers a write the leader appended when the topic is deleted while it waits: the log
+# it may be in is gone, and a topic recreated halts the partition, by topic id or end)
 NOT_APPENDED = {
     UNKNOWN_TOPIC_OR_PARTITION,
     LEADER_NOT_AVAILABLE,

@@ -514,14 +514,17 @@ async def test_room_now_says_what_room_would_wait_for() -> None:
 async def lost(w: PartitionWrites, writer: StandInWriter, sent: Sent, how: str = "waited") -> None:
     """``sent`` written and its answer lost, then the writes settled. ``how``: the loss met
     waiting for the answer (``drain``), or judging it as it came (``check_done``); the
-    broker's own timeout answered (REQUEST_TIMED_OUT: it may have landed); or lost behind
-    a write refused before it (found among those in flight as they settle)."""
+    broker's own timeout answered (REQUEST_TIMED_OUT: it may have landed); the leader moved
+    while it waited for its in-sync replicas (NOT_LEADER_OR_FOLLOWER: appended, perhaps
+    taken by the new leader); or lost behind a write refused before it (found among those
+    in flight as they settle)."""
     if how == "behind":
         w.submit(sent._replace(next_offset=sent.base_offset), b"raw")  # nothing of its own
-        writer.sent[-1].set_result(ProduceResult(NOT_LEADER_OR_FOLLOWER, -1))
+        writer.sent[-1].set_result(ProduceResult(NOT_ENOUGH_REPLICAS, -1))  # not appended
     w.submit(sent, b"raw")
-    if how in ("answered", "duplicate"):  # "may have landed"; "the broker holds it already"
-        code = REQUEST_TIMED_OUT if how == "answered" else DUPLICATE_SEQUENCE
+    answers = {"answered": REQUEST_TIMED_OUT, "moved": NOT_LEADER_OR_FOLLOWER}
+    if how in (*answers, "duplicate"):  # "may have landed"; "the broker holds it already"
+        code = answers.get(how, DUPLICATE_SEQUENCE)
         writer.sent[-1].set_result(ProduceResult(code, -1))
     else:
         writer.sent[-1].set_exception(TransientClusterError("request timed out"))
@@ -545,7 +548,7 @@ def no_poll_wait(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.usefixtures("no_poll_wait")
-@pytest.mark.parametrize("how", ["waited", "judged", "answered", "duplicate", "behind"])
+@pytest.mark.parametrize("how", ["waited", "judged", "answered", "moved", "duplicate", "behind"])
 async def test_a_lost_write_of_old_records_above_the_high_watermark_is_waited_for(
     how: str,
 ) -> None:
