@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 from aiokafka import AIOKafkaProducer
@@ -57,6 +58,7 @@ from tests.kafka_helpers import (
 )
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 DAY_MS = 86_400_000
 EXPIRY_MS = 5000
@@ -387,25 +389,24 @@ def paused_proof_reader(local: str) -> Cluster:
     return Cluster(ClusterConfig(local, name="reader", request_timeout_ms=3000), role="test")
 
 
-async def ends_of(reader: Cluster, tp: TopicPartition) -> tuple[int, int]:
-    """The high watermark of ``tp`` and its leader's log end (asked again, the leaders
-    refreshed, while the answer is that the leader moved or is not there yet)."""
+async def through_moves(tp: TopicPartition, ask: Callable[[], Awaitable[T]]) -> T:
+    """``ask()``'s answer, asked again (the leaders refreshed) while the answer is that
+    ``tp``'s leader moved or is not there yet (LeaderMoved, LEADER_NOT_AVAILABLE)."""
     for _ in range(20):
         try:
-            return (await reader.latest([tp]))[tp], await reader.log_end(tp)
-        except TransientClusterError:  # LeaderMoved, LEADER_NOT_AVAILABLE
-            await asyncio.sleep(0.5)
-    raise AssertionError(f"{tp}: the leader never settled")
-
-
-async def log_end_of(reader: Cluster, tp: TopicPartition) -> int:
-    """The log end of ``tp``'s leader (asked again while the leader moves)."""
-    for _ in range(20):
-        try:
-            return await reader.log_end(tp)
+            return await ask()
         except TransientClusterError:
             await asyncio.sleep(0.5)
     raise AssertionError(f"{tp}: the leader never settled")
+
+
+async def ends_of(reader: Cluster, tp: TopicPartition) -> tuple[int, int]:
+    """The high watermark of ``tp`` and its leader's log end."""
+
+    async def ask() -> tuple[int, int]:
+        return (await reader.latest([tp]))[tp], await reader.log_end(tp)
+
+    return await through_moves(tp, ask)
 
 
 def ends_at(
@@ -565,7 +566,7 @@ async def leader_removed(
     and asked again (the same target: a repeat changes nothing)."""
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=5000)
     await admin.start()
-    partitions = [(tp.partition, replicas, {})]
+    partitions: list[tuple[int, list[int], dict[str, object]]] = [(tp.partition, replicas, {})]
     request = AlterPartitionReassignmentsRequest(30_000, [(tp.topic, partitions, {})], {})
     try:
         for node in (*nodes, *nodes):
@@ -628,7 +629,7 @@ async def test_a_write_answered_by_a_leader_that_moved_is_not_written_again_behi
                 two = ",".join(cluster.node(n).direct for n in (leader, follower))
                 await leader_removed(two, (follower, leader), tp, [follower, paused])
                 # the new leader holds 5..9 (its log end: it lists no high watermark yet)
-                assert await log_end_of(reader, tp) == 10
+                assert await through_moves(tp, partial(reader.log_end, tp)) == 10
                 await until(
                     lambda: "NOT_LEADER_OR_FOLLOWER" in caplog.text, "the moved leader's answer", 20
                 )
