@@ -171,8 +171,7 @@ class Agreement:
         if self.check_now(got, frontier):
             return
         remote = got.remote
-        if remote in self.sources.dropped:
-            raise SourceDropped(f"remote {remote} was dropped: {self.sources.dropped[remote]}")
+        self._still_used(remote)
         self._note_failures(remote)
         self._passed = None
         if got.covered_end <= frontier:
@@ -183,14 +182,20 @@ class Agreement:
         if proof is Proof.CONTINUES:
             if seen % SAMPLE_EVERY == 0:
                 await self._against_remotes(got, frontier)
+                self._still_used(remote)
             self._passed = got
             return
         told = proof is Proof.WRITTEN and await self._against_written(got, frontier)
         if not told and not await self._against_local(got, frontier):
             await self._against_remotes(got, frontier)  # nothing below to compare with
+        self._still_used(remote)  # dropped while compared (``drop_for_topic``, from outside)
         self.checked.add(remote)
         self._failures[remote] = self.sources.health(remote).errors
         self._passed = got
+
+    def _still_used(self, remote: str) -> None:
+        if remote in self.sources.dropped:
+            raise SourceDropped(f"remote {remote} was dropped: {self.sources.dropped[remote]}")
 
     def check_now(self, got: Fetched, frontier: int) -> bool:
         """``check`` where it reads nothing: True once ``got`` passed; False if it needs a
@@ -238,6 +243,18 @@ class Agreement:
         writes whose answers were lost, ``PartitionCopier._check_landed``); halt if it was
         the last one left."""
         self._drop_or_halt(remote, reason, f"remote {remote}'s {reason}")
+
+    def drop_for_topic(self, remote: str, reason: str) -> None:
+        """Drop ``remote``: its topic there is gone or another log now, while another remote
+        holds the one copied (``topic_ids.judged``); told from outside the copier's task,
+        between its steps (what it fetched is thrown away at the next). Raises
+        PartitionHalted if no remote is left."""
+        self._drop(remote, reason)
+        if self.sources.every_dropped():
+            others = "; ".join(f"{n}: {r}" for n, r in self.sources.dropped.items() if n != remote)
+            raise PartitionHalted(
+                f"{self.where}: {reason}; every other remote was dropped too ({others})"
+            )
 
     def _note_failures(self, remote: str) -> None:
         """A remote that failed fetches since it was checked may be back with other data (a

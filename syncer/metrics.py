@@ -83,6 +83,12 @@ class SyncerCollector(Collector):
             "Mirrored topics deleted at a remote (1; the local topic is kept)",
             labels=["topic", "remote"],
         )
+        dropped = GaugeMetricFamily(
+            "syncer_topic_remote_dropped",
+            "Remotes a mirrored topic is not copied from any more: its log there deleted or"
+            " recreated while another remote holds the one copied (1; why: /status, log)",
+            labels=["topic", "remote"],
+        )
         drift = snapshot.topics
         for topic, count in sorted(drift.synced.items()):
             synced.add_metric([topic], count)
@@ -92,7 +98,10 @@ class SyncerCollector(Collector):
         for topic, places in sorted(drift.gone.items()):
             for where in places:
                 gone.add_metric([topic, where.removeprefix("remote ")], 1)
-        yield from (synced, held, gone)
+        for topic, remotes in sorted(drift.dropped.items()):
+            for name in sorted(remotes):
+                dropped.add_metric([topic, name], 1)
+        yield from (synced, held, gone, dropped)
 
     def _partitions(self, snapshot: Snapshot) -> Iterator[Metric]:
         """One family at a time, each built from every partition and yielded before the next

@@ -12,7 +12,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 
 from syncer.admin import Census
@@ -23,7 +23,7 @@ from syncer.holes import RemoteEnds
 from syncer.retry import retried
 from syncer.topic_configs import ConfigSyncer, SettingsRead, read_settings
 from syncer.topic_drift import TopicDrift, gone_at_remotes
-from syncer.topic_ids import LOCAL, id_changes, learned, remote_label
+from syncer.topic_ids import LOCAL, Judged, id_changes, judged, learned, remote_label
 from syncer.topics import (
     FIDELITY_SETTINGS,
     TopicPlan,
@@ -40,10 +40,12 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class Refresh:
-    """What one refresh found: the plan, and the topics newly halted (topic → why)."""
+    """What one refresh found: the plan, the topics newly halted (topic → why), and the
+    remotes newly dropped for a topic (topic → remote → why: ``topic_ids.judged``)."""
 
     plan: TopicPlan
     halted: dict[str, str] = field(default_factory=dict)
+    dropped: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 # a share a broker creates in a few seconds (10,000 took it 40 s)
@@ -86,6 +88,9 @@ class MirroredTopics:
         self.staged = False
         self.deferred = 0
         self.drift = TopicDrift()  # settings synced, held back, topics gone at a remote
+        # topic → remote → why: its topic there is gone or another log, while another
+        # remote holds the one copied (``topic_ids.judged``); not its source any more
+        self.dropped = self.drift.dropped
         self.configs = ConfigSyncer(config.copy_configs, local, remotes, self.drift)
         if config.sync_configs:  # a batch refused as too large asks before it halts
             local.limit_follower = self.followed_limit
@@ -217,7 +222,10 @@ class MirroredTopics:
         judge every one's settings, check every id. The settings are synced before they are
         judged: a limit the remote raised is raised here, not refused."""
         censuses = await self._censuses(stale_ok=True)
+        # before the settings are read: a remote whose topic is another log now is no source
+        early = await self.check_ids(self.mirror, self.sources, censuses)
         plan = await self._shape(copying, censuses)
+        plan = replace(plan, sources=self._kept(plan.sources))
         kept: set[str] = set()  # a remote away holds them: left as they were
         if self.down:
             remote_counts = {n: censuses[remote_label(n)].counts for n in self.remotes}
@@ -263,10 +271,19 @@ class MirroredTopics:
         if create or grow:  # the local ids of the topics just created
             censuses[LOCAL] = await self.local.topic_census()
             self._created(censuses[LOCAL])
-        halted = await self.check_ids(mirror, plan.sources, censuses)
+        late = await self.check_ids(mirror, plan.sources, censuses)
         self.mirror = {t: n for t, n in mirror.items() if t not in self.halted}
-        self.sources = dict(plan.sources)
-        return Refresh(plan, halted)
+        self.sources = self._kept(plan.sources)
+        dropped = {t: early.drops.get(t, {}) | late.drops.get(t, {}) for t in self.dropped}
+        dropped = {t: drops for t, drops in dropped.items() if drops}
+        return Refresh(plan, early.halts | late.halts, dropped)
+
+    def _kept(self, sources: Mapping[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
+        """``sources`` less the remotes dropped for each topic."""
+        return {
+            topic: tuple(n for n in names if n not in self.dropped.get(topic, {}))
+            for topic, names in sources.items()
+        }
 
     @property
     def next_refresh_s(self) -> float:
@@ -287,29 +304,36 @@ class MirroredTopics:
             limit = settings.get(topic, {}).get("max.message.bytes")
         return None if limit is None else int(limit)
 
-    async def watch_ids(self, halt: Callable[[str, str], None]) -> None:
+    async def watch_ids(
+        self, halt: Callable[[str, str], None], drop: Callable[[str, str, str], None]
+    ) -> None:
         """Check the ids every ``refresh_interval_s`` (a catch-up refreshes only once);
-        ``halt`` is told each topic whose id changed, and why."""
+        ``halt`` is told each topic whose id changed, and why; ``drop`` each remote dropped
+        for a topic (topic, remote, why)."""
         while True:
             await asyncio.sleep(self.config.refresh_interval_s)
             try:
-                halted = await self.check_ids()
+                found = await self.check_ids()
             except SyncerError as exc:
                 log.warning("checking topic ids failed, will try again: %s", exc)
                 continue
-            for topic, reason in halted.items():
+            for topic, reason in found.halts.items():
                 halt(topic, reason)
+            for topic, drops in found.drops.items():
+                for remote, reason in drops.items():
+                    drop(topic, remote, reason)
 
     async def check_ids(
         self,
         mirror: Mapping[str, int] | None = None,
         sources: Mapping[str, tuple[str, ...]] | None = None,
         censuses: Mapping[str, Census] | None = None,
-    ) -> dict[str, str]:
+    ) -> Judged:
         """Ask every cluster the ids of the topics mirrored (and of those it held before);
-        the topics whose id changed are halted (returned: topic → why), and the ids of
-        topics seen first are remembered. ``censuses``: the clusters' topics as just read
-        by the refresh (else read now)."""
+        the topics whose id changed are halted, or the remotes where it changed or is gone
+        dropped for it where another remote still holds it (``topic_ids.judged``; what is
+        new is returned), and the ids of topics seen first are remembered. ``censuses``:
+        the clusters' topics as just read by the refresh (else read now)."""
         mirror = self.mirror if mirror is None else mirror
         sources = self.sources if sources is None else sources
         asked: dict[str, set[str]] = {LOCAL: set(mirror)}
@@ -323,15 +347,28 @@ class MirroredTopics:
         asked = {where: topics for where, topics in asked.items() if where in censuses}
         seen = {where: censuses[where].ids_of(asked[where]) for where in asked}
         self._warn_without_ids(seen)
-        self._report_gone(gone_at_remotes(self.ids, seen, asked, LOCAL))
-        halted = {}
-        for change in id_changes(self.ids, seen, asked):
-            if change.topic not in self.halted:
-                self.halted[change.topic] = halted[change.topic] = change.describe()
-                log.error("%s", change.describe())
+        gone = gone_at_remotes(self.ids, seen, asked, LOCAL)
+        self._report_gone(gone)
+        holders: dict[str, list[str]] = {}  # topic → the remotes holding the id remembered
+        for name in self.remotes:
+            label = remote_label(name)
+            ids, known = seen.get(label), self.ids.get(label, {})
+            if ids is None:
+                continue  # no ids reported: none judged
+            for topic in asked.get(label, ()):
+                if topic in known and ids.get(topic) == known[topic]:
+                    holders.setdefault(topic, []).append(name)
+        found = judged(id_changes(self.ids, seen, asked), gone, sources, holders, self.dropped)
+        for topic, reason in found.halts.items():
+            self.halted[topic] = reason
+            log.error("%s", reason)
+        for topic, drops in found.drops.items():
+            self.dropped.setdefault(topic, {}).update(drops)
+            for reason in drops.values():
+                log.error("%s", reason)
         for where, ids in learned(self.ids, seen, self.halted).items():
             self.ids.setdefault(where, {}).update(ids)  # in place: fetchers hold them
-        return halted
+        return found
 
     async def gaps(self, tps: list[TP]) -> dict[TP, int]:
         """Records each partition's local end is behind the furthest remote (for the

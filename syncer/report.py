@@ -96,7 +96,8 @@ def merge_live(rows: list[PartitionRow], live: list[dict[str, Any]]) -> None:
 
 def topic_notes(live: list[dict[str, Any]]) -> list[str]:
     """One line per topic whose copied settings a daemon synced or held back, or that was
-    deleted at a remote (from each ``/status``; a daemon before them reports none)."""
+    deleted at a remote, or is not copied from one any more (from each ``/status``; a daemon
+    before them reports none)."""
     notes = []
     for doc in live:
         topics = doc.get("topics", {})
@@ -111,6 +112,10 @@ def topic_notes(live: list[dict[str, Any]]) -> list[str]:
             notes.append(
                 f"topic {topic}: deleted on the {' and '.join(where)} cluster (kept locally)"
             )
+        for topic, dropped in topics.get("remotes_dropped", {}).items():
+            notes += [
+                f"topic {topic}: remote {name} not used: {why}" for name, why in dropped.items()
+            ]
     return notes
 
 

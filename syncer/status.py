@@ -237,7 +237,8 @@ def status_document(snapshot: Snapshot) -> dict[str, Any]:
 
 def topics_document(drift: TopicDrift) -> dict[str, Any]:
     """Per topic: copied settings synced from its remote (count, the last change and when),
-    changes held back (key → why), and the remotes where it was deleted."""
+    changes held back (key → why), the remotes where it was deleted, and the remotes it is
+    not copied from any more (remote → why)."""
     return {
         "configs_synced": dict(sorted(drift.synced.items())),
         "last_config_sync": {
@@ -246,6 +247,7 @@ def topics_document(drift: TopicDrift) -> dict[str, Any]:
         },
         "configs_held": {t: dict(h) for t, h in sorted(drift.held.items())},
         "gone_at_remote": {t: list(where) for t, where in sorted(drift.gone.items())},
+        "remotes_dropped": {t: dict(sorted(d.items())) for t, d in sorted(drift.dropped.items())},
     }
 
 

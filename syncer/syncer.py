@@ -227,7 +227,8 @@ class Syncer:
             if tp.topic not in self.halted_topics:
                 self._spawn(tp, copier.run(until=targets[tp]))
         # no topic refresh runs during a catch-up: the ids are still checked
-        watcher = asyncio.create_task(self.topics.watch_ids(self._halt_topic), name="topic-ids")
+        ids = self.topics.watch_ids(self._halt_topic, self._drop_remote)
+        watcher = asyncio.create_task(ids, name="topic-ids")
         try:
             await asyncio.gather(*self._tasks.values(), return_exceptions=True)
         finally:
@@ -426,6 +427,9 @@ class Syncer:
                 copier.request_stop()  # e.g. a local setting changed while we copied
         for topic, reason in found.halted.items():
             self._halt_topic(topic, reason)
+        for topic, drops in found.dropped.items():
+            for remote, reason in drops.items():
+                self._drop_remote(topic, remote, reason)
         await self._renew_copiers()
         if self._grouped:
             return found.plan  # copiers come and go with the group's assignment
@@ -494,10 +498,25 @@ class Syncer:
         for tp in [tp for tp in self.copiers if tp.topic == topic]:
             self._halt_copier(tp, reason)
 
-    def _halt_copier(self, tp: TP, reason: str) -> None:
+    def _drop_remote(self, topic: str, remote: str, reason: str) -> None:
+        """``remote`` serves ``topic`` no more (``MirroredTopics.dropped``): each copier of
+        it that uses it drops it, and halts if it was its last."""
+        for tp, copier in list(self.copiers.items()):
+            if tp.topic != topic or remote not in copier.fetchers:
+                continue
+            if remote in copier.sources.dropped:
+                continue
+            try:
+                copier.agreement.drop_for_topic(remote, reason)
+            except PartitionHalted as exc:
+                self._halt_copier(tp, exc)
+
+    def _halt_copier(self, tp: TP, reason: str | PartitionHalted) -> None:
         """Halt ``tp``'s copier and end its task at once: whatever it awaits, it writes
         nothing more (its queued writes are dropped by the halt)."""
-        self.copiers[tp].halt(PartitionHalted(f"{tp.topic}[{tp.partition}]: {reason}"))
+        if isinstance(reason, str):
+            reason = PartitionHalted(f"{tp.topic}[{tp.partition}]: {reason}")
+        self.copiers[tp].halt(reason)
         task = self._tasks.get(tp)
         if task is not None and not task.done():
             task.cancel(f"topic {tp.topic} halted")

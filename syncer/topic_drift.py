@@ -181,12 +181,14 @@ def gone_at_remotes(
 class TopicDrift:
     """What the process did about drifting topics, for status and metrics: per topic, the
     settings changes applied (count, and the last one with its wall-clock time), changes held
-    back, and the remotes where it is gone."""
+    back, the remotes where it is gone, and the remotes it is not copied from any more (its
+    log there gone or another, while another remote holds the one copied: remote → why)."""
 
     synced: dict[str, int] = field(default_factory=dict)
     last_sync: dict[str, tuple[float, str]] = field(default_factory=dict)  # (time, describe)
     held: dict[str, dict[str, str]] = field(default_factory=dict)
     gone: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    dropped: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def copy(self) -> TopicDrift:
         return TopicDrift(
@@ -194,4 +196,5 @@ class TopicDrift:
             dict(self.last_sync),
             {t: dict(h) for t, h in self.held.items()},
             dict(self.gone),
+            {t: dict(d) for t, d in self.dropped.items()},
         )

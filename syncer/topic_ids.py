@@ -5,7 +5,10 @@ remembered, on the local cluster and on each remote, the first time it is seen; 
 that finds another id means another log under the same name, and the topic halts. A local
 topic that is gone halts too (recreating it would copy everything again into a log that
 readers already consumed); a remote topic that is gone is only unusable there for now (its
-fetches name the old id and fail), and halts when it reappears with a new id."""
+fetches name the old id and fail), and halts when it reappears with a new id. Where
+another of the topic's remotes still holds the log remembered, a remote whose topic is gone
+or another log is dropped for that topic instead (``judged``): the copy goes on from the
+others, and nothing of the new log is ever written."""
 
 from __future__ import annotations
 
@@ -35,10 +38,15 @@ class IdChange:
                 f"topic {self.topic} (id {self.old}) was deleted on the {self.where} cluster:"
                 " its partitions halt rather than copy everything again into a new topic"
             )
+        return f"{self.what()}; its partitions halt before anything of the new topic is copied"
+
+    def what(self) -> str:
+        """What happened, without what it leads to."""
+        if self.new is None:
+            return f"topic {self.topic} (id {self.old}) was deleted on the {self.where} cluster"
         return (
             f"topic {self.topic} was deleted and recreated on the {self.where} cluster: its"
-            f" topic id changed from {self.old} to {self.new}; its partitions halt before"
-            " anything of the new topic is copied"
+            f" topic id changed from {self.old} to {self.new}"
         )
 
 
@@ -81,3 +89,60 @@ def learned(
             if topic not in halted:
                 out.setdefault(where, {}).setdefault(topic, topic_id)
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class Judged:
+    """What the changes seen mean: topics to halt (topic → why), and remotes to drop for a
+    topic (topic → remote → why) that the topic's other remotes outlive."""
+
+    halts: dict[str, str]
+    drops: dict[str, dict[str, str]]
+
+
+def judged(
+    changes: Collection[IdChange],
+    gone: Mapping[str, Collection[str]],
+    sources: Mapping[str, Collection[str]],
+    holders: Mapping[str, Collection[str]],
+    dropped: Mapping[str, Collection[str]],
+) -> Judged:
+    """``changes`` (``id_changes``) and the remote topics ``gone`` (topic → cluster labels)
+    judged. A topic whose local id changed halts. A remote whose topic is another log
+    (recreated) or gone is dropped for the topic while one of its other ``sources`` still
+    ``holders`` it (holds the id remembered: topic → remote names) and is not ``dropped``
+    already; with none left, a recreated one halts the topic, as before, and a gone one is
+    left unusable for now. Remotes ``dropped`` before are not judged again."""
+    halts: dict[str, str] = {}
+    moved: dict[str, dict[str, IdChange | None]] = {}  # None: gone
+    for change in changes:
+        if change.where == LOCAL:
+            halts.setdefault(change.topic, change.describe())
+        else:
+            moved.setdefault(change.topic, {})[change.where.removeprefix("remote ")] = change
+    for topic, places in gone.items():
+        for where in places:
+            moved.setdefault(topic, {}).setdefault(where.removeprefix("remote "), None)
+    drops: dict[str, dict[str, str]] = {}
+    for topic, remotes in moved.items():
+        before = set(dropped.get(topic, ()))
+        new = {n: change for n, change in remotes.items() if n not in before}
+        if topic in halts or not new:
+            continue
+        left = [
+            n
+            for n in sources.get(topic, ())
+            if n not in new and n not in before and n in holders.get(topic, ())
+        ]
+        if left:
+            drops[topic] = {n: _dropped_why(topic, n, c, left) for n, c in new.items()}
+        elif recreated := [c for c in new.values() if c is not None]:
+            halts[topic] = recreated[0].describe()
+    return Judged(halts, drops)
+
+
+def _dropped_why(topic: str, remote: str, change: IdChange | None, left: list[str]) -> str:
+    what = change.what() if change else f"topic {topic} was deleted on the remote {remote} cluster"
+    others = " and ".join(f"remote {n}" for n in left)
+    held = "holds" if len(left) == 1 else "hold"
+    return f"{what}; it is not used for this topic any more: {others} {held} the log copied"

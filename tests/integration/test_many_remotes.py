@@ -17,7 +17,8 @@ import pytest
 
 from syncer import syncer as syncer_module
 from syncer.errors import UnreachableError
-from syncer.status import State
+from syncer.metrics import exposition
+from syncer.status import PartitionStatus, State, status_document
 from syncer.syncer import Syncer
 from syncer.testbed import ClusterSpec, Testbed
 from tests.integration.test_faults import delete_topic
@@ -475,3 +476,68 @@ async def test_a_catch_up_or_a_start_with_no_remote_answering_fails_unreachable(
     with pytest.raises(UnreachableError, match="remote cluster 'late'"):
         async with Syncer(grouped):
             pass
+
+
+async def test_a_topic_gone_or_recreated_at_one_remote_drops_it_while_another_holds_it(
+    local: str, east: str, west: str, topic: str
+) -> None:
+    """east and west hold the same two topics. While the daemon copies, west deletes ``b``
+    (seen gone), then deletes and recreates both with another, longer history (``a``'s id
+    changes unseen between two looks). Before 2026-12-07 the local ``a`` halted then, though
+    east still held the log it copies, and west's failing fetches of a gone ``b`` went on.
+    Now west is dropped for each, saying why; nothing of west's new logs is written, and
+    both go on from east. The looks at the topics are the test's own (``refresh_topics``,
+    the daemon's is a minute away), so that ``a`` is never seen gone."""
+    a, b = f"{topic}.a", f"{topic}.b"
+    for name in (a, b):
+        await create_topic(east, name)
+        await fill(east, name, 300)
+        await mirror(east, west, name)
+    config = make_config(
+        local,
+        {"east": east, "west": west},
+        [rf"{topic}\..*"],
+        topics={"include": [rf"{topic}\..*"], "refresh_interval_s": 60},
+        copier=SMALL_CHUNKS | {"shutdown_timeout_s": 10},
+    )
+    syncer = Syncer(config)
+
+    def status(name: str) -> PartitionStatus:
+        return next(s for s in syncer.statuses() if s.tp.topic == name)
+
+    def ends() -> list[int]:
+        return sorted(s.local_end for s in syncer.statuses())
+
+    async with running(syncer):
+        await until(lambda: ends() == [300, 300], "300 records of each copied", 60)
+        await delete_topic(west, b)
+        await asyncio.sleep(2)  # the broker finishes deleting before the name is reused
+        await syncer.refresh_topics()
+        assert list(status(b).dropped) == ["west"] and not status(a).dropped
+        await fill(east, b, 100, start=300)
+        await until(lambda: status(b).local_end == 400, "b copied on from east", 60)
+        await delete_topic(west, a)
+        await asyncio.sleep(2)
+        for name in (a, b):
+            await create_topic(west, name)
+            await fill(west, name, 600, tag=b"w")  # ahead of local: copied, were it used
+        await syncer.refresh_topics()
+        for name, start in ((a, 300), (b, 400)):
+            await fill(east, name, 100, start=start)
+        await until(lambda: ends() == [400, 500], "both copied on from east", 60)
+        assert not syncer.halted_topics
+        shown = status_document(syncer.snapshot())["topics"]["remotes_dropped"]
+        metrics = exposition(syncer.instruments.attach(syncer.snapshot)).decode()
+    assert shown == {a: {"west": status(a).dropped["west"]}, b: {"west": status(b).dropped["west"]}}
+    for name in (a, b):
+        assert f'syncer_topic_remote_dropped{{remote="west",topic="{name}"}} 1.0' in metrics
+    recreated, gone = status(a).dropped["west"], status(b).dropped["west"]
+    assert f"topic {a} was deleted and recreated on the remote west cluster" in recreated
+    assert f"topic {b} was deleted on the remote west cluster" in gone
+    for why in (recreated, gone):
+        assert "not used for this topic any more: remote east holds the log copied" in why
+    for name in (a, b):
+        assert status(name).state is not State.HALTED, status(name).error
+        assert list(status(name).dropped) == ["west"]
+        assert await read_partition(local, name) == await read_partition(east, name)
+        assert kcat_lines(local, name, 0) == kcat_lines(east, name, 0)

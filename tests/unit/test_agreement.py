@@ -484,3 +484,32 @@ async def test_after_writes_found_landed_a_remote_sent_again_is_compared_with_th
     check.local_checked()  # local 10..19 found identical to the reference's (east's)
     with pytest.raises(SourceDropped, match="differ from the local log's at offset 19"):
         await check.check(chunk("west", build(20, [(b"k", b"w20")])), 20)
+
+
+def test_a_remote_dropped_for_its_topic_is_no_source_and_the_last_one_halts() -> None:
+    """``drop_for_topic``: the remote's topic is gone or another log (``topic_ids.judged``),
+    told from outside the copier's task."""
+    check, _ = agreement(OURS, east=OURS, west=OURS)
+    check.drop_for_topic("west", "topic t was deleted on the remote west cluster")
+    assert check.sources.dropped == {"west": "topic t was deleted on the remote west cluster"}
+    with pytest.raises(
+        PartitionHalted,
+        match=r"t\[0\]: recreated at east; every other remote was dropped too \(west: topic t",
+    ):
+        check.drop_for_topic("east", "recreated at east")
+
+
+async def test_a_remote_dropped_while_its_chunk_is_compared_is_not_let_through() -> None:
+    """A drop from outside lands while the check awaits a comparison: the chunk, which
+    would otherwise pass and be written, is refused."""
+    check, _ = agreement(OURS, east=OURS, west=OURS)
+    read = check.local.fetch
+
+    async def drop_then_read(*args: Any, **kwargs: Any) -> Any:
+        check.drop_for_topic("east", "its topic there was recreated")
+        return await read(*args, **kwargs)
+
+    check.local.fetch = drop_then_read  # type: ignore[method-assign]
+    with pytest.raises(SourceDropped, match="its topic there was recreated"):
+        await check.check(chunk_at(10, "east"), 10)
+    assert "east" not in check.checked

@@ -282,6 +282,7 @@ def test_status_metrics_and_the_status_table_show_the_drift() -> None:
         last_sync={"t": (1.0, "retention.ms 1 → 2")},
         held={"t": {"max.message.bytes": "never lowered"}},
         gone={"u": ("remote east",)},
+        dropped={"u": {"east": "topic u was deleted on the remote east cluster; ..."}},
     )
     snapshot = Snapshot("x", (), (), {}, 0, 0, 0, 0, topics=drift)
     document = status_document(snapshot)
@@ -290,14 +291,17 @@ def test_status_metrics_and_the_status_table_show_the_drift() -> None:
         "last_config_sync": {"t": {"at": 1.0, "changes": "retention.ms 1 → 2"}},
         "configs_held": {"t": {"max.message.bytes": "never lowered"}},
         "gone_at_remote": {"u": ["remote east"]},
+        "remotes_dropped": {"u": {"east": "topic u was deleted on the remote east cluster; ..."}},
     }
     metrics = exposition(Instruments().attach(lambda: snapshot)).decode().splitlines()
     assert 'syncer_topic_configs_synced_total{topic="t"} 2.0' in metrics
     assert 'syncer_topic_configs_held{key="max.message.bytes",topic="t"} 1.0' in metrics
     assert 'syncer_topic_gone_at_remote{remote="east",topic="u"} 1.0' in metrics
+    assert 'syncer_topic_remote_dropped{remote="east",topic="u"} 1.0' in metrics
     assert topic_notes([document]) == [
         "topic t: settings synced 2x, last: retention.ms 1 → 2",
         "topic t: max.message.bytes not synced: never lowered",
         "topic u: deleted on the remote east cluster (kept locally)",
+        "topic u: remote east not used: topic u was deleted on the remote east cluster; ...",
     ]
     assert topic_notes([{"partitions": []}]) == []  # a daemon from before

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from syncer.topic_ids import LOCAL, IdChange, id_changes, learned, remote_label
+from syncer.topic_ids import LOCAL, IdChange, Judged, id_changes, judged, learned, remote_label
 
 OLD, NEW, OTHER = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
 EAST, WEST = remote_label("east"), remote_label("west")
@@ -54,3 +54,64 @@ def test_a_topic_first_seen_is_learned_and_a_known_id_is_never_replaced() -> Non
 
 def test_nothing_is_learned_of_a_halted_topic() -> None:
     assert learned({}, {EAST: {"t": NEW, "u": NEW}}, halted={"t"}) == {EAST: {"u": NEW}}
+
+
+BOTH = {"t": ("east", "west")}
+
+
+def test_a_remote_recreated_while_another_holds_the_log_is_dropped_not_halted() -> None:
+    change = IdChange("t", WEST, OLD, NEW)
+    found = judged([change], {}, BOTH, {"t": ["east"]}, {})
+    assert found.halts == {}
+    why = found.drops["t"]["west"]
+    assert why.startswith(change.what()) and str(OLD) in why and str(NEW) in why
+    assert why.endswith("not used for this topic any more: remote east holds the log copied")
+
+
+def test_a_remote_recreated_with_no_other_holding_the_log_halts_as_before() -> None:
+    change = IdChange("t", WEST, OLD, NEW)
+    # east is a source but holds another id (or none known): no holder
+    assert judged([change], {}, BOTH, {}, {}) == Judged({"t": change.describe()}, {})
+    # one that holds it but is no source of the topic does not count either
+    assert judged([change], {}, {"t": ("west",)}, {"t": ["east"]}, {}).halts == {
+        "t": change.describe()
+    }
+
+
+def test_a_remote_topic_gone_is_dropped_while_another_holds_it_else_left_for_now() -> None:
+    found = judged([], {"t": (WEST,)}, {"t": ("east",)}, {"t": ["east"]}, {})
+    assert found == Judged(
+        {},
+        {
+            "t": {
+                "west": "topic t was deleted on the remote west cluster; it is not used for"
+                " this topic any more: remote east holds the log copied"
+            }
+        },
+    )
+    assert judged([], {"t": (WEST,)}, {"t": ()}, {}, {}) == Judged({}, {})
+
+
+def test_a_local_change_halts_whatever_the_remotes_hold() -> None:
+    local, remote = IdChange("t", LOCAL, OLD, None), IdChange("t", WEST, OLD, NEW)
+    found = judged([remote, local], {}, BOTH, {"t": ["east"]}, {})
+    assert found == Judged({"t": local.describe()}, {})
+
+
+def test_a_remote_dropped_before_is_not_judged_again_nor_counted_as_holding() -> None:
+    west = IdChange("t", WEST, OLD, NEW)
+    assert judged([west], {}, {"t": ("east",)}, {"t": ["east"]}, {"t": ["west"]}) == Judged({}, {})
+    # east recreated too: west, dropped, holds nothing copied: the topic halts
+    east = IdChange("t", EAST, OLD, OTHER)
+    found = judged([east, west], {}, {"t": ("east",)}, {"t": ["west"]}, {"t": ["west"]})
+    assert found == Judged({"t": east.describe()}, {})
+
+
+def test_several_holders_are_named_and_several_moved_remotes_dropped_at_once() -> None:
+    north = remote_label("north")
+    changes = [IdChange("t", EAST, OLD, NEW), IdChange("t", north, OLD, OTHER)]
+    sources = {"t": ("east", "north", "south", "west")}
+    found = judged(changes, {}, sources, {"t": ["south", "west"]}, {})
+    assert found.halts == {} and sorted(found.drops["t"]) == ["east", "north"]
+    for why in found.drops["t"].values():
+        assert why.endswith("remote south and remote west hold the log copied")
