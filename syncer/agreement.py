@@ -249,12 +249,13 @@ class Agreement:
         holds the one copied (``topic_ids.judged``); told from outside the copier's task,
         between its steps (what it fetched is thrown away at the next). Raises
         PartitionHalted if no remote is left."""
-        self._drop(remote, reason)
+        self._drop(remote, reason, logging.DEBUG)  # logged once for the topic
         if self.sources.every_dropped():
             others = "; ".join(f"{n}: {r}" for n, r in self.sources.dropped.items() if n != remote)
-            raise PartitionHalted(
-                f"{self.where}: {reason}; every other remote was dropped too ({others})"
-            )
+            left = "no other remote serves it"
+            if others:
+                left = f"every other remote was dropped too ({others})"
+            raise PartitionHalted(f"{self.where}: {reason}; {left}")
 
     def _note_failures(self, remote: str) -> None:
         """A remote that failed fetches since it was checked may be back with other data (a
@@ -496,7 +497,7 @@ class Agreement:
                 why + (f"; every other remote was dropped too ({others})" if others else "")
             )
 
-    def _drop(self, remote: str, reason: str) -> None:
+    def _drop(self, remote: str, reason: str, level: int = logging.ERROR) -> None:
         self.sources.drop(remote, reason)
         self.checked.discard(remote)
-        log.error("%s: remote %s dropped as a source: %s", self.where, remote, reason)
+        log.log(level, "%s: remote %s dropped as a source: %s", self.where, remote, reason)

@@ -12,7 +12,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import partial
 
 from syncer.admin import Census
@@ -23,7 +23,17 @@ from syncer.holes import RemoteEnds
 from syncer.retry import retried
 from syncer.topic_configs import ConfigSyncer, SettingsRead, read_settings
 from syncer.topic_drift import TopicDrift, gone_at_remotes
-from syncer.topic_ids import LOCAL, Judged, id_changes, judged, learned, remote_label
+from syncer.topic_ids import (
+    LOCAL,
+    Judged,
+    holding,
+    id_changes,
+    judged,
+    kept_sources,
+    learned,
+    remote_label,
+    without_dropped,
+)
 from syncer.topics import (
     FIDELITY_SETTINGS,
     TopicPlan,
@@ -87,9 +97,10 @@ class MirroredTopics:
         # rebalances per member (1 before) each stopped and restarted every copier
         self.staged = False
         self.deferred = 0
-        self.drift = TopicDrift()  # settings synced, held back, topics gone at a remote
-        # topic → remote → why: its topic there is gone or another log, while another
-        # remote holds the one copied (``topic_ids.judged``); not its source any more
+        # settings synced, held back, topics gone at a remote, and ``dropped``: topic →
+        # remote → why, its topic there gone or another log while another remote holds the
+        # one copied (``topic_ids.judged``), no source of it any more
+        self.drift = TopicDrift()
         self.dropped = self.drift.dropped
         self.configs = ConfigSyncer(config.copy_configs, local, remotes, self.drift)
         if config.sync_configs:  # a batch refused as too large asks before it halts
@@ -113,9 +124,14 @@ class MirroredTopics:
         """The plan from the partition counts alone (settings not judged yet)."""
         censuses = censuses or await self._censuses()
         local_counts = censuses[LOCAL].counts
-        remote_counts = {n: censuses[remote_label(n)].counts for n in self.remotes}
         mirrored = set(self.mirror) | copying
-        return plan_topics(self.config, local_counts, remote_counts, mirrored)
+        return plan_topics(self.config, local_counts, self._remote_counts(censuses), mirrored)
+
+    def _remote_counts(self, censuses: Mapping[str, Census]) -> dict[str, dict[str, int]]:
+        """Each remote's partition counts, less the topics it was dropped for: their log
+        there is another (or gone), and neither its count nor its settings are followed."""
+        counts = {n: censuses[remote_label(n)].counts for n in self.remotes}
+        return without_dropped(counts, self.dropped)
 
     async def _censuses(self, *, stale_ok: bool = False) -> dict[str, Census]:
         """Every cluster's topics (counts and ids), one metadata request each: what a
@@ -222,13 +238,13 @@ class MirroredTopics:
         judge every one's settings, check every id. The settings are synced before they are
         judged: a limit the remote raised is raised here, not refused."""
         censuses = await self._censuses(stale_ok=True)
-        # before the settings are read: a remote whose topic is another log now is no source
+        # before the plan: a remote whose topic is another log now is neither counted nor
+        # followed (its partition count, its settings)
         early = await self.check_ids(self.mirror, self.sources, censuses)
         plan = await self._shape(copying, censuses)
-        plan = replace(plan, sources=self._kept(plan.sources))
         kept: set[str] = set()  # a remote away holds them: left as they were
         if self.down:
-            remote_counts = {n: censuses[remote_label(n)].counts for n in self.remotes}
+            remote_counts = self._remote_counts(censuses)
             before = TopicPlan(mirror=self.mirror, refused=self.refused, sources=self.sources)
             plan, kept = as_they_were(plan, remote_counts, self.down, before)
         existing = [
@@ -273,17 +289,12 @@ class MirroredTopics:
             self._created(censuses[LOCAL])
         late = await self.check_ids(mirror, plan.sources, censuses)
         self.mirror = {t: n for t, n in mirror.items() if t not in self.halted}
-        self.sources = self._kept(plan.sources)
-        dropped = {t: early.drops.get(t, {}) | late.drops.get(t, {}) for t in self.dropped}
-        dropped = {t: drops for t, drops in dropped.items() if drops}
-        return Refresh(plan, early.halts | late.halts, dropped)
-
-    def _kept(self, sources: Mapping[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
-        """``sources`` less the remotes dropped for each topic."""
-        return {
-            topic: tuple(n for n in names if n not in self.dropped.get(topic, {}))
-            for topic, names in sources.items()
+        self.sources = kept_sources(plan.sources, self.dropped)
+        dropped = {
+            t: early.drops.get(t, {}) | late.drops.get(t, {})
+            for t in early.drops.keys() | late.drops.keys()
         }
+        return Refresh(plan, early.halts | late.halts, dropped)
 
     @property
     def next_refresh_s(self) -> float:
@@ -349,15 +360,8 @@ class MirroredTopics:
         self._warn_without_ids(seen)
         gone = gone_at_remotes(self.ids, seen, asked, LOCAL)
         self._report_gone(gone)
-        holders: dict[str, list[str]] = {}  # topic → the remotes holding the id remembered
-        for name in self.remotes:
-            label = remote_label(name)
-            ids, known = seen.get(label), self.ids.get(label, {})
-            if ids is None:
-                continue  # no ids reported: none judged
-            for topic in asked.get(label, ()):
-                if topic in known and ids.get(topic) == known[topic]:
-                    holders.setdefault(topic, []).append(name)
+        # a remote away is judged by its census as last read: it holds what it held then
+        holders = holding(self.ids, seen, asked, [remote_label(n) for n in self.remotes])
         found = judged(id_changes(self.ids, seen, asked), gone, sources, holders, self.dropped)
         for topic, reason in found.halts.items():
             self.halted[topic] = reason
@@ -366,6 +370,8 @@ class MirroredTopics:
             self.dropped.setdefault(topic, {}).update(drops)
             for reason in drops.values():
                 log.error("%s", reason)
+        if found.drops:  # also between refreshes (a catch-up's): no setting follows them
+            self.sources = kept_sources(self.sources, self.dropped)
         for where, ids in learned(self.ids, seen, self.halted).items():
             self.ids.setdefault(where, {}).update(ids)  # in place: fetchers hold them
         return found

@@ -524,7 +524,9 @@ class Syncer:
     def _copier(self, tp: TP, ends: dict[str, RemoteEnds]) -> PartitionCopier:
         assert self._writer is not None and self._identity is not None
         self.copiers_changed += 1
-        sources = self.topics.sources.get(tp.topic) or tuple(ends) or tuple(self._fetchers)
+        named = self.topics.sources.get(tp.topic) or tuple(ends) or tuple(self._fetchers)
+        dropped = self.topics.dropped.get(tp.topic, {})  # its log there gone or another
+        sources = tuple(n for n in named if n not in dropped) or named  # none: it halts
         fetchers = {name: self._fetchers[name] for name in sources}
         health = {name: self.health[name] for name in fetchers}
         copier = PartitionCopier(

@@ -8,7 +8,9 @@ readers already consumed); a remote topic that is gone is only unusable there fo
 fetches name the old id and fail), and halts when it reappears with a new id. Where
 another of the topic's remotes still holds the log remembered, a remote whose topic is gone
 or another log is dropped for that topic instead (``judged``): the copy goes on from the
-others, and nothing of the new log is ever written."""
+others, which neither count nor follow it (partition count, settings). A remote fetched by
+id never serves the new log; one fetched by name (Kafka before 3.1) is held to the record
+comparison until the look that drops it."""
 
 from __future__ import annotations
 
@@ -105,14 +107,16 @@ def judged(
     gone: Mapping[str, Collection[str]],
     sources: Mapping[str, Collection[str]],
     holders: Mapping[str, Collection[str]],
-    dropped: Mapping[str, Collection[str]],
+    dropped: Mapping[str, Mapping[str, str]],
 ) -> Judged:
     """``changes`` (``id_changes``) and the remote topics ``gone`` (topic → cluster labels)
     judged. A topic whose local id changed halts. A remote whose topic is another log
-    (recreated) or gone is dropped for the topic while one of its other ``sources`` still
-    ``holders`` it (holds the id remembered: topic → remote names) and is not ``dropped``
-    already; with none left, a recreated one halts the topic, as before, and a gone one is
-    left unusable for now. Remotes ``dropped`` before are not judged again."""
+    (recreated) or gone is dropped for the topic while one of its other ``sources`` is
+    still among ``holders`` (those holding the id remembered: topic → remote names) and not
+    ``dropped`` already (topic → remote → why; not judged again). With none left, a
+    recreated one halts the topic, as before; a gone one is left unusable for now (it halts
+    if it comes back, with another id), unless remotes were dropped for the topic before:
+    then no remote holds the log copied, and the topic halts."""
     halts: dict[str, str] = {}
     moved: dict[str, dict[str, IdChange | None]] = {}  # None: gone
     for change in changes:
@@ -138,7 +142,54 @@ def judged(
             drops[topic] = {n: _dropped_why(topic, n, c, left) for n, c in new.items()}
         elif recreated := [c for c in new.values() if c is not None]:
             halts[topic] = recreated[0].describe()
+        elif before:  # gone at the last that held it, the others dropped before
+            name = next(iter(new))
+            others = "; ".join(f"{n}: {why}" for n, why in dropped[topic].items())
+            halts[topic] = (
+                f"topic {topic} was deleted on the remote {name} cluster, the last that held"
+                f" the log copied ({others})"
+            )
     return Judged(halts, drops)
+
+
+def holding(
+    known: Mapping[str, Mapping[str, uuid.UUID]],
+    seen: Mapping[str, Mapping[str, uuid.UUID] | None],
+    asked: Mapping[str, Collection[str]],
+    remotes: Collection[str],
+) -> dict[str, list[str]]:
+    """Topic → the ``remotes`` (by name; given by label) that hold it under the id
+    remembered, of the topics they were ``asked`` about. A cluster that reports no ids
+    holds nothing here."""
+    out: dict[str, list[str]] = {}
+    for where in remotes:
+        ids, remembered = seen.get(where), known.get(where, {})
+        if ids is None:
+            continue
+        for topic in asked.get(where, ()):
+            if topic in remembered and ids.get(topic) == remembered[topic]:
+                out.setdefault(topic, []).append(where.removeprefix("remote "))
+    return out
+
+
+def without_dropped(
+    counts: Mapping[str, Mapping[str, int]], dropped: Mapping[str, Collection[str]]
+) -> dict[str, dict[str, int]]:
+    """Each remote's partition counts (remote → topic → count) less the topics it was
+    ``dropped`` for (topic → remote names)."""
+    return {
+        name: {t: n for t, n in topics.items() if name not in dropped.get(t, ())}
+        for name, topics in counts.items()
+    }
+
+
+def kept_sources(
+    sources: Mapping[str, Collection[str]], dropped: Mapping[str, Collection[str]]
+) -> dict[str, tuple[str, ...]]:
+    """``sources`` (topic → remote names) less the remotes ``dropped`` for each topic."""
+    return {
+        t: tuple(n for n in names if n not in dropped.get(t, ())) for t, names in sources.items()
+    }
 
 
 def _dropped_why(topic: str, remote: str, change: IdChange | None, left: list[str]) -> str:

@@ -482,12 +482,14 @@ async def test_a_topic_gone_or_recreated_at_one_remote_drops_it_while_another_ho
     local: str, east: str, west: str, topic: str
 ) -> None:
     """east and west hold the same two topics. While the daemon copies, west deletes ``b``
-    (seen gone), then deletes and recreates both with another, longer history (``a``'s id
-    changes unseen between two looks). Before 2026-12-07 the local ``a`` halted then, though
-    east still held the log it copies, and west's failing fetches of a gone ``b`` went on.
-    Now west is dropped for each, saying why; nothing of west's new logs is written, and
-    both go on from east. The looks at the topics are the test's own (``refresh_topics``,
-    the daemon's is a minute away), so that ``a`` is never seen gone."""
+    (seen gone), then deletes and recreates both with another, longer history and two
+    partitions (``a``'s id changes unseen between two looks). Before 2026-12-07 the local
+    ``a`` halted then, though east still held the log it copies, and west's failing fetches
+    of a gone ``b`` went on. Now west is dropped for each, saying why; neither its new logs'
+    records nor their partition count are followed (counted, the remotes would disagree on
+    it and the topic be refused), and both go on from east. The looks at the topics are the
+    test's own (``refresh_topics``, the daemon's is ten minutes away), so that ``a`` is never
+    seen gone."""
     a, b = f"{topic}.a", f"{topic}.b"
     for name in (a, b):
         await create_topic(east, name)
@@ -497,7 +499,7 @@ async def test_a_topic_gone_or_recreated_at_one_remote_drops_it_while_another_ho
         local,
         {"east": east, "west": west},
         [rf"{topic}\..*"],
-        topics={"include": [rf"{topic}\..*"], "refresh_interval_s": 60},
+        topics={"include": [rf"{topic}\..*"], "refresh_interval_s": 600},
         copier=SMALL_CHUNKS | {"shutdown_timeout_s": 10},
     )
     syncer = Syncer(config)
@@ -519,13 +521,13 @@ async def test_a_topic_gone_or_recreated_at_one_remote_drops_it_while_another_ho
         await delete_topic(west, a)
         await asyncio.sleep(2)
         for name in (a, b):
-            await create_topic(west, name)
+            await create_topic(west, name, partitions=2)
             await fill(west, name, 600, tag=b"w")  # ahead of local: copied, were it used
         await syncer.refresh_topics()
         for name, start in ((a, 300), (b, 400)):
             await fill(east, name, 100, start=start)
         await until(lambda: ends() == [400, 500], "both copied on from east", 60)
-        assert not syncer.halted_topics
+        assert not syncer.halted_topics and not syncer.topics.refused
         shown = status_document(syncer.snapshot())["topics"]["remotes_dropped"]
         metrics = exposition(syncer.instruments.attach(syncer.snapshot)).decode()
     assert shown == {a: {"west": status(a).dropped["west"]}, b: {"west": status(b).dropped["west"]}}

@@ -4,7 +4,18 @@ from __future__ import annotations
 
 import uuid
 
-from syncer.topic_ids import LOCAL, IdChange, Judged, id_changes, judged, learned, remote_label
+from syncer.topic_ids import (
+    LOCAL,
+    IdChange,
+    Judged,
+    holding,
+    id_changes,
+    judged,
+    kept_sources,
+    learned,
+    remote_label,
+    without_dropped,
+)
 
 OLD, NEW, OTHER = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
 EAST, WEST = remote_label("east"), remote_label("west")
@@ -100,11 +111,22 @@ def test_a_local_change_halts_whatever_the_remotes_hold() -> None:
 
 def test_a_remote_dropped_before_is_not_judged_again_nor_counted_as_holding() -> None:
     west = IdChange("t", WEST, OLD, NEW)
-    assert judged([west], {}, {"t": ("east",)}, {"t": ["east"]}, {"t": ["west"]}) == Judged({}, {})
-    # east recreated too: west, dropped, holds nothing copied: the topic halts
+    before = {"t": {"west": "deleted at west"}}
+    assert judged([west], {}, BOTH, {"t": ["east"]}, before) == Judged({}, {})
+    # east recreated too: west, dropped (though its census showed the old id), is no
+    # holder: the topic halts
     east = IdChange("t", EAST, OLD, OTHER)
-    found = judged([east, west], {}, {"t": ("east",)}, {"t": ["west"]}, {"t": ["west"]})
+    found = judged([east, west], {}, BOTH, {"t": ["west"]}, before)
     assert found == Judged({"t": east.describe()}, {})
+
+
+def test_the_last_holder_gone_after_the_others_were_dropped_halts() -> None:
+    found = judged([], {"t": (EAST,)}, BOTH, {}, {"t": {"west": "recreated at west"}})
+    assert found.drops == {}
+    assert found.halts == {
+        "t": "topic t was deleted on the remote east cluster, the last that held the log"
+        " copied (west: recreated at west)"
+    }
 
 
 def test_several_holders_are_named_and_several_moved_remotes_dropped_at_once() -> None:
@@ -115,3 +137,18 @@ def test_several_holders_are_named_and_several_moved_remotes_dropped_at_once() -
     assert found.halts == {} and sorted(found.drops["t"]) == ["east", "north"]
     for why in found.drops["t"].values():
         assert why.endswith("remote south and remote west hold the log copied")
+
+
+def test_holders_hold_the_id_remembered_and_clusters_without_ids_hold_nothing() -> None:
+    known = {EAST: {"t": OLD, "u": OLD}, WEST: {"t": OLD}}
+    seen = {EAST: {"t": OLD, "u": NEW}, WEST: None}
+    asked = {EAST: ["t", "u"], WEST: ["t"]}
+    assert holding(known, seen, asked, [EAST, WEST]) == {"t": ["east"]}
+
+
+def test_a_dropped_remote_is_neither_counted_nor_a_source_of_that_topic() -> None:
+    dropped = {"t": {"west": "recreated"}}
+    counts = {"east": {"t": 1, "u": 3}, "west": {"t": 2, "u": 3}}
+    assert without_dropped(counts, dropped) == {"east": {"t": 1, "u": 3}, "west": {"u": 3}}
+    sources = {"t": ("east", "west"), "u": ("east", "west")}
+    assert kept_sources(sources, dropped) == {"t": ("east",), "u": ("east", "west")}
