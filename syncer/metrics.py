@@ -16,6 +16,7 @@ from prometheus_client.registry import Collector
 
 from syncer.retry import RETRIES
 from syncer.status import PartitionStatus, Snapshot, State
+from syncer.topic_ids import remote_name
 
 PARTITION = ["topic", "partition"]
 
@@ -97,7 +98,7 @@ class SyncerCollector(Collector):
                 held.add_metric([topic, key], 1)
         for topic, places in sorted(drift.gone.items()):
             for where in places:
-                gone.add_metric([topic, where.removeprefix("remote ")], 1)
+                gone.add_metric([topic, remote_name(where)], 1)
         for topic, remotes in sorted(drift.dropped.items()):
             for name in sorted(remotes):
                 dropped.add_metric([topic, name], 1)

@@ -25,6 +25,11 @@ def remote_label(name: str) -> str:
     return f"remote {name}"
 
 
+def remote_name(label: str) -> str:
+    """The remote's name in its ``remote_label``."""
+    return label.removeprefix("remote ")
+
+
 @dataclass(frozen=True, slots=True)
 class IdChange:
     """``topic`` on cluster ``where`` is no longer the log whose id was remembered."""
@@ -37,8 +42,8 @@ class IdChange:
     def describe(self) -> str:
         if self.new is None:
             return (
-                f"topic {self.topic} (id {self.old}) was deleted on the {self.where} cluster:"
-                " its partitions halt rather than copy everything again into a new topic"
+                f"{self.what()}: its partitions halt rather than copy everything again into a"
+                " new topic"
             )
         return f"{self.what()}; its partitions halt before anything of the new topic is copied"
 
@@ -123,10 +128,10 @@ def judged(
         if change.where == LOCAL:
             halts.setdefault(change.topic, change.describe())
         else:
-            moved.setdefault(change.topic, {})[change.where.removeprefix("remote ")] = change
+            moved.setdefault(change.topic, {})[remote_name(change.where)] = change
     for topic, places in gone.items():
         for where in places:
-            moved.setdefault(topic, {}).setdefault(where.removeprefix("remote "), None)
+            moved.setdefault(topic, {}).setdefault(remote_name(where), None)
     drops: dict[str, dict[str, str]] = {}
     for topic, remotes in moved.items():
         before = set(dropped.get(topic, ()))
@@ -168,7 +173,7 @@ def holding(
             continue
         for topic in asked.get(where, ()):
             if topic in remembered and ids.get(topic) == remembered[topic]:
-                out.setdefault(topic, []).append(where.removeprefix("remote "))
+                out.setdefault(topic, []).append(remote_name(where))
     return out
 
 
