@@ -513,3 +513,29 @@ async def test_a_remote_dropped_while_its_chunk_is_compared_is_not_let_through()
     with pytest.raises(SourceDropped, match="its topic there was recreated"):
         await check.check(chunk_at(10, "east"), 10)
     assert "east" not in check.checked
+
+
+async def test_a_remote_dropped_while_its_continuing_chunk_is_sampled_is_not_let_through() -> None:
+    """The remote that wrote the records below continues unread but for a sample every
+    ``SAMPLE_EVERY`` chunks, compared with the other remote: a drop from outside that lands
+    while the sample is read refuses the chunk."""
+    same = build(9, [(b"k", b"same")])
+    check, sources = agreement(same, east=same, west=same)
+    sources["west"].raw = b"".join(build(o, [(b"k", b"next")]) for o in range(10, 60))
+    first = chunk_at(10)
+    await check.check(first, 10)
+    check.written(first)
+    offset = 11
+    while check.check_now(got := chunk_at(offset), offset):  # continues until a sample is due
+        check.written(got)
+        offset += 1
+    read = sources["west"].fetch
+
+    async def drop_then_read(*args: Any, **kwargs: Any) -> Any:
+        check.drop_for_topic("east", "its topic there was recreated")
+        return await read(*args, **kwargs)
+
+    sources["west"].fetch = drop_then_read  # type: ignore[method-assign]
+    with pytest.raises(SourceDropped, match="its topic there was recreated"):
+        await check.check(got, offset)
+    assert check._passed is None
