@@ -270,7 +270,7 @@ async def _verdicts(
     config: Config, local: Cluster, remotes: dict[str, Cluster], args: argparse.Namespace
 ) -> list[Verdict]:
     local_counts = await local.partition_counts()
-    topics = args.topic or sorted(t for t in local_counts if config.topics.selects(t))
+    topics = args.topic or sorted(t for t in local_counts if config.mirrors(t))
     out = []
     for name, remote in remotes.items():
         remote_counts = await remote.partition_counts()

@@ -10,6 +10,7 @@ from typing import Any
 from aiokafka.helpers import create_ssl_context
 
 from syncer.config import ClusterConfig
+from syncer.config_security import key_password
 
 
 def client_options(config: ClusterConfig) -> dict[str, Any]:
@@ -38,7 +39,7 @@ def tls_context(config: ClusterConfig) -> ssl.SSLContext:
         cafile=config.ssl_cafile or None,
         certfile=config.ssl_certfile or None,
         keyfile=config.ssl_keyfile or None,
-        password=config.ssl_key_password or None,
+        password=key_password(config),
     )
     context.check_hostname = config.ssl_check_hostname
     return context

@@ -22,6 +22,9 @@ from syncer.errors import ConfigError
 from syncer.typed import build, first_per_path, interpolate, keep_python_only, unbuild
 
 MAX_LANES = 64
+MAX_INT32 = 2**31 - 1  # a request's size, timeout or count field on the wire
+# a topic name Kafka accepts (``Topic.validate``): these characters, at most 249 of them
+TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 COALESCE_MAX_BYTES = 1024 * 1024  # copier.coalesce_bytes at most
 DEFAULT_COPIED_CONFIGS: tuple[str, ...] = tuple(
     ["cleanup.policy", "retention.ms", "retention.bytes", "max.message.bytes", "compression.type"]
@@ -198,15 +201,17 @@ class Config:
     def from_file(cls, path: str | Path) -> Config:
         path = Path(path)
         try:
-            text = path.read_text()
+            text = path.read_text(encoding="utf-8")
         except OSError as exc:
             raise ConfigError([f"cannot read: {exc.strerror}"], str(path)) from exc
+        except UnicodeDecodeError as exc:
+            raise ConfigError([f"not UTF-8 text: {_not_utf8(exc)}"], str(path)) from exc
         return cls.from_yaml(text, source=str(path))
 
     @classmethod
     def from_yaml(cls, text: str, source: str = "config") -> Config:
         try:
-            raw = yaml.safe_load(text)
+            raw = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
@@ -232,6 +237,33 @@ class Config:
 
     def remote(self, name: str) -> ClusterConfig:
         return next(r for r in self.remotes if r.name == name)
+
+    def mirrors(self, topic: str) -> bool:
+        """Is ``topic`` mirrored: selected, and not syncer's own state topic (a remote that
+        is another deployment's local cluster holds one of the same name)?"""
+        return topic != self.state_topic and self.topics.selects(topic)
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """``yaml.safe_load``, but a key given twice in one mapping is an error (PyYAML keeps
+    the last: a second ``topics:`` block would silently replace the first)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _value in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if not isinstance(key, str):
+                continue  # refused as a key later (``typed.build``), or hashed by PyYAML
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    problem=f"key {key!r} given twice", problem_mark=key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _not_utf8(exc: UnicodeDecodeError) -> str:
+    return f"byte 0x{exc.object[exc.start]:02x} at position {exc.start}"
 
 
 def _validated(config: Config | None, problems: list[str], source: str) -> Config:
@@ -264,9 +296,11 @@ def _read_secrets(config: Config, problems: list[str]) -> Config:
                 problems.append(f"{where}.{secret}: set it or {file_key}, not both")
                 continue
             try:
-                changes[secret] = Path(path).read_text().removesuffix("\n")
+                changes[secret] = Path(path).read_text(encoding="utf-8").removesuffix("\n")
             except OSError as exc:
                 problems.append(f"{where}.{file_key}: cannot read {path}: {exc.strerror}")
+            except UnicodeDecodeError as exc:
+                problems.append(f"{where}.{file_key}: {path} is not UTF-8 text: {_not_utf8(exc)}")
         return dataclasses.replace(cluster, **changes) if changes else cluster
 
     local = read(config.local, "local")
@@ -277,6 +311,7 @@ def _read_secrets(config: Config, problems: list[str]) -> Config:
 def _check(config: Config) -> list[str]:
     """Rules that span fields."""
     return [
+        *_check_names(config),
         *_check_remotes(config),
         *_check_topics(config.topics),
         *_check_copier(config.copier),
@@ -284,6 +319,18 @@ def _check(config: Config) -> list[str]:
         *_check_http(config.http),
         *_check_groups(config.groups),
     ]
+
+
+def _check_names(config: Config) -> list[str]:
+    problems = []
+    if not config.name.strip():
+        problems.append("name: required, got an empty value")
+    if not TOPIC_NAME.fullmatch(config.state_topic) or config.state_topic in (".", ".."):
+        problems.append(
+            f"state_topic: not a Kafka topic name (letters, digits, '.', '_', '-';"
+            f" at most 249), got {config.state_topic!r}"
+        )
+    return problems
 
 
 def _check_patterns(section: object, where: str, keys: tuple[str, ...]) -> list[str]:
@@ -333,7 +380,7 @@ def _check_remotes(config: Config) -> list[str]:
         problems.append("remotes: at least one remote is required")
     seen: set[str] = set()
     for i, remote in enumerate(config.remotes):
-        if not remote.name:
+        if not remote.name.strip():
             problems.append(f"remotes[{i}].name: required")
         elif remote.name in seen:
             problems.append(f"remotes[{i}].name: duplicate remote name {remote.name!r}")
@@ -352,7 +399,10 @@ def _check_remotes(config: Config) -> list[str]:
 
 
 def _check_cluster(cluster: ClusterConfig, where: str) -> list[str]:
-    problems = []
+    problems = _check_servers(cluster.bootstrap_servers, f"{where}.bootstrap_servers")
+    for name in ("request_timeout_ms", "metadata_max_age_ms"):
+        if not 0 < getattr(cluster, name) <= MAX_INT32:
+            problems.append(f"{where}.{name}: must be positive (at most {MAX_INT32})")
     if not 1 <= cluster.connections <= MAX_LANES:
         problems.append(f"{where}.connections: must be 1..{MAX_LANES}")
     for name in ("socket_receive_buffer_bytes", "socket_send_buffer_bytes"):
@@ -360,8 +410,10 @@ def _check_cluster(cluster: ClusterConfig, where: str) -> list[str]:
         if value == 0 or value < -1:
             problems.append(f"{where}.{name}: must be positive, or -1 for the OS default")
     for name in ("fetch_max_bytes", "partition_fetch_max_bytes"):
-        if getattr(cluster, name) < 0:
-            problems.append(f"{where}.{name}: must be positive, or 0 for the copier's")
+        if not 0 <= getattr(cluster, name) <= MAX_INT32:
+            problems.append(
+                f"{where}.{name}: must be positive (at most {MAX_INT32}), or 0 for the copier's"
+            )
     if cluster.max_bytes_per_second < 0:
         problems.append(f"{where}.max_bytes_per_second: must be positive, or 0 for no cap")
     rack = cluster.client_rack
@@ -370,20 +422,48 @@ def _check_cluster(cluster: ClusterConfig, where: str) -> list[str]:
     return problems + check_security(cluster, where)
 
 
+def _check_servers(servers: str, where: str) -> list[str]:
+    """``host:port[,host:port...]``, every port a number 1..65535."""
+    if not servers:
+        return []  # a required value left empty: said already
+    for server in servers.split(","):
+        host, colon, port = server.strip().rpartition(":")
+        host = host.strip("[]")
+        if not colon or not host or any(c.isspace() for c in server.strip()):
+            return [f"{where}: expected host:port[,host:port...], got {servers!r}"]
+        if not port.isdigit() or not 1 <= int(port) <= 65535:
+            return [f"{where}: port must be a number 1..65535, got {server.strip()!r}"]
+    return []
+
+
 def _check_topics(topics: TopicsConfig) -> list[str]:
     problems = []
     if not topics.include:
         problems.append("topics.include: at least one pattern is required")
+    if topics.refresh_interval_s <= 0:
+        problems.append("topics.refresh_interval_s: must be positive")
+    if topics.replication_factor != -1 and not 1 <= topics.replication_factor <= 32767:
+        problems.append("topics.replication_factor: must be 1..32767, or -1 for the cluster's")
     problems += _check_patterns(topics, "topics", ("include", "exclude", "fill"))
     return problems
 
 
 def _check_copier(copier: CopierConfig) -> list[str]:
     problems = [
-        f"copier.{name}: must be positive"
-        for name in ("fetch_max_bytes", "partition_fetch_max_bytes", "buffer_bytes")
-        if getattr(copier, name) <= 0
+        f"copier.{name}: must be positive (at most {MAX_INT32})"
+        for name in ("fetch_max_bytes", "partition_fetch_max_bytes", "chunk_timeout_ms")
+        if not 0 < getattr(copier, name) <= MAX_INT32
     ]
+    if copier.buffer_bytes <= 0:
+        problems.append("copier.buffer_bytes: must be positive")
+    if not 0 <= copier.fetch_max_wait_ms <= MAX_INT32:
+        problems.append("copier.fetch_max_wait_ms: must be 0 or more")
+    if copier.retry_backoff_ms <= 0:
+        problems.append("copier.retry_backoff_ms: must be positive")
+    elif copier.retry_backoff_max_ms < copier.retry_backoff_ms:
+        problems.append("copier.retry_backoff_max_ms: must be at least retry_backoff_ms")
+    if copier.shutdown_timeout_s < 0:
+        problems.append("copier.shutdown_timeout_s: must be 0 or more")
     if copier.max_bytes_per_second < 0:
         problems.append("copier.max_bytes_per_second: must be positive, or 0 for no cap")
     if copier.max_chunks < 1:

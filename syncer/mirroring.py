@@ -71,8 +71,15 @@ class MirroredTopics:
     """The topics mirrored now (name → partitions), their sources, the refused ones and the
     ids first seen of each on every cluster."""
 
-    def __init__(self, config: TopicsConfig, local: Cluster, remotes: Mapping[str, Cluster]):
+    def __init__(
+        self,
+        config: TopicsConfig,
+        local: Cluster,
+        remotes: Mapping[str, Cluster],
+        skip: tuple[str, ...] = (),
+    ):
         self.config = config
+        self.skip = skip  # never mirrored, whatever the selection: syncer's state topic
         self.local = local
         self.remotes = remotes
         self.mirror: dict[str, int] = {}
@@ -125,7 +132,8 @@ class MirroredTopics:
         censuses = censuses or await self._censuses()
         local_counts = censuses[LOCAL].counts
         mirrored = set(self.mirror) | copying
-        return plan_topics(self.config, local_counts, self._remote_counts(censuses), mirrored)
+        counts = self._remote_counts(censuses)
+        return plan_topics(self.config, local_counts, counts, mirrored, self.skip)
 
     def _remote_counts(self, censuses: Mapping[str, Census]) -> dict[str, dict[str, int]]:
         """Each remote's partition counts, less the topics it was dropped for: their log

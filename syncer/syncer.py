@@ -82,7 +82,9 @@ class Syncer:
         # plan exists (``syncer run``'s check waits for it, not to slow the creation)
         self.planned = asyncio.Event()
         self._running: contextlib.AsyncExitStack | None = None  # what start opened
-        self.topics = MirroredTopics(config.topics, self.local, self.remotes)
+        self.topics = MirroredTopics(
+            config.topics, self.local, self.remotes, skip=(config.state_topic,)
+        )
         self.member: GroupMember | None = None
         # remotes left out at start, connected since (with their topics as then read)
         self._reached: dict[str, tuple[Reached, Census]] = {}
@@ -174,7 +176,7 @@ class Syncer:
         caps = (self.rates[remote], self.rate)
         lanes = self.clusters.lanes(remote)
         fetchers = [Fetcher(c, sizes, observe, ids, caps) for c in lanes]
-        return Lanes(fetchers, wanted=self.config.topics.selects)
+        return Lanes(fetchers, wanted=self.config.mirrors)
 
     def open_connections(self) -> dict[str, int]:
         """Open TCP connections per remote, over all its lanes."""

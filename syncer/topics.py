@@ -31,12 +31,21 @@ def plan_topics(
     local_counts: Mapping[str, int],
     remote_counts: Mapping[str, Mapping[str, int]],
     mirrored: Collection[str] = (),
+    skip: Collection[str] = (),
 ) -> TopicPlan:
     """Decide per selected remote topic: mirror, create locally, or refuse (partition counts
     differ between remotes or with the local topic). A topic already ``mirrored`` whose remote
-    gained partitions grows locally to match; at start, any difference is refused."""
+    gained partitions grows locally to match; at start, any difference is refused. Topics in
+    ``skip`` (syncer's own state topic: ``Config.mirrors``) are never mirrored."""
     plan = TopicPlan()
-    names = sorted({t for counts in remote_counts.values() for t in counts if selection.selects(t)})
+    names = sorted(
+        {
+            t
+            for counts in remote_counts.values()
+            for t in counts
+            if selection.selects(t) and t not in skip
+        }
+    )
     for topic in names:
         counts = {r: c[topic] for r, c in remote_counts.items() if topic in c}
         distinct = set(counts.values())

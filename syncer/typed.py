@@ -1,14 +1,16 @@
 """Plain values (parsed YAML) into frozen, typed dataclasses, every problem reported with its
 path at once: ``${VAR}`` and ``${VAR:-default}`` replaced from the environment in every
-string, unknown keys and missing (or empty) required ones named, scalars checked against the
-field's type, enums written as one of their words. A value found wrong is left out, so the
-field keeps its default (a required one a blank of its type) and the rules that span fields
-can still run over the rest: one pass reports every problem of a file, whatever its kind.
-Knows nothing of syncer's settings."""
+string (``$${`` is a literal ``${``), unknown keys and missing (or empty) required ones
+named, scalars checked against the field's type (a number may come as a string, through
+``${VAR}``; a float must be finite), enums written as one of their words. A value found
+wrong is left out, so the field keeps its default (a required one a blank of its type) and
+the rules that span fields can still run over the rest: one pass reports every problem of a
+file, whatever its kind. Knows nothing of syncer's settings."""
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import re
 import types
@@ -17,14 +19,17 @@ from collections.abc import Callable
 from enum import StrEnum
 from typing import Any, TypeVar
 
-_ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_ENV = re.compile(r"\$(\$?)\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_INT = re.compile(r"[+-]?[0-9]+")
 
 
 def interpolate(value: Any, path: str, problems: list[str]) -> Any:
     if isinstance(value, str):
 
         def sub(match: re.Match[str]) -> str:
-            name, default = match.group(1), match.group(2)
+            escaped, name, default = match.groups()
+            if escaped:
+                return match.group(0)[1:]  # $${...}: the text ${...} as it is
             if name in os.environ:
                 return os.environ[name]
             if default is not None:
@@ -133,14 +138,26 @@ def _scalar(hint: Any, value: Any, path: str, problems: list[str]) -> Any:
         return _choice(hint, value, path, problems)
     if hint is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
-    if hint is int and isinstance(value, str) and value.strip().isdigit():
+    if hint is int and isinstance(value, str) and _INT.fullmatch(value.strip()):
         return int(value)  # numbers that came through ${ENV}
+    if hint is float and isinstance(value, str):
+        value = _number(value)  # one that came through ${ENV}, or the string, refused below
+    if hint is float and isinstance(value, float) and not math.isfinite(value):
+        problems.append(f"{path}: expected a finite number, got {value}")
+        return _INVALID
     if hint is bool and isinstance(value, str) and value.lower() in ("true", "false"):
         return value.lower() == "true"
     if isinstance(value, hint) and not (hint is int and isinstance(value, bool)):
         return value
     problems.append(f"{path}: expected {hint.__name__}, got {_kind(value)}")
     return _INVALID
+
+
+def _number(text: str) -> float | str:
+    try:
+        return float(text)
+    except ValueError:
+        return text
 
 
 def _choice(hint: type[StrEnum], value: Any, path: str, problems: list[str]) -> Any:

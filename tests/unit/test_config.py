@@ -125,7 +125,7 @@ http: {listen: "localhost"}
     assert problems(text) == [
         "remotes[0].connections: must be 1..64",
         "remotes[0].socket_receive_buffer_bytes: must be positive, or -1 for the OS default",
-        "remotes[0].fetch_max_bytes: must be positive, or 0 for the copier's",
+        "remotes[0].fetch_max_bytes: must be positive (at most 2147483647), or 0 for the copier's",
         "local.connections: lanes are for remotes; the local cluster uses 1",
         "http.listen: expected host:port (or \"\" for off), got 'localhost'",
     ]
@@ -286,3 +286,134 @@ def test_coalesce_bytes_outside_0_to_1_mib_is_one_line(value: int) -> None:
 
 def test_coalesce_bytes_0_turns_coalescing_off_and_loads() -> None:
     assert Config.from_yaml(GOOD + "copier: {coalesce_bytes: 0}\n").copier.coalesce_bytes == 0
+
+
+def test_a_key_given_twice_is_refused_naming_its_line() -> None:
+    """PyYAML keeps the last of two equal keys: a second ``topics:`` block would replace the
+    first without a word."""
+    text = GOOD + "topics:\n  include: [payments]\n"
+    assert problems(text) == ["malformed YAML: line 8, column 1: key 'topics' given twice"]
+
+
+def test_a_file_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "syncer.yaml"
+    path.write_bytes(GOOD.encode("utf-16"))
+    with pytest.raises(ConfigError) as caught:
+        Config.from_file(path)
+    assert caught.value.problems == ["not UTF-8 text: byte 0xff at position 0"]
+    secret = tmp_path / "password"
+    secret.write_bytes(b"\xffsecret\n")
+    text = GOOD.replace(
+        '{bootstrap_servers: "127.0.0.1:9092"}',
+        "{bootstrap_servers: '127.0.0.1:9092', security_protocol: SASL_PLAINTEXT,"
+        f" sasl_mechanism: PLAIN, sasl_username: u, sasl_password_file: '{secret}'}}",
+    )
+    assert problems(text)[0] == (
+        f"local.sasl_password_file: {secret} is not UTF-8 text: byte 0xff at position 0"
+    )
+
+
+@pytest.mark.parametrize(
+    ("servers", "said"),
+    [
+        ("127.0.0.1:abc", "port must be a number 1..65535, got '127.0.0.1:abc'"),
+        ("127.0.0.1:0", "port must be a number 1..65535, got '127.0.0.1:0'"),
+        ("127.0.0.1:1 127.0.0.1:3", "expected host:port[,host:port...], got"),
+        (",,,", "expected host:port[,host:port...], got ',,,'"),
+        ("broker-1", "expected host:port[,host:port...], got 'broker-1'"),
+    ],
+)
+def test_bootstrap_servers_must_be_host_port_lists(servers: str, said: str) -> None:
+    text = GOOD.replace("127.0.0.1:9192", servers)
+    (problem,) = problems(text)
+    assert problem.startswith(f"remotes[0].bootstrap_servers: {said}")
+
+
+def test_bootstrap_servers_of_names_and_ipv6_load() -> None:
+    text = GOOD.replace("127.0.0.1:9192", "b-1.east:9092, b-2.east:9092,[::1]:9093")
+    assert Config.from_yaml(text).remote("east").bootstrap_servers.endswith("[::1]:9093")
+
+
+@pytest.mark.parametrize(
+    ("setting", "said"),
+    [
+        (
+            "topics: {include: [x], refresh_interval_s: 0}",
+            "topics.refresh_interval_s: must be positive",
+        ),
+        (
+            "topics: {include: [x], refresh_interval_s: .nan}",
+            "topics.refresh_interval_s: expected a finite number, got nan",
+        ),
+        (
+            "topics: {include: [x], replication_factor: 0}",
+            "topics.replication_factor: must be 1..32767, or -1 for the cluster's",
+        ),
+        ("copier: {retry_backoff_ms: 0}", "copier.retry_backoff_ms: must be positive"),
+        (
+            "copier: {retry_backoff_ms: 500, retry_backoff_max_ms: 100}",
+            "copier.retry_backoff_max_ms: must be at least retry_backoff_ms",
+        ),
+        (
+            "copier: {fetch_max_bytes: 3000000000}",
+            "copier.fetch_max_bytes: must be positive (at most 2147483647)",
+        ),
+        ("copier: {shutdown_timeout_s: -1}", "copier.shutdown_timeout_s: must be 0 or more"),
+        ("groups: {interval_s: .inf}", "groups.interval_s: expected a finite number, got inf"),
+        (
+            "local: {bootstrap_servers: '127.0.0.1:9092', request_timeout_ms: 0}",
+            "local.request_timeout_ms: must be positive (at most 2147483647)",
+        ),
+        (
+            "local: {bootstrap_servers: '127.0.0.1:9092', metadata_max_age_ms: -1}",
+            "local.metadata_max_age_ms: must be positive (at most 2147483647)",
+        ),
+        ("state_topic: 'a b/c'", "state_topic: not a Kafka topic name"),
+        ("state_topic: ''", "state_topic: not a Kafka topic name"),
+        ("name: ' '", "name: required, got an empty value"),
+    ],
+)
+def test_numbers_and_names_out_of_their_range_are_one_line_each(setting: str, said: str) -> None:
+    key = setting.partition(":")[0]
+    base = "\n".join(line for line in GOOD.splitlines() if not line.startswith(key))
+    if key == "topics":
+        base = base.replace('  include: ["orders\\\\..*"]\n  exclude: ["_.*"]', "")
+        base = base.replace("topics:\n", "")
+    (problem,) = problems(f"{base}\n{setting}\n")
+    assert problem.startswith(said)
+
+
+def test_numbers_and_negatives_may_come_through_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("REFRESH", "12.5")
+    text = GOOD + "copier: {max_bytes_per_second: '${CAP:-0}'}\n"
+    text = text.replace("topics:\n", "topics:\n  refresh_interval_s: '${REFRESH}'\n")
+    text += "name: '${NAME:-mirror}'\nhttp: {listen: ''}\n"
+    text = text.replace(
+        '127.0.0.1:9092"}', "127.0.0.1:9092\", socket_send_buffer_bytes: '${SND:--1}'}"
+    )
+    config = Config.from_yaml(text)
+    assert config.topics.refresh_interval_s == 12.5
+    assert config.local.socket_send_buffer_bytes == -1 and config.name == "mirror"
+
+
+def test_a_literal_dollar_brace_is_written_doubled() -> None:
+    text = GOOD.replace(
+        '{bootstrap_servers: "127.0.0.1:9092"}',
+        "{bootstrap_servers: '127.0.0.1:9092', security_protocol: SASL_PLAINTEXT,"
+        " sasl_mechanism: PLAIN, sasl_username: u, sasl_password: 'p$${x}w'}",
+    )
+    assert Config.from_yaml(text).local.sasl_password == "p${x}w"
+
+
+def test_the_state_topic_is_never_mirrored() -> None:
+    """A remote that is another deployment's local cluster holds a state topic of the same
+    name; ``.*`` selects it, but it is syncer's own, not data."""
+    everything = GOOD.replace('["orders\\\\..*"]', '[".*"]').replace('["_.*"]', "[]")
+    config = Config.from_yaml(everything)
+    assert config.topics.selects("_syncer_state") and not config.mirrors("_syncer_state")
+    assert config.mirrors("orders.eu")
+    other = Config.from_yaml(everything + "state_topic: mirror.state\n")
+    assert other.topics.selects("mirror.state") and not other.mirrors("mirror.state")
+    assert other.mirrors("_syncer_state")  # another deployment's name: data here

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import pytest
 from syncer.clusters import Cluster, client_options
 from syncer.config import Config
 from syncer.errors import ConfigError
+from syncer.testbed.tls import Certificates, make_certificates
 
 SECRET = "hunter2-and-more-secret"
 
@@ -31,15 +33,19 @@ def problems(remote: dict[str, Any]) -> list[str]:
     return caught.value.problems
 
 
-def test_sasl_ssl_with_scram_and_a_password_file(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> Certificates:
+    """The test bed's CA and client certificate (openssl)."""
+    return make_certificates(tmp_path_factory.mktemp("certs"))
+
+
+def test_sasl_ssl_with_scram_and_a_password_file(tmp_path: Path, certs: Certificates) -> None:
     secret = tmp_path / "pw"
     secret.write_text(SECRET + "\n")
-    ca = tmp_path / "ca.pem"
-    ca.write_text("not read at load")
     config = load(
         {
             "security_protocol": "SASL_SSL",
-            "ssl_cafile": str(ca),
+            "ssl_cafile": str(certs.ca),
             "sasl_mechanism": "SCRAM-SHA-512",
             "sasl_username": "mirror",
             "sasl_password_file": str(secret),
@@ -116,3 +122,33 @@ async def test_a_cluster_has_one_tls_context_for_all_its_clients() -> None:
     assert relaxed["ssl_context"] is not context
     west = load({"security_protocol": "SSL", "name": "west"}).remotes[0]
     assert client_options(west)["ssl_context"] is not context
+
+
+def test_tls_files_that_do_not_load_are_named_at_load(tmp_path: Path, certs: Certificates) -> None:
+    """Loaded as the clients load them: a file that holds no certificate, a key that is not
+    the certificate's, an encrypted key with a wrong or no password are one line each (exit
+    3), not a traceback at the first connection, and no password is asked for on a
+    terminal."""
+    empty = tmp_path / "ca.pem"
+    empty.write_text("no certificate here\n")
+    assert problems({"security_protocol": "SSL", "ssl_cafile": str(empty)}) == [
+        f"remotes[0].ssl_cafile: cannot load {empty}: no certificate in it"
+    ]
+    mutual = {"security_protocol": "SSL", "ssl_cafile": str(certs.ca)}
+    mutual |= {"ssl_certfile": str(certs.client_cert), "ssl_keyfile": str(certs.client_key)}
+    assert load(mutual).remotes[0].ssl_keyfile == str(certs.client_key)
+    other_key = certs.ca.parent / "ca.key"  # the CA's key: not the client certificate's
+    files = f"{certs.client_cert}, {other_key}"
+    assert problems(mutual | {"ssl_keyfile": str(other_key)}) == [
+        f"remotes[0].ssl_certfile, ssl_keyfile: cannot load {files}:"
+        " the key is not the certificate's"
+    ]
+    locked = tmp_path / "client.key"
+    encrypt = ["pkey", "-in", str(certs.client_key), "-aes256", "-passout", "pass:right"]
+    subprocess.run(["openssl", *encrypt, "-out", str(locked)], check=True)
+    assert load(mutual | {"ssl_keyfile": str(locked), "ssl_key_password": "right"})
+    for password in ({"ssl_key_password": "wrong"}, {}):
+        (problem,) = problems(mutual | {"ssl_keyfile": str(locked), **password})
+        assert problem.startswith(
+            f"remotes[0].ssl_certfile, ssl_keyfile: cannot load {certs.client_cert}, {locked}:"
+        )

@@ -74,6 +74,14 @@ def test_missing_topics_are_refused_when_creation_is_off() -> None:
     assert plan.refused == {"a": "missing locally and topics.create_missing is false"}
 
 
+def test_the_state_topic_skipped_is_never_planned() -> None:
+    """A remote that is another deployment's local cluster holds ``_syncer_state``."""
+    selection = TopicsConfig(include=(".*",))
+    remotes = {"east": {"a": 1, "_syncer_state": 1}}
+    plan = plan_topics(selection, {"_syncer_state": 1}, remotes, skip=("_syncer_state",))
+    assert plan.mirror == {"a": 1} and plan.create == {"a": 1} and not plan.refused
+
+
 DEFAULTS = {
     "message.timestamp.type": "CreateTime",
     "cleanup.policy": "delete",
