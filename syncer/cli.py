@@ -12,6 +12,7 @@ import platform
 import signal
 import sys
 import time
+from collections.abc import Coroutine
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -156,27 +157,58 @@ def _run_async(coro: object) -> int:
     return int(uvloop.run(coro))  # type: ignore[arg-type]
 
 
+class StopSignals:
+    """SIGINT, SIGTERM and SIGHUP (a closed terminal) stop a copy: the first drains the
+    writes in flight (``Syncer.request_stop``), a second one stops at once (every task
+    cancelled: what was in flight may have landed or not, and the next start reads the
+    local ends and checks it, as after a kill). ``interrupted``: a signal came;
+    ``forced``: a second one."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+    def __init__(self) -> None:
+        self.interrupted = False
+        self.forced = False
+
+    def install(self, syncer: Syncer) -> None:
+        loop = asyncio.get_running_loop()
+        for signum in self.SIGNALS:
+            loop.add_signal_handler(signum, self._on_signal, syncer, loop)
+
+    def _on_signal(self, syncer: Syncer, loop: asyncio.AbstractEventLoop) -> None:
+        if not self.interrupted:
+            self.interrupted = True
+            log.warning("stopping: draining writes in flight (signal again to force)")
+            syncer.request_stop()
+            return
+        self.forced = True
+        for task in asyncio.all_tasks(loop):
+            task.cancel("forced exit")
+
+    def run(self, coro: Coroutine[Any, Any, int]) -> int:
+        """``coro`` run to its exit code; stopped at once by a second signal: one line and
+        ``ExitCode.INTERRUPTED``, not a traceback."""
+        try:
+            return _run_async(coro)
+        except asyncio.CancelledError:
+            if not self.forced:
+                raise
+            print(
+                "syncer: stopped at once by a second signal: writes in flight may have landed"
+                " or not; the next start reads the local ends and checks them",
+                file=sys.stderr,
+            )
+            return ExitCode.INTERRUPTED
+
+
 def _run(args: argparse.Namespace) -> int:
     config = Config.from_file(args.config)
+    signals = StopSignals()
 
     async def main() -> int:
         syncer = Syncer(config)
-        loop = asyncio.get_running_loop()
-        interrupts = 0
-
-        def on_signal() -> None:
-            nonlocal interrupts
-            interrupts += 1
-            if interrupts == 1:
-                log.warning("stopping: draining writes in flight (signal again to force)")
-                syncer.request_stop()
-            else:
-                for task in asyncio.all_tasks(loop):
-                    task.cancel("forced exit")
-
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(signum, on_signal)
-        loop.add_signal_handler(signal.SIGUSR1, _dump_tasks)
+        signals.install(syncer)
+        asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, _dump_tasks)
         async with contextlib.AsyncExitStack() as stack:
             address = config.http.address
             if address is not None:
@@ -199,7 +231,7 @@ def _run(args: argparse.Namespace) -> int:
         print(summary.line(), file=sys.stderr)
         return _exit_code(summary)
 
-    return _run_async(main())
+    return signals.run(main())
 
 
 async def _check_then_keep_settled(config: Config, syncer: Syncer) -> None:
@@ -227,9 +259,11 @@ def _dump_tasks() -> None:
 
 def _catch_up(args: argparse.Namespace) -> int:
     config = Config.from_file(args.config)
+    signals = StopSignals()
 
     async def main() -> int:
         async with Syncer(config) as syncer:
+            signals.install(syncer)
             with CatchUpProgress(syncer, enabled=not args.no_progress and sys.stderr.isatty()):
                 summary = await syncer.catch_up()
             for status in syncer.statuses():
@@ -238,9 +272,12 @@ def _catch_up(args: argparse.Namespace) -> int:
             for topic, reason in syncer.refused.items():
                 print(f"syncer: topic {topic} refused: {reason}", file=sys.stderr)
         print(summary.line(), file=sys.stderr)
+        if signals.interrupted and not _exit_code(summary):
+            print("syncer: catch-up stopped by a signal before the ends", file=sys.stderr)
+            return ExitCode.INTERRUPTED
         return _exit_code(summary)
 
-    return _run_async(main())
+    return signals.run(main())
 
 
 def _verify(args: argparse.Namespace) -> int:

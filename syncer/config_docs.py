@@ -268,7 +268,9 @@ MEANINGS: Meanings = {
         "http": "the daemon's HTTP endpoint: the keys of `http` below",
         "groups": "consumer group offsets to copy: the keys of `groups` below",
         "name": "deployment name; the key of the writer identity in the state topic",
-        "state_topic": "small local topic holding the deployment's producer id",
+        "state_topic": "small local topic holding the deployment's producer id; never"
+        " mirrored, whatever topics.include selects (a remote that is another deployment's"
+        " local cluster holds one of the same name)",
     },
     ClusterConfig: _CLUSTER,
     TopicsConfig: _TOPICS,

@@ -18,6 +18,7 @@ import contextlib
 import json
 import logging
 import os
+import socket
 import time
 from dataclasses import dataclass
 
@@ -72,7 +73,9 @@ class StatusServer:
         try:
             self._server = await asyncio.start_server(self._serve, host, port)
         except OSError as exc:
-            reason = os.strerror(exc.errno) if exc.errno else str(exc)
+            # a name that does not resolve is a gaierror, whose errno is not an OS error's
+            errno = None if isinstance(exc, socket.gaierror) else exc.errno
+            reason = os.strerror(errno) if errno else (exc.strerror or str(exc))
             raise ConfigError([f"cannot listen on {host}:{port}: {reason}"], "http.listen") from exc
         self.probe.last_tick = time.monotonic()
         self._prober = asyncio.create_task(self._probe_forever(), name="readiness-probe")

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import http.client
 import json
 import urllib.request
 from dataclasses import dataclass, field
@@ -126,10 +127,18 @@ def fetch_live(urls: list[str], timeout: float = 5.0) -> tuple[list[dict[str, An
         target = url if "://" in url else f"http://{url}"
         try:
             with urllib.request.urlopen(f"{target.rstrip('/')}/status", timeout=timeout) as r:
-                docs.append(json.loads(r.read()))
+                doc = json.loads(r.read())
+        except http.client.HTTPException as exc:
+            problems.append(f"no live figures from {target}: not an HTTP answer ({exc!r})")
+            continue
         except (OSError, ValueError) as exc:
             reason = getattr(exc, "reason", None) or exc
             problems.append(f"no live figures from {target}: {reason}")
+            continue
+        if not isinstance(doc, dict) or not isinstance(doc.get("partitions", []), list):
+            problems.append(f"no live figures from {target}: not a syncer daemon's /status")
+            continue
+        docs.append(doc)
     return docs, problems
 
 

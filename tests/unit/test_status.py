@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+import threading
 import tracemalloc
 from collections.abc import Callable
 
@@ -11,7 +13,7 @@ from syncer.clusters import TP
 from syncer.holes import RemoteEnds
 from syncer.metrics import SyncerCollector, exposition
 from syncer.offsets import GroupStatus
-from syncer.report import PartitionRow, merge_live
+from syncer.report import PartitionRow, fetch_live, merge_live
 from syncer.sources import SourceHealth
 from syncer.status import (
     PartitionStatus,
@@ -180,3 +182,32 @@ def test_the_exposition_is_prometheus_text_formatted_a_family_at_a_time() -> Non
     # here against 7.7)
     assert ours < 0.95 * peak_mib(lambda: generate_latest(registry))
     assert text[0] == generate_latest(registry)
+
+
+def test_live_figures_from_something_that_is_not_a_syncer_daemon_are_one_line() -> None:
+    """``syncer status --daemon`` pointed at a port that answers no HTTP (a Kafka broker's),
+    or HTTP that is not a daemon's ``/status``: a line each, no traceback."""
+
+    def serve(answer: bytes) -> tuple[socket.socket, threading.Thread]:
+        server = socket.create_server(("127.0.0.1", 0))
+
+        def answer_once() -> None:
+            connection, _ = server.accept()
+            connection.recv(65536)
+            connection.sendall(answer)
+            connection.close()
+
+        thread = threading.Thread(target=answer_once, daemon=True)
+        thread.start()
+        return server, thread
+
+    garbage, first = serve(b"\x00\x00\x00\x10not http at all\r\n\r\n")
+    listed, second = serve(b"HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n\r\n[1, 2]")
+    with garbage, listed:
+        urls = [f"127.0.0.1:{s.getsockname()[1]}" for s in (garbage, listed)]
+        docs, problems = fetch_live(urls, timeout=5)
+        first.join(5)
+        second.join(5)
+    assert docs == []
+    assert problems[0].startswith(f"no live figures from http://{urls[0]}: not an HTTP answer (")
+    assert problems[1] == f"no live figures from http://{urls[1]}: not a syncer daemon's /status"
