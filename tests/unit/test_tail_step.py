@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import crc32c
+
 from syncer.alignment import StateClock
 from syncer.batches import decode, split_batches
 from syncer.clusters import TP, FetchedPartition, ProduceResult
@@ -42,6 +44,7 @@ class Remote(Broker):
     turns: Turns | None = None
     answered_in: list[int] = field(default_factory=list)
     batches: list[bytes] = field(default_factory=list)
+    one_batch: bool = False  # an answer brings the first batch only
 
     def append(self, tp: TP, records_: int = 1) -> None:
         self.batches.append(records(self.ends.get(tp, 0), records_))
@@ -51,7 +54,8 @@ class Remote(Broker):
         offset = wants[A][0]
         await self.wait({A: offset}, kw["max_wait_ms"])
         end = self.ends.get(A, 0)
-        got = b"".join(b for b in self.batches if int.from_bytes(b[:8], "big") >= offset)
+        held = [b for b in self.batches if int.from_bytes(b[:8], "big") >= offset]
+        got = b"".join(held[:1] if self.one_batch else held)
         self.answered_in.append(self.turns.count if self.turns else -1)
         return {A: FetchedPartition(0, end, end, 0, (), got)}
 
@@ -127,9 +131,11 @@ async def rig(
     coalesce_bytes: int = 64 * 1024,
     until: int | None = None,
     batches: int = 0,
+    listed_end: int | None = None,
 ) -> Rig:
     """A copier of ``A`` started (its task made, not run yet); ``until``: a catch-up to
-    there; ``batches``: the remote holds this many batches of two records already."""
+    there; ``batches``: the remote holds this many batches of two records already;
+    ``listed_end``: the remote's end as listed before the copy (else what it holds)."""
     turns = Turns()
     remote = Remote(ends={A: 0}, turns=turns)
     for _ in range(batches):
@@ -142,7 +148,7 @@ async def rig(
         retry_backoff_max_ms=20,
         coalesce_bytes=coalesce_bytes,
     )
-    end = RemoteEnds(0, 2 * batches)
+    end = RemoteEnds(0, 2 * batches if listed_end is None else listed_end)
     sources = PartitionSources(A, {"east": SourceHealth("east", 0)}, {"east": end})
     copier = PartitionCopier(
         A,
@@ -389,5 +395,53 @@ async def test_a_coalesced_write_refused_as_too_large_is_written_batch_by_batch(
         status = r.copier.status
         assert status.state is not State.HALTED and status.errors == {"resync": 1}
         assert not r.copier.writes.coalescing
+    finally:
+        await stop(r)
+
+
+def marker(base: int) -> bytes:
+    """A transaction marker (a control batch of one record) at ``base``, as a log holds it."""
+    raw = bytearray(records(base, 1))
+    raw[22] |= 0x30  # transactional, control
+    raw[17:21] = crc32c.crc32c(raw[21:]).to_bytes(4, "big")
+    return bytes(raw)
+
+
+async def test_a_transaction_marker_polled_while_tailing_halts_under_the_halt_policy() -> None:
+    """A hole brought by a poll is not the lean step's: the copier's task meets it, and with
+    ``on_hole: halt`` the partition halts there, nothing written at its offset."""
+    r = await rig()
+    try:
+        await caught_up(r)
+        r.remote.batches.append(marker(3))
+        Broker.append(r.remote, A, 1)
+        await asyncio.wait_for(r.task, 2)
+        status = r.copier.status
+        assert status.state is State.HALTED
+        assert "hole at offset 3: transaction marker" in (status.error or "")
+        assert r.writer.offsets() == [0]
+    finally:
+        r.turns.stop()
+        await stop(r)
+
+
+async def test_a_catch_up_stops_at_its_end_though_the_remote_holds_more() -> None:
+    """A catch-up to 10 of a remote holding 20, its answers a batch each, its writes
+    answered at once: the answers that come while the copier waits are its task's, not the
+    lean step's (which would launch the next fetches to the remote's end, not the
+    catch-up's): nothing past 10 is written and the copier returns there."""
+    r = await rig(until=10, batches=10)
+    r.remote.one_batch = True
+    try:
+        answered = 0
+        for _ in range(200):
+            if r.task.done():
+                break
+            for i in range(answered, len(r.writer.sent)):
+                r.writer.answer(i)
+            answered = len(r.writer.sent)
+            await asyncio.sleep(0.002)
+        await asyncio.wait_for(r.task, 2)
+        assert r.copier.frontier == 10 and r.writer.offsets() == [0, 2, 4, 6, 8]
     finally:
         await stop(r)
