@@ -121,6 +121,10 @@ class PartitionCopier:
             f" [local end: {s.local_end}, remote end: {self.sources.remote_end()}]>"
         )
 
+    def use_state_clock(self, clock: StateClock) -> None:
+        """The local brokers' producer state expiration changed: the next writes follow it."""
+        self.state_clock = self.writes.state_clock = clock
+
     def request_stop(self) -> None:
         """Finish the writes in flight, then return from ``run``."""
         self._stopping = True

@@ -44,7 +44,7 @@ from syncer.tasks import cancel_and_wait, unless_stopped, waiting_at
 from syncer.topic_ids import LOCAL, remote_label
 from syncer.topics import TopicPlan
 from syncer.writer import Writer
-from syncer.writes import read_state_clock
+from syncer.writes import lowered_state_clock, read_state_clock
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -155,6 +155,8 @@ class Syncer:
                 what="loading the writer identity",
             )
             self.state_clock = await read_state_clock(self.local)
+            watch = asyncio.create_task(self._watch_state_clock(), name="state-clock")
+            stack.push_async_callback(cancel_and_wait, watch)
             for name in self.remotes:
                 self._fetchers[name] = await stack.enter_async_context(self._lanes(name))
             self._writer = await stack.enter_async_context(
@@ -213,6 +215,28 @@ class Syncer:
                 where = ", ".join(sorted(f"{t.get_name()} in {waiting_at(t)}" for t in late))
                 log.warning("%d copiers did not drain within %.0f s: %s", len(late), timeout, where)
             await cancel_and_wait(*late, msg="shutdown timeout")
+
+    async def _watch_state_clock(self) -> None:
+        """The local brokers' ``producer.id.expiration.ms`` read again at every topic
+        refresh interval, in both modes: lowered while we copy (it is a dynamic setting; a
+        broker may restart with a lower one), the copiers' writes are pipelined only while
+        their records are fresh by the new value. The broker checks for expired producers
+        every ``producer.id.expiration.check.interval.ms`` (10 minutes by default), so a
+        change is seen here well before the state it expires is gone, at the default."""
+        while True:
+            await asyncio.sleep(self.config.topics.refresh_interval_s)
+            lowered = await lowered_state_clock(self.local, self.state_clock)
+            if lowered is None:
+                continue
+            log.warning(
+                "local brokers now keep producer state for %d ms (was %d): writes are"
+                " pipelined only while their records are newer than that",
+                lowered.expiration_ms,
+                self.state_clock.expiration_ms,
+            )
+            self.state_clock = lowered
+            for copier in self.copiers.values():
+                copier.use_state_clock(lowered)
 
     # the two modes ----------------------------------------------------------------------
 

@@ -558,18 +558,38 @@ async def read_state_clock(local: Cluster) -> StateClock:
     our producer state after the newest timestamp we wrote. Unreadable (no DescribeConfigs
     on the cluster), no write is pipelined behind another: the fence is never relied on."""
     try:
-        values = await local.broker_settings("producer.id.expiration.ms")
+        expiration_ms = await _lowest_expiration_ms(local)
     except ClusterError as exc:
-        values, why = {}, str(exc)
+        expiration_ms, why = None, str(exc)
     else:
         why = "no broker answered"
-    if not values:
+    if expiration_ms is None:
         log.warning(
             "cannot read producer.id.expiration.ms of the local brokers (%s): every partition"
             " writes one batch at a time",
             why,
         )
         return StateClock(0)
-    clock = StateClock(min(int(v) for v in values.values()))
+    clock = StateClock(expiration_ms)
     log.info("local brokers keep producer state for %d ms", clock.expiration_ms)
     return clock
+
+
+async def lowered_state_clock(local: Cluster, clock: StateClock) -> StateClock | None:
+    """The local brokers' ``producer.id.expiration.ms`` read again: a clock of the new
+    value if one broker now keeps producer state for less than ``clock`` says (the setting
+    is dynamic, and a broker may restart with another), else None. Never raised while the
+    process runs (a broker that does not answer this time may hold the lower value)."""
+    try:
+        expiration_ms = await _lowest_expiration_ms(local)
+    except ClusterError as exc:
+        log.debug("reading producer.id.expiration.ms again: %s", exc)
+        return None
+    if expiration_ms is None or clock.expiration_ms <= 0:
+        return None
+    return StateClock(expiration_ms) if expiration_ms < clock.expiration_ms else None
+
+
+async def _lowest_expiration_ms(local: Cluster) -> int | None:
+    values = await local.broker_settings("producer.id.expiration.ms")
+    return min(int(v) for v in values.values()) if values else None

@@ -381,6 +381,7 @@ def report_stalls(
 # leader moves during the copy ----------------------------------------------------------------
 
 
+@pytest.mark.long_multinode
 async def test_a_preferred_leader_election_mid_copy_stalls_the_moved_partitions_briefly(
     local3: Testbed, east: str, topic: str
 ) -> None:

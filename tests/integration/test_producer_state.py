@@ -738,3 +738,81 @@ async def test_a_lost_write_sent_again_from_a_remote_with_another_history_splice
     assert [r.offset for r in copied] == list(range(15))
     assert list(status.dropped) == ["west"], status.dropped
     assert "which are remote east's" in status.dropped["west"], status.dropped
+
+
+async def set_broker_settings(bootstrap: str, settings: dict[str, str]) -> None:
+    """Each broker's dynamic settings, exactly ``settings`` (AlterConfigs replaces the whole
+    set: ``{}`` leaves every broker its static value)."""
+    from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        brokers = (await admin.describe_cluster())["brokers"]
+        for broker in brokers:
+            resource = ConfigResource(ConfigResourceType.BROKER, str(broker["node_id"]), settings)
+            await admin.alter_configs([resource])
+    finally:
+        await admin.close()
+
+
+# the local topic refuses records more than 90 minutes old: one two hours old is refused,
+# those an hour old are taken
+REFUSES_TWO_HOURS_OLD = {"message.timestamp.before.max.ms": str(90 * 60_000)}
+
+
+async def test_producer_state_expiration_lowered_while_copying_is_followed(
+    forgetful: Testbed, link: LinkProxy, topic: str
+) -> None:
+    """The local brokers keep producer state for a day when the daemon starts, and its
+    writes of hour-old records are pipelined; the operator then lowers
+    ``producer.id.expiration.ms`` (a dynamic setting) to 5 s, and the broker forgets our
+    producer. A record two hours old (fresh by a day) is then refused, with hour-old batches
+    behind it: read once at start, the day would have let them go out behind the refused
+    one and land at its offsets (the broker, without our state, takes any sequence). Read
+    again, every write goes alone, and the copy halts at the refused one with nothing
+    misplaced (aiokafka and kcat)."""
+    local, remote = forgetful.clusters["forgetful_local"], forgetful.clusters["forgetful_remote"]
+    await create_topic(remote.direct, topic)
+    await create_topic(local.direct, topic, **REFUSES_TWO_HOURS_OLD)
+    hour_ago = int(time.time() * 1000) - HOUR_MS
+    await set_broker_settings(local.direct, {"producer.id.expiration.ms": str(DAY_MS)})
+    try:
+        config = make_config(
+            local.bootstrap,
+            {"east": remote.direct},
+            [topic],
+            topics={"include": [topic], "refresh_interval_s": 1},
+            copier={"shutdown_timeout_s": 10, "coalesce_bytes": 0},
+        )
+        syncer = Syncer(config)
+        async with syncer:
+            running = asyncio.create_task(syncer.run())
+            for b in range(20):
+                values = [(b"k", b"v%d" % (b * 10 + i)) for i in range(10)]
+                await produce(remote.direct, topic, values, timestamp_ms=hour_ago)
+            await until(lambda: first_status(syncer, "local_end") == 200, "200 records copied", 60)
+            assert syncer.state_clock.expiration_ms == DAY_MS
+            assert first_status(syncer, "one_at_a_time") is False  # pipelined
+            await set_broker_settings(local.direct, {})  # back to the static 5 s
+            await until(
+                lambda: syncer.state_clock.expiration_ms == EXPIRY_MS,
+                "lowered expiration read",
+                30,
+            )
+            await asyncio.sleep(EXPIRY_MS / 1000 + 3)  # the broker forgets our producer
+            stamps = [int(time.time() * 1000) - 2 * HOUR_MS] + [hour_ago] * 4
+            await batch_by_batch(
+                remote.direct, topic, [(b"late%d" % i, t) for i, t in enumerate(stamps)]
+            )
+            await until(
+                lambda: first_status(syncer, "state") is State.HALTED, "halt at the refusal", 60
+            )
+            error = first_status(syncer, "error")
+            assert isinstance(error, str) and "write at offset 200" in error, error
+            syncer.request_stop()
+            await asyncio.wait_for(running, 30)
+    finally:
+        await set_broker_settings(local.direct, {})
+    copied = await assert_prefix_of_remote(local.direct, remote.direct, topic)
+    assert len(copied) == 200

@@ -32,7 +32,14 @@ from syncer.protocol.common import (
 )
 from syncer.sources import SourceHealth
 from syncer.status import PartitionStatus
-from syncer.writes import LandedCheck, PartitionWrites, Resync, Sent
+from syncer.writes import (
+    LandedCheck,
+    PartitionWrites,
+    Resync,
+    Sent,
+    lowered_state_clock,
+    read_state_clock,
+)
 
 A = TP("t", 0)
 DAY_MS = 86_400_000
@@ -680,3 +687,31 @@ async def test_a_write_that_lands_ends_what_a_lost_one_left_unsure() -> None:
     await asyncio.sleep(0.3)  # the lost write's timestamp past the clock now
     await w.room()  # no resync
     assert w.room_now([now_ms()])
+
+
+class Brokers:
+    """The local brokers' ``producer.id.expiration.ms`` as DescribeConfigs answers it."""
+
+    def __init__(self, values: dict[int, str] | None) -> None:
+        self.values = values
+
+    async def broker_settings(self, name: str) -> dict[int, str]:
+        assert name == "producer.id.expiration.ms"
+        if self.values is None:
+            raise ClusterError("local: describing broker setting: not authorized")
+        return self.values
+
+
+async def test_the_state_clock_read_again_is_only_ever_lowered() -> None:
+    """Read at start, then again while the copy runs (a dynamic setting): a broker that now
+    keeps producer state for less lowers the clock; a higher value, no answer or an error
+    leaves it (a broker that did not answer may hold the lower one)."""
+    day = StateClock(86_400_000)
+    lowered = await lowered_state_clock(Brokers({1: "86400000", 2: "5000"}), day)  # type: ignore[arg-type]
+    assert lowered == StateClock(5000)
+    for values in ({1: "86400000"}, {1: "172800000"}, {}, None):
+        assert await lowered_state_clock(Brokers(values), day) is None  # type: ignore[arg-type]
+    unknown = StateClock(0)  # unreadable at start: never pipelined, nothing to lower
+    assert await lowered_state_clock(Brokers({1: "5000"}), unknown) is None  # type: ignore[arg-type]
+    assert await read_state_clock(Brokers({1: "9000", 2: "7000"})) == StateClock(7000)  # type: ignore[arg-type]
+    assert await read_state_clock(Brokers(None)) == StateClock(0)  # type: ignore[arg-type]
