@@ -160,6 +160,9 @@ def unanswered(expected: int) -> Verdict:
     return Verdict(Outcome.UNKNOWN, expected)
 
 
+STATE_MARGIN_MS = 300_000  # see StateClock.margin_ms
+
+
 @dataclass(frozen=True, slots=True)
 class StateClock:
     """When the broker may have dropped our producer state: its
@@ -170,9 +173,12 @@ class StateClock:
 
     @property
     def margin_ms(self) -> int:
-        # the broker drops state at its next check after the expiry (every 10 min by
-        # default); the margin covers a batch's time in our queue and on the wire
-        return min(self.expiration_ms // 2, 60_000)
+        # the time from the decision to send a batch behind others to the broker's append
+        # of the last of them: our queue, the wire, and the requests ahead of it on its
+        # connection, which the broker reads one at a time, each answered only once its
+        # in-sync replicas have it (up to the produce timeout, 30 s: four of them, two
+        # minutes); at most half the expiry (a broker that forgets after seconds)
+        return min(self.expiration_ms // 2, STATE_MARGIN_MS)
 
     def fresh(self, timestamp_ms: int, now_ms: int) -> bool:
         """Will state last set by a batch of max timestamp ``timestamp_ms`` still be there
