@@ -342,6 +342,10 @@ class Agreement:
                 self.checked.discard(remote)
         return not self.sources.shrunk(copied_end, time.monotonic())
 
+    async def holds_real_records_below(self, frontier: int) -> bool:
+        """Does the local log hold a record below ``frontier`` that is not a filler?"""
+        return bool(await self._local_reference(frontier))
+
     async def _local_reference(self, frontier: int) -> dict[int, bytes]:
         """Digests of the real records (not fillers) nearest below ``frontier``, looked for in
         windows ever wider down to the log's start; empty only if the local log holds none

@@ -224,6 +224,8 @@ class PartitionCopier:
     async def _copy(self, until: int | None) -> None:
         stopping = self._is_stopping
         self.frontier = await self.writes.checked_local_end(self._check_landed, stopping)
+        if (start := await self._alignment_cut_short(self.frontier)) is not None:
+            self.frontier = await self._align_start(self.frontier, start)
         self._until = until
         await self.chunks.reset(self.frontier)
         try:
@@ -244,7 +246,7 @@ class PartitionCopier:
                     await self.chunks.memory.room()  # other partitions hold the budget
                     continue
                 if got is None and (start := self._start_to_align(frontier)) is not None:
-                    self.frontier = await self._align_start(start)
+                    self.frontier = await self._align_start(0, start)
                     await self.chunks.reset(self.frontier)
                     continue
                 if got is None:
@@ -452,18 +454,38 @@ class PartitionCopier:
             return None
         return self.sources.start_to_align()
 
-    async def _align_start(self, start: int) -> int:
-        """Fill offsets ``[0, start)`` and delete them, so the local partition starts where
-        the remotes do; the new local end (``start``)."""
+    async def _alignment_cut_short(self, frontier: int) -> int | None:
+        """With ``align_start``, an alignment cut short (a write failed or its answer was
+        lost, DeleteRecords failed, the process stopped): the local log still starts at 0
+        and holds nothing but fillers below ``frontier``, at or below the start every remote
+        has moved past. The start to align it to (the fillers still missing written, then
+        all below it deleted); None otherwise: a local log holding a real record below is
+        never deleted (records gone at every remote halt it, as without ``align_start``).
+        Without this, one cut short halted as data lost at every restart."""
+        if not self.align_start or frontier == 0:
+            return None
+        start = self.sources.start_to_align()
+        if start is None or frontier > start:
+            return None
+        local_start, _end = (await self.local.ends([self.tp]))[self.tp]
+        if local_start != 0 or await self.agreement.holds_real_records_below(frontier):
+            return None
+        return start
+
+    async def _align_start(self, first: int, start: int) -> int:
+        """Fill offsets ``[first, start)`` (``first``: 0, or where fillers written before
+        end) and delete all below ``start``, so the local partition starts where the
+        remotes do; the new local end (``start``)."""
         log.info(
-            "%s[%d]: aligning the empty local partition to the remote start %d",
+            "%s[%d]: aligning the local partition to the remote start %d (fillers from %d)",
             self.tp.topic,
             self.tp.partition,
             start,
+            first,
         )
         pid, epoch = self.identity.producer_id, self.identity.producer_epoch
         now_ms = int(time.time() * 1000)
-        for base, end, raw in filler_batches(0, start, now_ms, "below-start", pid, epoch):
+        for base, end, raw in filler_batches(first, start, now_ms, "below-start", pid, epoch):
             await self.writes.room()
             stamp = max_timestamp_of(raw)
             self._submit(Sent(base, end, end - base, len(raw), "", stamp, end - base), raw)

@@ -6,13 +6,16 @@ is still compared with the local log's last real record before anything of it is
 from __future__ import annotations
 
 import asyncio
+import time
 
+import pytest
 from aiokafka import AIOKafkaConsumer
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.structs import TopicPartition
 
-from syncer.batches import FILLER_HEADER, is_filler
+from syncer.batches import FILLER_HEADER, filler_batches, is_filler
+from syncer.clusters import TP
 from syncer.metrics import SyncerCollector
 from syncer.status import State, status_document
 from syncer.syncer import Syncer
@@ -22,6 +25,7 @@ from tests.kafka_helpers import (
     catch_up,
     create_topic,
     delete_records,
+    kcat_lines,
     make_config,
     produce,
     produce_transactions,
@@ -171,6 +175,70 @@ async def test_align_start_makes_an_empty_local_partition_start_where_the_remote
     assert status.state is State.CAUGHT_UP, status.error
     assert ends[TopicPartition(topic, 0)] == (40, 100)  # local start and end = the remote's
     assert await read_partition(local, topic) == await read_partition(east, topic)
+
+
+@pytest.mark.parametrize("filled", [15, 40], ids=["cut-while-filling", "cut-before-deleting"])
+async def test_an_alignment_cut_short_is_finished_at_the_next_start(
+    local: str, east: str, topic: str, filled: int
+) -> None:
+    """The alignment of the test above cut short, as a failed write, a lost answer, a failed
+    DeleteRecords or a stop leaves it: the local partition holds this deployment's fillers
+    for ``[0, filled)`` and still starts at 0. The next start writes the fillers still
+    missing and deletes below the remote's start: the local start and end are the remote's
+    and the records equal (before: "records 15..39 are gone at every remote", a halt at
+    every start; with all 40 written, the copy went on from 40 and the local log kept
+    starting at 0)."""
+    await create_topic(east, topic)
+    await produce(east, topic, [(b"k", b"%d" % i) for i in range(100)])
+    await delete_records(east, topic, 40)
+    await create_topic(local, topic)
+    config = make_config(
+        local, {"east": east}, [topic], topics={"include": [topic], "align_start": True}
+    )
+    cut_short = Syncer(config)
+    async with cut_short:  # the deployment's writer and identity, no copier
+        who = cut_short._identity
+        assert who is not None and cut_short._writer is not None
+        now_ms = int(time.time() * 1000)
+        fillers = filler_batches(
+            0, filled, now_ms, "below-start", who.producer_id, who.producer_epoch
+        )
+        for base, _end, raw in fillers:
+            written = await cut_short._writer.submit(TP(topic, 0), raw)
+            assert (written.error_code, written.base_offset) == (0, base)
+    syncer = Syncer(config)
+    async with syncer:
+        await syncer.catch_up()
+        (status,) = syncer.statuses()
+        ends = await syncer.local.ends([TopicPartition(topic, 0)])
+    assert status.state is State.CAUGHT_UP, status.error
+    assert ends[TopicPartition(topic, 0)] == (40, 100)
+    assert await read_partition(local, topic) == await read_partition(east, topic)
+    kcat = await asyncio.to_thread(kcat_lines, local, topic, 0)
+    assert [line.split(" ")[0] for line in kcat] == [str(o) for o in range(40, 100)]
+
+
+async def test_a_local_log_with_a_real_record_below_the_remote_start_is_not_aligned(
+    local: str, east: str, topic: str
+) -> None:
+    """``align_start`` never deletes records of the local log: one that holds a real record
+    below the start every remote has moved past halts as data lost, as without it."""
+    await create_topic(east, topic)
+    await produce(east, topic, [(b"k", b"%d" % i) for i in range(100)])
+    await create_topic(local, topic)
+    await produce(local, topic, [(b"k", b"0")])  # not a filler
+    await delete_records(east, topic, 40)
+    config = make_config(
+        local, {"east": east}, [topic], topics={"include": [topic], "align_start": True}
+    )
+    syncer = Syncer(config)
+    async with syncer:
+        await syncer.catch_up()
+        (status,) = syncer.statuses()
+        ends = await syncer.local.ends([TopicPartition(topic, 0)])
+    assert status.state is State.HALTED
+    assert "records 1..39 are gone at every remote" in (status.error or "")
+    assert ends[TopicPartition(topic, 0)] == (0, 1)
 
 
 async def test_a_transactional_remote_recreated_with_another_history_halts_under_fill(
