@@ -26,7 +26,7 @@ from aiokafka.coordinator.protocol import (
 from aiokafka.errors import KafkaError
 from aiokafka.protocol.admin import DescribeGroupsRequest
 from aiokafka.protocol.coordination import FindCoordinatorRequest
-from aiokafka.protocol.group import JoinGroupRequest
+from aiokafka.protocol.group import JoinGroupRequest, SyncGroupRequest
 
 from syncer.assignment import (
     assign,
@@ -129,13 +129,17 @@ class Membership:
     """What the group gave this process and whether it may still write to it, on plain
     values (the clock is passed in), so that ``GroupMember`` only does the I/O.
 
-    Writing needs a lease: a join or an answered heartbeat renews it for ``lease_s``. The
-    config keeps the lease below the session timeout, so a member whose heartbeats go
-    unanswered stops writing before the group can count it gone and give its partitions to
-    another member. A revocation does not end the lease: the revoked partitions' copiers
-    drain their writes first, and the group gives those partitions to nobody else until this
-    member rejoins (or its session expires, after the lease; ``group_options`` makes the
-    rebalance timeout outlast the drain, or the coordinator would drop the member sooner)."""
+    Writing needs a lease: a join or an answered heartbeat renews it for ``lease_s`` from
+    when its request was *sent* (the coordinator's session runs from its answer, later: an
+    answer read after the event loop stalled past the session grants nothing the session
+    does not cover). The config keeps the lease below the session timeout, so a member
+    whose heartbeats go unanswered stops writing before the group can count it gone and
+    give its partitions to another member; one told it is no member (unknown member,
+    illegal generation) stops at once. A revocation does not end the lease: the revoked
+    partitions' copiers drain their writes first, and the group gives those partitions to
+    nobody else until this member rejoins (or its session expires, after the lease;
+    ``group_options`` makes the rebalance timeout outlast the drain, or the coordinator
+    would drop the member sooner)."""
 
     def __init__(self, lease_s: float) -> None:
         self.lease_s = lease_s
@@ -149,18 +153,22 @@ class Membership:
     def may_write(self, now: float) -> bool:
         return self._renewed_at is not None and now - self._renewed_at < self.lease_s
 
-    def heartbeat(self, answered: bool, now: float) -> None:
-        """An answered heartbeat (also "rebalance in progress": still a member) renews the
-        lease; a failed one (no answer, unknown member: the session expired) does not."""
-        if answered:
-            self._renewed_at = now
+    def heartbeat(self, answered: bool, sent: float, *, expelled: bool = False) -> None:
+        """A heartbeat sent at ``sent`` was answered (also "rebalance in progress": still a
+        member): the lease runs from then. A failed one does not renew it (no answer: it
+        runs out), and one that says the member is gone (``expelled``: its session expired,
+        its partitions may be another's already) ends it."""
+        if expelled:
+            self._renewed_at = None
+        elif answered and (self._renewed_at is None or sent > self._renewed_at):
+            self._renewed_at = sent
 
-    def assign(self, assigned: Iterable[TP], now: float) -> set[TP]:
-        """A join just succeeded: these are ours now, and the lease starts again (before the
-        copiers start, so their first writes are not refused). The partitions not held
-        before."""
+    def assign(self, assigned: Iterable[TP], sent: float) -> set[TP]:
+        """A join whose last request was sent at ``sent`` succeeded: these are ours now, and
+        the lease starts again from then (before the copiers start, so their first writes
+        are not refused). The partitions not held before."""
         assigned = set(assigned)
-        self._renewed_at = now
+        self._renewed_at = sent
         self.rebalances += 1
         new = assigned - self.assigned
         self.assigned = assigned
@@ -266,6 +274,7 @@ class GroupMember:
         self.failed: SyncerError | None = None
         self._held: set[str] = set()  # the member ids the group gave this process
         self._join_unanswered = False  # the last JoinGroup sent got no answer
+        self._sync_sent: float | None = None  # when the last SyncGroup was sent
         self.membership = Membership(self.group.lease_ms / 1000)
         self._consumer: AIOKafkaConsumer | None = None
         self._replacing = False  # a broken consumer is being replaced: subscribe its successor
@@ -361,11 +370,17 @@ class GroupMember:
         heartbeat, send = coordinator._do_heartbeat, coordinator._send_req
 
         async def tracked() -> bool:
+            sent = time.monotonic()
             answered = bool(await heartbeat())
-            self.membership.heartbeat(answered, time.monotonic())
+            # unknown member, illegal generation: aiokafka forgot its member id
+            unknown = coordinator.member_id == JoinGroupRequest.UNKNOWN_MEMBER_ID
+            expelled = not answered and unknown
+            self.membership.heartbeat(answered, sent, expelled=expelled)
             return answered
 
         async def checked(request: Any) -> Any:
+            if request.API_KEY == SyncGroupRequest.API_KEY:
+                self._sync_sent = time.monotonic()  # the lease of the join runs from here
             if request.API_KEY != JoinGroupRequest.API_KEY:
                 return await send(request)
             if (
@@ -573,7 +588,8 @@ class GroupMember:
         assert self._consumer is not None
         self._consumer.pause(*assigned)
         self._broken_in_a_row = 0
-        new = self.membership.assign(assigned, time.monotonic())
+        sent = self._sync_sent if self._sync_sent is not None else time.monotonic()
+        new = self.membership.assign(assigned, sent)
         log.info(
             "group %s: member %s owns %d partitions (%d new)",
             self.group.group,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import time
 from collections.abc import Iterable
 from types import SimpleNamespace
 from typing import Any
@@ -78,25 +79,27 @@ def test_a_member_that_never_joined_may_not_write() -> None:
 
 def test_a_join_grants_writes_for_the_lease_and_no_longer() -> None:
     membership = Membership(LEASE_S)
-    membership.assign({A}, now=100.0)
+    membership.assign({A}, sent=100.0)
     assert membership.may_write(100.0) and membership.may_write(105.9)
     assert not membership.may_write(106.0)
 
 
 def test_answered_heartbeats_renew_the_lease_and_unanswered_ones_let_it_lapse() -> None:
     membership = Membership(LEASE_S)
-    membership.assign({A}, now=0.0)
+    membership.assign({A}, sent=0.0)
     membership.heartbeat(True, 5.0)
     assert membership.may_write(10.9)  # renewed at 5, not 0
-    membership.heartbeat(False, 10.0)  # e.g. the session expired: unknown member
+    membership.heartbeat(False, 10.0)  # no answer: the lease runs out
     assert membership.may_write(10.9) and not membership.may_write(11.0)
     membership.heartbeat(True, 12.0)  # rejoined and answered again
     assert membership.may_write(12.0)
+    membership.heartbeat(False, 13.0, expelled=True)  # unknown member: the session expired
+    assert not membership.may_write(13.0)  # its partitions may be another's: at once
 
 
 def test_a_revocation_keeps_the_lease_so_copiers_can_drain() -> None:
     membership = Membership(LEASE_S)
-    membership.assign({A, B}, now=0.0)
+    membership.assign({A, B}, sent=0.0)
     membership.revoke({A})
     assert membership.assigned == {B}
     assert membership.may_write(1.0)
@@ -104,11 +107,11 @@ def test_a_revocation_keeps_the_lease_so_copiers_can_drain() -> None:
 
 def test_an_assignment_names_what_is_new_and_counts_the_rebalance() -> None:
     membership = Membership(LEASE_S)
-    assert membership.assign([A, B], now=0.0) == {A, B}
-    assert membership.assign([B, C], now=1.0) == {C}
+    assert membership.assign([A, B], sent=0.0) == {A, B}
+    assert membership.assign([B, C], sent=1.0) == {C}
     assert membership.assigned == {B, C} and membership.rebalances == 2
     membership.revoke({B, C})  # aiokafka revokes everything before each join (eager)
-    assert membership.assign([B], now=2.0) == {B}
+    assert membership.assign([B], sent=2.0) == {B}
     assert membership.assigned == {B} and membership.rebalances == 3
 
 
@@ -273,6 +276,36 @@ async def test_heartbeats_renew_the_lease_and_failures_do_not() -> None:
             await heartbeat()
         assert not member.may_write()
         assert await heartbeat() is True and member.may_write()
+
+
+async def test_the_lease_runs_from_when_the_heartbeat_was_sent_not_answered() -> None:
+    """The coordinator's session runs from its answer; an answer read late (the event loop
+    stalled, a slow link) must not stretch the lease past what was sent: it runs from the
+    send. And an answer that says the member is unknown ends the lease at once."""
+    stub = StubConsumer(heartbeats=[True, True, False])
+    coordinator = stub._coordinator
+    answer = coordinator._do_heartbeat
+    late = [True]
+
+    async def answered_late() -> bool:
+        if late[0]:
+            await asyncio.sleep(0.08)
+        return await answer()
+
+    coordinator._do_heartbeat = answered_late  # type: ignore[method-assign]
+    async with Member(stub) as member:
+        heartbeat = coordinator._do_heartbeat  # as wrapped by the member
+        member.membership.lease_s = 0.1
+        before = time.monotonic()
+        assert await heartbeat() is True
+        await asyncio.sleep(max(0.0, before + 0.105 - time.monotonic()))
+        assert not member.may_write()  # 0.1 s from the send, not from the answer
+        late[0] = False
+        coordinator.member_id = "member-1"
+        member.membership.lease_s = 5.0
+        assert await heartbeat() is True and member.may_write()
+        coordinator.member_id = ""  # aiokafka forgot it: unknown member, illegal generation
+        assert await heartbeat() is False and not member.may_write()
 
 
 # lifecycle ------------------------------------------------------------------------------
