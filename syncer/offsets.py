@@ -4,9 +4,11 @@ from the remote to local resumes at the next record.
 
 A group's offsets are committed locally only while the group has no members locally (the
 broker itself refuses a commit from outside a group with members), only where the local log
-already reaches the offset, and never below what the group committed locally. They carry no
-leader epoch: the remote's epochs mean nothing to the local cluster, and a consumer that
-validated against them would reset or loop on metadata."""
+already reaches the offset, never below what the group committed locally (read whatever
+DescribeGroups says: a group of the consumer protocol, KIP-848, is "Dead" to it), and only
+for topics the remote still serves (not one dropped for them: its log there is another).
+They carry no leader epoch: the remote's epochs mean nothing to the local cluster, and a
+consumer that validated against them would reset or loop on metadata."""
 
 from __future__ import annotations
 
@@ -56,6 +58,8 @@ class OffsetCopier:
     local: Cluster
     remotes: Mapping[str, Cluster]
     mirrored: Callable[[], Mapping[str, int]]  # topic → partitions this deployment mirrors
+    # topic → the remotes it is copied from (none dropped for it); None: every remote
+    sources: Callable[[], Mapping[str, tuple[str, ...]]] | None = None
     groups: dict[str, GroupStatus] = field(default_factory=dict)
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -79,9 +83,13 @@ class OffsetCopier:
             for group in await remote.consumer_groups():
                 if self.config.selects(group):
                     chosen.setdefault(group, name)  # the first remote listing it
+        sources = self.sources() if self.sources is not None else None
         for group, name in chosen.items():
             status = self.groups.setdefault(group, GroupStatus(name))
-            await self._copy_group(group, self.remotes[name], mirrored, status)
+            served = mirrored
+            if sources is not None:  # a remote's offsets of a log it no longer holds: none
+                served = {t: n for t, n in mirrored.items() if name in sources.get(t, ())}
+            await self._copy_group(group, self.remotes[name], served, status)
 
     async def _copy_group(
         self, group: str, remote: Cluster, mirrored: Mapping[str, int], status: GroupStatus
@@ -98,7 +106,7 @@ class OffsetCopier:
         }
         if not wanted:
             return
-        local = await self.local.committed(group) if state == "Empty" else {}
+        local = await self.local.committed(group)
         ends = await self.local.latest(wanted)
         todo = offsets_to_commit(wanted, local, ends)
         status.waiting = sum(1 for tp, o in wanted.items() if o > ends.get(tp, 0))

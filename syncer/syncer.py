@@ -103,7 +103,9 @@ class Syncer:
         self.registry = self.instruments.attach(self.snapshot)
         self._grouped = False  # run() shares partitions through the group; catch_up() does not
         mirrored_now = lambda: dict(self.topics.mirror)  # noqa: E731
-        self.offsets = OffsetCopier(config.groups, self.local, self.remotes, mirrored_now)
+        self.offsets = OffsetCopier(
+            config.groups, self.local, self.remotes, mirrored_now, lambda: self.topics.sources
+        )
         if config.coordination.enabled:
             self.member = GroupMember(
                 config, self._on_assigned, self._on_revoked, self._on_member_failed

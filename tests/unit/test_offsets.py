@@ -37,18 +37,20 @@ def test_group_selection_by_regex() -> None:
 
 
 class FakeCluster:
-    """Just what the offset copier asks of a cluster: one group, committed at 40 on A."""
+    """Just what the offset copier asks of a cluster: one group, committed at 40 on A (or at
+    ``committed``), "Dead" to DescribeGroups."""
 
-    def __init__(self) -> None:
+    def __init__(self, committed: dict[TP, int] | None = None) -> None:
         self.commits: list[dict[TP, int]] = []
         self.asked_for_groups = 0
+        self.committed_at = {A: 40} if committed is None else committed
 
     async def consumer_groups(self) -> list[str]:
         self.asked_for_groups += 1
         return ["billing"]
 
     async def committed(self, group: str) -> dict[TP, int]:
-        return {A: 40}
+        return dict(self.committed_at)
 
     async def group_state(self, group: str) -> str:
         return "Dead"
@@ -65,7 +67,7 @@ async def test_the_daemon_copies_offsets_soon_after_its_first_topic_refresh() ->
     """The daemon's offset loop starts before its first topic refresh has named the mirrored
     partitions: that pass has nothing to copy, and the next must not wait a whole interval
     (seen on the test bed: a group's offsets first copied 10 s after the daemon started)."""
-    local, remote = FakeCluster(), FakeCluster()
+    local, remote = FakeCluster(committed={}), FakeCluster()
     mirrored: dict[str, int] = {}
     copier = OffsetCopier(
         GroupsConfig(include=("billing",), interval_s=600),
@@ -85,3 +87,33 @@ async def test_the_daemon_copies_offsets_soon_after_its_first_topic_refresh() ->
     stop.set()
     await asyncio.wait_for(running, 5)
     assert local.commits == [{A: 40}]
+
+
+def copier_of(local: FakeCluster, remote: FakeCluster, sources: dict[str, tuple[str, ...]]) -> Any:
+    return OffsetCopier(
+        GroupsConfig(include=("billing",), interval_s=600),
+        cast(Any, local),
+        {"east": cast(Any, remote)},
+        lambda: {"orders": 4},
+        lambda: sources,
+    )
+
+
+async def test_a_group_dead_to_describe_groups_is_never_committed_backwards() -> None:
+    """A group of the consumer protocol (KIP-848) is "Dead" to DescribeGroups however much
+    it committed locally: its local offsets are read all the same, and the remote's older
+    commit is not written over them (its consumers would read again what they had)."""
+    local, remote = FakeCluster(committed={A: 55}), FakeCluster()  # remote: 40
+    await copier_of(local, remote, {"orders": ("east",)}).copy_once()
+    assert local.commits == []
+    fresh = FakeCluster(committed={})
+    await copier_of(fresh, remote, {"orders": ("east",)}).copy_once()
+    assert fresh.commits == [{A: 40}]
+
+
+async def test_offsets_of_a_remote_that_no_longer_serves_the_topic_are_not_copied() -> None:
+    """east was dropped for ``orders`` (its topic recreated: another log) while another
+    remote serves it: east's commits point into the other log and are not copied."""
+    local, remote = FakeCluster(committed={}), FakeCluster()
+    await copier_of(local, remote, {"orders": ("west",)}).copy_once()
+    assert local.commits == []
