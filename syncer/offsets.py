@@ -79,8 +79,14 @@ class OffsetCopier:
         if not mirrored:
             return  # no offset could be committed: nothing is asked of the remotes
         chosen: dict[str, str] = {}
+        failed: list[SyncerError] = []  # one remote away, one group refused: not the rest
         for name, remote in list(self.remotes.items()):  # a remote may join meanwhile
-            for group in await remote.consumer_groups():
+            try:
+                listed = await remote.consumer_groups()
+            except SyncerError as exc:
+                failed.append(exc)
+                continue
+            for group in listed:
                 if self.config.selects(group):
                     chosen.setdefault(group, name)  # the first remote listing it
         sources = self.sources() if self.sources is not None else None
@@ -89,7 +95,13 @@ class OffsetCopier:
             served = mirrored
             if sources is not None:  # a remote's offsets of a log it no longer holds: none
                 served = {t: n for t, n in mirrored.items() if name in sources.get(t, ())}
-            await self._copy_group(group, self.remotes[name], served, status)
+            try:
+                await self._copy_group(group, self.remotes[name], served, status)
+            except SyncerError as exc:
+                status.skipped = f"copying its offsets failed: {exc}"
+                failed.append(exc)
+        if failed:  # after every other remote and group had its turn
+            raise failed[0]
 
     async def _copy_group(
         self, group: str, remote: Cluster, mirrored: Mapping[str, int], status: GroupStatus

@@ -5,8 +5,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any, cast
 
+import pytest
+
 from syncer.clusters import TP
 from syncer.config import Config, GroupsConfig
+from syncer.errors import TransientClusterError
 from syncer.offsets import OffsetCopier, offsets_to_commit
 
 A, B, C, D = (TP("orders", p) for p in range(4))
@@ -117,3 +120,23 @@ async def test_offsets_of_a_remote_that_no_longer_serves_the_topic_are_not_copie
     local, remote = FakeCluster(committed={}), FakeCluster()
     await copier_of(local, remote, {"orders": ("west",)}).copy_once()
     assert local.commits == []
+
+
+class AwayCluster(FakeCluster):
+    async def consumer_groups(self) -> list[str]:
+        raise TransientClusterError("east: listing groups: no answer from node 1")
+
+
+async def test_a_remote_away_stops_no_other_remotes_groups() -> None:
+    """east does not answer: the groups west lists are copied all the same (a fail-over
+    comes exactly when a remote is away), and the pass then says east failed."""
+    local, west = FakeCluster(committed={}), FakeCluster()
+    copier = OffsetCopier(
+        GroupsConfig(include=("billing",), interval_s=600),
+        cast(Any, local),
+        {"east": cast(Any, AwayCluster()), "west": cast(Any, west)},
+        lambda: {"orders": 4},
+    )
+    with pytest.raises(TransientClusterError, match="east: listing groups"):
+        await copier.copy_once()
+    assert local.commits == [{A: 40}] and copier.groups["billing"].source == "west"
