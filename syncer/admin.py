@@ -326,20 +326,26 @@ class TopicAdmin(ClusterConnection):
     async def create_topic(
         self, topic: str, partitions: int, configs: dict[str, str], replication_factor: int
     ) -> None:
-        await self.create_topics([(topic, partitions, configs)], replication_factor)
+        refused = await self.create_topics([(topic, partitions, configs)], replication_factor)
+        if refused:
+            raise ClusterError(f"{self.name}: creating topic {topic!r} failed: {refused[topic]}")
 
     async def create_topics(
         self, topics: Sequence[tuple[str, int, dict[str, str]]], replication_factor: int
-    ) -> None:
+    ) -> dict[str, str]:
         """Create each (name, partitions, settings), CREATE_BATCH topics per request: at
         thousands of partitions, one request per topic is most of a start-up. A topic that
-        exists already is no error."""
+        exists already is no error. The topics the cluster refuses for good (a creation
+        policy, a setting or replication factor it does not take, no permission): name →
+        why, the others created; one refused for now (no controller, a timeout) raises a
+        ``TransientClusterError``."""
         try:
             admin = await self._admin_client()
             if replication_factor < 1:
                 replication_factor = await self._default_replication_factor()
         except (kafka_errors.KafkaError, OSError) as exc:
             raise _failed(f"{self.name}: creating topics failed: {exc!r}", exc) from exc
+        refused: dict[str, str] = {}
         for i in range(0, len(topics), CREATE_BATCH):
             batch = [
                 NewTopic(topic, partitions, replication_factor, topic_configs=configs)
@@ -355,8 +361,12 @@ class TopicAdmin(ClusterConnection):
                 if code and code != kafka_errors.TopicAlreadyExistsError.errno:
                     kind = kafka_errors.for_code(code)
                     detail = rest[0] if rest and rest[0] else kind.__name__
+                    if not kind.retriable:
+                        refused[name] = f"{kind.__name__}: {detail}" if rest and rest[0] else detail
+                        continue
                     message = f"{self.name}: creating topic {name!r} failed: {detail}"
                     raise _failed(message, kind())
+        return refused
 
     async def add_partitions(self, topic: str, total: int) -> None:
         try:

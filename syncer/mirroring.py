@@ -276,9 +276,16 @@ class MirroredTopics:
         grow = {t: n for t, n in plan.grow.items() if t not in self.halted}
         if create:
             wanted = {topic: (plan.sources[topic][0], n) for topic, n in create.items()}
-            created = await create_local_topics(self.local, self.remotes, wanted, self.config)
+            created, refused = await create_local_topics(
+                self.local, self.remotes, wanted, self.config
+            )
             for topic, settings in created.items():
                 self.configs.seen(topic, wanted[topic][0], settings)
+            # a creation policy, a setting or replication factor the local cluster does
+            # not take: that topic refused (asked again at the next refresh), not the rest
+            why = {t: f"the local cluster refused to create it: {r}" for t, r in refused.items()}
+            plan = refuse(plan, why)
+            create = {t: n for t, n in create.items() if t not in refused}
         for topic, count in grow.items():
             log.info("growing local topic %s to %d partitions", topic, count)
             await self.local.add_partitions(topic, count)

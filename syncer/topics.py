@@ -223,11 +223,11 @@ async def create_local_topics(
     sources: Mapping[str, Cluster],
     wanted: Mapping[str, tuple[str, int]],
     selection: TopicsConfig,
-) -> dict[str, dict[str, TopicSetting]]:
+) -> tuple[dict[str, dict[str, TopicSetting]], dict[str, str]]:
     """Create each topic of ``wanted`` (topic → (source remote, partitions)) locally with its
     source's copied settings, read with one DescribeConfigs per source and created in
-    batches; each topic's settings as read (the ones the local topic starts from, for
-    ``topic_configs``)."""
+    batches: each created topic's settings as read (the ones the local topic starts from,
+    for ``topic_configs``), and the topics the local cluster refused to create, with why."""
     by_source: dict[str, list[str]] = {}
     for topic, (source, _count) in wanted.items():
         by_source.setdefault(source, []).append(topic)
@@ -241,5 +241,6 @@ async def create_local_topics(
         configs = creation_configs(copied)
         log.info("creating local topic %s with %d partitions and %s", topic, partitions, configs)
         new.append((topic, partitions, configs))
-    await local.create_topics(new, selection.replication_factor)
-    return {topic: settings[topic] for topic in wanted}
+    refused = await local.create_topics(new, selection.replication_factor)
+    created = {topic: settings[topic] for topic in wanted if topic not in refused}
+    return created, refused

@@ -182,6 +182,25 @@ async def test_partition_count_mismatch_is_refused_and_others_go_on(
     assert good.tp.topic == topic + ".good" and good.local_end == 5
 
 
+async def test_a_topic_the_local_cluster_refuses_to_create_is_refused_and_others_go_on(
+    local: str, east: str, topic: str
+) -> None:
+    """The local cluster refuses to create one topic for good (here its name collides with
+    a local topic's, '.' against '_'; a creation policy or a setting it does not take
+    likewise): that topic is refused with the broker's reason, the others are copied (it
+    stopped the whole process with exit 1, at every start)."""
+    await create_topic(local, topic + "_bad")  # the operator's own
+    await create_topic(east, topic + ".bad")
+    await create_topic(east, topic + ".good")
+    await produce(east, topic + ".good", [(b"k", b"v")] * 5)
+    syncer = await catch_up(local, {"east": east}, [topic + r"\..*"])
+    why = syncer.refused[topic + ".bad"]
+    assert why.startswith("the local cluster refused to create it: InvalidTopicError")
+    assert "collides" in why and list(syncer.refused) == [topic + ".bad"]
+    (good,) = syncer.statuses()
+    assert good.tp.topic == topic + ".good" and good.local_end == 5
+
+
 async def test_daemon_picks_up_new_topics_and_stops_cleanly(
     local: str, east: str, topic: str
 ) -> None:

@@ -183,13 +183,15 @@ class _Remote:
 
 
 class _Local:
-    def __init__(self) -> None:
+    def __init__(self, refuses: dict[str, str] | None = None) -> None:
         self.created: list[list[tuple[str, int, dict[str, str]]]] = []
+        self.refuses = refuses or {}
 
     async def create_topics(
         self, topics: list[tuple[str, int, dict[str, str]]], replication_factor: int
-    ) -> None:
+    ) -> dict[str, str]:
         self.created.append(list(topics))
+        return {t: why for t, why in self.refuses.items() if any(t == n for n, *_ in topics)}
 
 
 async def test_new_local_topics_are_created_in_one_go_with_each_sources_copied_settings() -> None:
@@ -202,12 +204,13 @@ async def test_new_local_topics_are_created_in_one_go_with_each_sources_copied_s
     west = _Remote({"c": {"cleanup.policy": TopicSetting("compact", True)}})
     local = _Local()
     wanted = {"a": ("east", 3), "b": ("east", 1), "c": ("west", 2)}
-    read = await create_local_topics(
+    read, refused = await create_local_topics(
         local,  # type: ignore[arg-type]
         {"east": east, "west": west},  # type: ignore[dict-item]
         wanted,
         SELECT,
     )
+    assert refused == {}
     assert east.asked == [["a", "b"]] and west.asked == [["c"]]  # one request per source
     assert local.created == [
         [
@@ -217,6 +220,22 @@ async def test_new_local_topics_are_created_in_one_go_with_each_sources_copied_s
         ]
     ]
     assert read["a"]["x"] == TopicSetting("1", False) and read["b"] == {}  # as read
+
+
+async def test_a_topic_the_local_cluster_refuses_to_create_is_named_not_the_others() -> None:
+    """A creation policy, or a setting the local brokers do not take: that topic is refused
+    (``MirroredTopics`` refuses it and asks again at the next refresh), the others made."""
+    east = _Remote({"a": {}, "b": {}})
+    local = _Local({"b": "PolicyViolationError: topics named b are not allowed"})
+    wanted = {"a": ("east", 1), "b": ("east", 1)}
+    read, refused = await create_local_topics(
+        local,  # type: ignore[arg-type]
+        {"east": east},  # type: ignore[dict-item]
+        wanted,
+        SELECT,
+    )
+    assert set(read) == {"a"}
+    assert refused == {"b": "PolicyViolationError: topics named b are not allowed"}
 
 
 def test_new_topics_are_created_a_share_at_a_time_in_name_order() -> None:
