@@ -87,7 +87,8 @@ def config_sync(
     still holds the batches it took under its old limit, and the copy of one would be
     refused) and compression.type never becomes a codec (the remote holds batches of its
     old codec, which the local broker would recompress; ``producer`` keeps every batch as
-    it is sent)."""
+    it is sent): a remote that changes its codec has the local topic set to ``producer``
+    (a local codec other than the remote's new one would be refused as recompressing)."""
     to_set: dict[str, str] = {}
     to_delete: list[str] = []
     changes: dict[str, tuple[str | None, str | None]] = {}
@@ -104,6 +105,10 @@ def config_sync(
             new = ours.default
         else:
             continue
+        value = theirs.value if theirs.explicit else None  # set; None: deleted
+        codec_changed = ours.value not in (None, "producer") and new not in (None, "producer")
+        if key == "compression.type" and codec_changed and new != ours.value:
+            new = value = "producer"  # batches of both codecs, each kept as it is sent
         why = _unsafe(key, ours.value, new, theirs.value, remote_name)
         if why is None and key in FIDELITY_SETTINGS and _same(theirs, (last_seen or {}).get(key)):
             why = (
@@ -114,8 +119,8 @@ def config_sync(
             held[key] = why
             continue
         changes[key] = (ours.value, new)
-        if theirs.explicit and theirs.value is not None:
-            to_set[key] = theirs.value
+        if value is not None:
+            to_set[key] = value
         else:
             to_delete.append(key)
     return ConfigSync(to_set, tuple(to_delete), changes, held)

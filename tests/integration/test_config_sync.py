@@ -25,6 +25,7 @@ from syncer.syncer import Syncer
 from tests.integration.test_faults import delete_topic
 from tests.kafka_helpers import (
     alter_topic,
+    batch_layout,
     create_topic,
     make_config,
     partition_digests,
@@ -156,3 +157,29 @@ async def _has(bootstrap: str, topic: str, settings: dict[str, str]) -> bool:
 
 async def _inherits(bootstrap: str, topic: str, key: str) -> bool:
     return (await described(bootstrap, topic))[key][1] is False
+
+
+async def test_a_remote_that_changes_its_codec_is_followed_with_producer(
+    local: str, east: str, topic: str
+) -> None:
+    """The remote topic recompresses to gzip, then to zstd: it holds batches of both. The
+    local topic (gzip, as the remote's was when it was created) is set to ``producer``, which
+    keeps every batch as it is sent: the zstd batches land as zstd, the copy exact and not
+    refused (before: refused for good, nothing more copied)."""
+    await create_topic(east, topic, **{"compression.type": "gzip"})
+    await produce(east, topic, [(b"k", b"v%d" % i) for i in range(20)])
+    async with running(config(local, east, topic)) as syncer:
+        await eventually(lambda: copied(syncer, local, east, topic), "the first copy")
+        assert (await described(local, topic))["compression.type"] == ("gzip", True)
+        await alter_topic(east, topic, {"compression.type": "zstd"})
+        await eventually(
+            lambda: _has(local, topic, {"compression.type": "producer"}), "producer locally"
+        )
+        await produce(east, topic, [(b"k", b"w%d" % i) for i in range(20)])
+        await eventually(lambda: copied(syncer, local, east, topic), "the zstd records")
+        assert syncer.refused == {}
+    assert await batch_layout(local, topic) == await batch_layout(east, topic)
+    assert {codec for _base, _count, codec in await batch_layout(local, topic)} == {
+        "gzip",
+        "zstd",
+    }

@@ -139,6 +139,21 @@ def test_compression_never_becomes_a_codec_but_may_go_back_to_producer() -> None
     assert back.delete == ("compression.type",)
 
 
+def test_a_remote_that_changes_its_codec_has_the_local_topic_keep_batches_as_sent() -> None:
+    """The remote went from gzip to zstd: it holds batches of both. The local topic, gzip
+    like the remote's was, would recompress the zstd ones (refused as unfaithful for good);
+    set to ``producer`` it keeps each as it is sent."""
+    sync = config_sync(
+        KEYS,
+        {"compression.type": own("zstd")},
+        {"compression.type": own("gzip", "producer")},
+        "east",
+        {"compression.type": own("gzip")},
+    )
+    assert sync.set == {"compression.type": "producer"} and not sync.held
+    assert sync.describe() == "compression.type gzip → producer"
+
+
 def test_a_delete_to_an_unfaithful_local_default_is_held() -> None:
     """The local brokers compact by default, the remote's do not: deleting the local
     topic's ``delete`` would start compacting records the remote keeps."""
