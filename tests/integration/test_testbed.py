@@ -13,6 +13,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from syncer.clusters import Cluster
 from syncer.config import ClusterConfig
 from syncer.testbed import Testbed
@@ -192,6 +194,7 @@ async def test_a_reassignment_moves_a_partition_and_its_leader(local3: Testbed, 
     assert [r.value for r in got] == [b"v%d" % i for i in range(30)]
 
 
+@pytest.mark.long_multinode
 def test_cli_three_nodes_status_kill_start(tmp_path: Path) -> None:
     state = tmp_path / "bed"
     started = time.monotonic()
