@@ -171,9 +171,12 @@ class StopSignals:
         self.forced = False
 
     def install(self, syncer: Syncer) -> None:
+        """The handlers, in place of the defaults; a signal ignored already (SIGHUP under
+        ``nohup``) stays ignored."""
         loop = asyncio.get_running_loop()
         for signum in self.SIGNALS:
-            loop.add_signal_handler(signum, self._on_signal, syncer, loop)
+            if signal.getsignal(signum) is not signal.SIG_IGN:
+                loop.add_signal_handler(signum, self._on_signal, syncer, loop)
 
     def _on_signal(self, syncer: Syncer, loop: asyncio.AbstractEventLoop) -> None:
         if not self.interrupted:
@@ -262,8 +265,9 @@ def _catch_up(args: argparse.Namespace) -> int:
     signals = StopSignals()
 
     async def main() -> int:
-        async with Syncer(config) as syncer:
-            signals.install(syncer)
+        syncer = Syncer(config)
+        signals.install(syncer)  # before the start: a stop asked for then is kept
+        async with syncer:
             with CatchUpProgress(syncer, enabled=not args.no_progress and sys.stderr.isatty()):
                 summary = await syncer.catch_up()
             for status in syncer.statuses():

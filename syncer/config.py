@@ -251,6 +251,8 @@ class _UniqueKeyLoader(yaml.SafeLoader):
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
         for key_node, _value in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # ``<<: *anchor``: its keys may be given again here, on purpose
             key = self.construct_object(key_node, deep=deep)
             if not isinstance(key, str):
                 continue  # refused as a key later (``typed.build``), or hashed by PyYAML
@@ -423,17 +425,29 @@ def _check_cluster(cluster: ClusterConfig, where: str) -> list[str]:
 
 
 def _check_servers(servers: str, where: str) -> list[str]:
-    """``host:port[,host:port...]``, every port a number 1..65535."""
+    """``host[:port][,host[:port]...]`` (no port: 9092, as aiokafka takes it), every port
+    a number 1..65535."""
     if not servers:
         return []  # a required value left empty: said already
-    for server in servers.split(","):
-        host, colon, port = server.strip().rpartition(":")
-        host = host.strip("[]")
-        if not colon or not host or any(c.isspace() for c in server.strip()):
+    for server in (s.strip() for s in servers.split(",")):
+        host, port = _host_port(server)
+        if not host or any(c.isspace() for c in server) or port == "":
             return [f"{where}: expected host:port[,host:port...], got {servers!r}"]
-        if not port.isdigit() or not 1 <= int(port) <= 65535:
-            return [f"{where}: port must be a number 1..65535, got {server.strip()!r}"]
+        if port is not None and (not port.isdigit() or not 1 <= int(port) <= 65535):
+            return [f"{where}: port must be a number 1..65535, got {server!r}"]
     return []
+
+
+def _host_port(server: str) -> tuple[str, str | None]:
+    """(host, port) of ``host:port``, ``[v6]:port``, ``host`` (port None) or a bare IPv6
+    address (port None); port "" where a colon ends it."""
+    if server.startswith("["):
+        host, _, rest = server[1:].partition("]")
+        return host, (rest[1:] if rest.startswith(":") else None if not rest else "")
+    if server.count(":") == 1:
+        host, _, port = server.partition(":")
+        return host, port
+    return server, None
 
 
 def _check_topics(topics: TopicsConfig) -> list[str]:
@@ -442,8 +456,10 @@ def _check_topics(topics: TopicsConfig) -> list[str]:
         problems.append("topics.include: at least one pattern is required")
     if topics.refresh_interval_s <= 0:
         problems.append("topics.refresh_interval_s: must be positive")
-    if topics.replication_factor != -1 and not 1 <= topics.replication_factor <= 32767:
-        problems.append("topics.replication_factor: must be 1..32767, or -1 for the cluster's")
+    if not -1 <= topics.replication_factor <= 32767:
+        problems.append(
+            "topics.replication_factor: must be 1..32767, or -1 (or 0) for the cluster's"
+        )
     problems += _check_patterns(topics, "topics", ("include", "exclude", "fill"))
     return problems
 

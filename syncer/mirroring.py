@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -76,10 +77,12 @@ class MirroredTopics:
         config: TopicsConfig,
         local: Cluster,
         remotes: Mapping[str, Cluster],
-        skip: tuple[str, ...] = (),
+        selects: Callable[[str], bool] | None = None,
     ):
         self.config = config
-        self.skip = skip  # never mirrored, whatever the selection: syncer's state topic
+        # the topics mirrored: ``Config.mirrors`` (never syncer's state topic), else the
+        # selection's
+        self.selects = selects or config.selects
         self.local = local
         self.remotes = remotes
         self.mirror: dict[str, int] = {}
@@ -104,6 +107,8 @@ class MirroredTopics:
         # rebalances per member (1 before) each stopped and restarted every copier
         self.staged = False
         self.deferred = 0
+        # topic → (why, when): refused by the local cluster as it was created
+        self.create_refused: dict[str, tuple[str, float]] = {}
         # settings synced, held back, topics gone at a remote, and ``dropped``: topic →
         # remote → why, its topic there gone or another log while another remote holds the
         # one copied (``topic_ids.judged``), no source of it any more
@@ -133,7 +138,7 @@ class MirroredTopics:
         local_counts = censuses[LOCAL].counts
         mirrored = set(self.mirror) | copying
         counts = self._remote_counts(censuses)
-        return plan_topics(self.config, local_counts, counts, mirrored, self.skip)
+        return plan_topics(self.config, local_counts, counts, mirrored, self.selects)
 
     def _remote_counts(self, censuses: Mapping[str, Census]) -> dict[str, dict[str, int]]:
         """Each remote's partition counts, less the topics it was dropped for: their log
@@ -266,6 +271,15 @@ class MirroredTopics:
         if self.config.sync_configs:
             applied = await self.configs.sync(existing, plan.sources, read)
         plan = refuse(plan, await self._unfaithful(existing, plan, applied, read))
+        # refused by the local cluster at a creation less than a refresh interval ago: asked
+        # again after it, not at the next look (a staged creation looks again at once: the
+        # same topics, first by name, would be refused over and over, the rest never made)
+        now = time.monotonic()
+        again = self.config.refresh_interval_s
+        self.create_refused = {
+            t: (why, at) for t, (why, at) in self.create_refused.items() if now - at < again
+        }
+        plan = refuse(plan, {t: why for t, (why, _at) in self.create_refused.items()})
         # a topic copied before and gone locally is not created again: it halts below
         create = {t: n for t, n in plan.create.items() if t not in self.ids[LOCAL]}
         found = create
@@ -284,6 +298,7 @@ class MirroredTopics:
             # a creation policy, a setting or replication factor the local cluster does
             # not take: that topic refused (asked again at the next refresh), not the rest
             why = {t: f"the local cluster refused to create it: {r}" for t, r in refused.items()}
+            self.create_refused.update({t: (reason, now) for t, reason in why.items()})
             plan = refuse(plan, why)
             create = {t: n for t, n in create.items() if t not in refused}
         for topic, count in grow.items():

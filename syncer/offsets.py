@@ -78,7 +78,7 @@ class OffsetCopier:
         mirrored = self.mirrored()
         if not mirrored:
             return  # no offset could be committed: nothing is asked of the remotes
-        chosen: dict[str, str] = {}
+        chosen: dict[str, list[str]] = {}  # group → the remotes listing it, in their order
         failed: list[SyncerError] = []  # one remote away, one group refused: not the rest
         for name, remote in list(self.remotes.items()):  # a remote may join meanwhile
             try:
@@ -88,15 +88,12 @@ class OffsetCopier:
                 continue
             for group in listed:
                 if self.config.selects(group):
-                    chosen.setdefault(group, name)  # the first remote listing it
+                    chosen.setdefault(group, []).append(name)
         sources = self.sources() if self.sources is not None else None
-        for group, name in chosen.items():
-            status = self.groups.setdefault(group, GroupStatus(name))
-            served = mirrored
-            if sources is not None:  # a remote's offsets of a log it no longer holds: none
-                served = {t: n for t, n in mirrored.items() if name in sources.get(t, ())}
+        for group, names in chosen.items():
+            status = self.groups.setdefault(group, GroupStatus(names[0]))
             try:
-                await self._copy_group(group, self.remotes[name], served, status)
+                await self._copy_group(group, names, mirrored, sources, status)
             except SyncerError as exc:
                 status.skipped = f"copying its offsets failed: {exc}"
                 failed.append(exc)
@@ -104,18 +101,31 @@ class OffsetCopier:
             raise failed[0]
 
     async def _copy_group(
-        self, group: str, remote: Cluster, mirrored: Mapping[str, int], status: GroupStatus
+        self,
+        group: str,
+        names: list[str],
+        mirrored: Mapping[str, int],
+        sources: Mapping[str, tuple[str, ...]] | None,
+        status: GroupStatus,
     ) -> None:
+        """Each topic's offsets from the first of ``names`` (the remotes listing the group,
+        in the configuration's order) that serves the topic and committed to it: a remote
+        dropped for a topic (its log there another) gives none of it."""
         state = await self.local.group_state(group)
         if state not in IDLE_STATES:
             status.skipped = f"the group has members locally ({state})"
             return
         status.skipped = None
-        wanted = {
-            tp: offset
-            for tp, offset in (await remote.committed(group)).items()
-            if tp.partition < mirrored.get(tp.topic, 0)
-        }
+        wanted: dict[TP, int] = {}
+        taken: dict[str, str] = {}  # topic → the remote its offsets come from
+        for name in names:
+            for tp, offset in (await self.remotes[name].committed(group)).items():
+                if tp.partition >= mirrored.get(tp.topic, 0):
+                    continue
+                if sources is not None and name not in sources.get(tp.topic, ()):
+                    continue
+                if taken.setdefault(tp.topic, name) == name:
+                    wanted[tp] = offset
         if not wanted:
             return
         local = await self.local.committed(group)

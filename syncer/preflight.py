@@ -117,7 +117,7 @@ async def _judge(
 ) -> list[Line]:
     local_counts = await local.partition_counts()
     remote_counts = {n: await c.partition_counts() for n, c in remotes.items()}
-    plan = plan_topics(config.topics, local_counts, remote_counts, skip=(config.state_topic,))
+    plan = plan_topics(config.topics, local_counts, remote_counts, selects=config.mirrors)
     lines = await _local_acls(config, local, write_implies_idempotent(local_versions), plan)
     for name, cluster in remotes.items():
         lines += await _remote_acls(config, name, cluster, plan)

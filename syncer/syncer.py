@@ -55,6 +55,7 @@ log = logging.getLogger(__name__)
 # doubling while it keeps failing, up to the refresh interval: at start no partition is
 # copied until one succeeds (at 30 s, a cluster back in 2 s cost a member half a minute)
 REFRESH_RETRY_S = 1.0
+STATE_CLOCK_S = 60.0  # producer.id.expiration.ms read again at least this often
 REACH_RETRY_S = 30.0  # between attempts to connect a remote left out at the start
 
 
@@ -82,9 +83,7 @@ class Syncer:
         # plan exists (``syncer run``'s check waits for it, not to slow the creation)
         self.planned = asyncio.Event()
         self._running: contextlib.AsyncExitStack | None = None  # what start opened
-        self.topics = MirroredTopics(
-            config.topics, self.local, self.remotes, skip=(config.state_topic,)
-        )
+        self.topics = MirroredTopics(config.topics, self.local, self.remotes, config.mirrors)
         self.member: GroupMember | None = None
         # remotes left out at start, connected since (with their topics as then read)
         self._reached: dict[str, tuple[Reached, Census]] = {}
@@ -158,6 +157,7 @@ class Syncer:
             )
             self.state_clock = await read_state_clock(self.local)
             watch = asyncio.create_task(self._watch_state_clock(), name="state-clock")
+            watch.add_done_callback(_died_loudly)
             stack.push_async_callback(cancel_and_wait, watch)
             for name in self.remotes:
                 self._fetchers[name] = await stack.enter_async_context(self._lanes(name))
@@ -224,9 +224,10 @@ class Syncer:
         broker may restart with a lower one), the copiers' writes are pipelined only while
         their records are fresh by the new value. The broker checks for expired producers
         every ``producer.id.expiration.check.interval.ms`` (10 minutes by default), so a
-        change is seen here well before the state it expires is gone, at the default."""
+        change is seen here (every minute at most) well before the state it expires is
+        gone, at the default."""
         while True:
-            await asyncio.sleep(self.config.topics.refresh_interval_s)
+            await asyncio.sleep(min(self.config.topics.refresh_interval_s, STATE_CLOCK_S))
             lowered = await lowered_state_clock(self.local, self.state_clock)
             if lowered is None:
                 continue
@@ -250,6 +251,8 @@ class Syncer:
         if self.clusters.unreachable:  # its ends are part of the snapshot
             raise next(iter(self.clusters.unreachable.values()))
         await self.refresh_topics()
+        if self._stop.is_set():  # asked to stop while starting: no copier starts
+            return self.summary()
         targets = {tp: c.status.remote_end for tp, c in self.copiers.items()}
         for tp, copier in self.copiers.items():
             if tp.topic not in self.halted_topics:
@@ -616,3 +619,9 @@ class Syncer:
     def summary(self) -> Summary:
         seconds = time.monotonic() - self._started_at
         return Summary.of(self.statuses(), len(self.refused), seconds)
+
+
+def _died_loudly(task: asyncio.Task[None]) -> None:
+    """A background task that should run until cancelled ended: say why (a bug)."""
+    if not task.cancelled() and task.exception() is not None:
+        log.error("task %s ended: %r", task.get_name(), task.exception())

@@ -105,6 +105,8 @@ def config_sync(
             new = ours.default
         else:
             continue
+        if key == "compression.type" and ours.value == "producer" and new != "producer":
+            continue  # ``producer`` keeps every batch as it is sent: faithful to any codec
         value = theirs.value if theirs.explicit else None  # set; None: deleted
         codec_changed = ours.value not in (None, "producer") and new not in (None, "producer")
         if key == "compression.type" and codec_changed and new != ours.value:

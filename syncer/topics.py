@@ -4,7 +4,7 @@ settings checks, plus the I/O that creates missing local topics and partitions."
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
 
 from syncer.admin import TopicSetting
@@ -31,21 +31,16 @@ def plan_topics(
     local_counts: Mapping[str, int],
     remote_counts: Mapping[str, Mapping[str, int]],
     mirrored: Collection[str] = (),
-    skip: Collection[str] = (),
+    selects: Callable[[str], bool] | None = None,
 ) -> TopicPlan:
     """Decide per selected remote topic: mirror, create locally, or refuse (partition counts
     differ between remotes or with the local topic). A topic already ``mirrored`` whose remote
-    gained partitions grows locally to match; at start, any difference is refused. Topics in
-    ``skip`` (syncer's own state topic: ``Config.mirrors``) are never mirrored."""
+    gained partitions grows locally to match; at start, any difference is refused. Which
+    topics are selected: ``selects`` (``Config.mirrors``: never syncer's own state topic),
+    else ``selection.selects``."""
     plan = TopicPlan()
-    names = sorted(
-        {
-            t
-            for counts in remote_counts.values()
-            for t in counts
-            if selection.selects(t) and t not in skip
-        }
-    )
+    chosen = selects or selection.selects
+    names = sorted({t for counts in remote_counts.values() for t in counts if chosen(t)})
     for topic in names:
         counts = {r: c[topic] for r, c in remote_counts.items() if topic in c}
         distinct = set(counts.values())

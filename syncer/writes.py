@@ -583,7 +583,7 @@ async def lowered_state_clock(local: Cluster, clock: StateClock) -> StateClock |
     try:
         expiration_ms = await _lowest_expiration_ms(local)
     except ClusterError as exc:
-        log.debug("reading producer.id.expiration.ms again: %s", exc)
+        log.warning("reading producer.id.expiration.ms again: %s (tried again later)", exc)
         return None
     if expiration_ms is None or clock.expiration_ms <= 0:
         return None

@@ -8,6 +8,7 @@ import shutil
 
 import pytest
 
+from syncer import mirroring
 from syncer.status import State, status_document
 from syncer.syncer import Syncer
 from tests.kafka_helpers import (
@@ -22,6 +23,7 @@ from tests.kafka_helpers import (
     read_partition,
     record_codecs,
     single_record_batches,
+    until,
 )
 from tests.kafka_helpers import (
     catch_up as caught_up,
@@ -199,6 +201,34 @@ async def test_a_topic_the_local_cluster_refuses_to_create_is_refused_and_others
     assert "collides" in why and list(syncer.refused) == [topic + ".bad"]
     (good,) = syncer.statuses()
     assert good.tp.topic == topic + ".good" and good.local_end == 5
+
+
+async def test_a_daemon_creating_topics_a_share_at_a_time_gets_past_one_refused(
+    local: str, east: str, topic: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A daemon creates new topics a share at a time, first by name, and looks again at once
+    while some wait (here a share is one partition). The first topic is refused by the local
+    cluster: it is asked again only after a refresh interval, so the next share is the next
+    topic (the same refused one was picked at every look, in a loop, and the rest never
+    created)."""
+    monkeypatch.setattr(mirroring, "CREATE_PER_REFRESH", 1)
+    await create_topic(local, topic + "_a")  # the operator's: the remote's topic.a collides
+    await create_topic(east, topic + ".a")
+    await create_topic(east, topic + ".b")
+    await produce(east, topic + ".b", [(b"k", b"v")] * 5)
+    config = make_config(
+        local,
+        {"east": east},
+        [topic + r"\..*"],
+        topics={"include": [topic + r"\..*"], "refresh_interval_s": 30},
+    )
+    syncer = Syncer(config)
+    async with syncer:
+        running = asyncio.create_task(syncer.run())
+        await until(lambda: any(s.local_end == 5 for s in syncer.statuses()), "topic .b copied", 30)
+        assert list(syncer.refused) == [topic + ".a"]
+        syncer.request_stop()
+        await asyncio.wait_for(running, 30)
 
 
 async def test_daemon_picks_up_new_topics_and_stops_cleanly(

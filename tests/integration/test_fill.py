@@ -17,7 +17,7 @@ from aiokafka.structs import TopicPartition
 from syncer.batches import FILLER_HEADER, filler_batches, is_filler
 from syncer.clusters import TP
 from syncer.metrics import SyncerCollector
-from syncer.status import State, status_document
+from syncer.status import PartitionStatus, State, status_document
 from syncer.syncer import Syncer
 from tests.integration.test_faults import delete_topic
 from tests.kafka_helpers import (
@@ -158,12 +158,10 @@ async def test_compacted_source_with_gaps_keeps_every_offset(
     assert status.filled == sum(1 for r in local_all if is_filler(r.key, r.headers)) >= len(holes)
 
 
-async def test_align_start_makes_an_empty_local_partition_start_where_the_remote_does(
+async def aligned_catch_up(
     local: str, east: str, topic: str
-) -> None:
-    await create_topic(east, topic)
-    await produce(east, topic, [(b"k", b"%d" % i) for i in range(100)])
-    await delete_records(east, topic, 40)
+) -> tuple[PartitionStatus, tuple[int, int]]:
+    """A catch-up with ``align_start``: the partition's status, and its local start and end."""
     config = make_config(
         local, {"east": east}, [topic], topics={"include": [topic], "align_start": True}
     )
@@ -172,8 +170,23 @@ async def test_align_start_makes_an_empty_local_partition_start_where_the_remote
         await syncer.catch_up()
         (status,) = syncer.statuses()
         ends = await syncer.local.ends([TopicPartition(topic, 0)])
+    return status, ends[TopicPartition(topic, 0)]
+
+
+async def remote_starting_at_40(east: str, topic: str) -> None:
+    """A remote partition of 100 records whose first 40 were deleted."""
+    await create_topic(east, topic)
+    await produce(east, topic, [(b"k", b"%d" % i) for i in range(100)])
+    await delete_records(east, topic, 40)
+
+
+async def test_align_start_makes_an_empty_local_partition_start_where_the_remote_does(
+    local: str, east: str, topic: str
+) -> None:
+    await remote_starting_at_40(east, topic)
+    status, ends = await aligned_catch_up(local, east, topic)
     assert status.state is State.CAUGHT_UP, status.error
-    assert ends[TopicPartition(topic, 0)] == (40, 100)  # local start and end = the remote's
+    assert ends == (40, 100)  # local start and end = the remote's
     assert await read_partition(local, topic) == await read_partition(east, topic)
 
 
@@ -188,9 +201,7 @@ async def test_an_alignment_cut_short_is_finished_at_the_next_start(
     and the records equal (before: "records 15..39 are gone at every remote", a halt at
     every start; with all 40 written, the copy went on from 40 and the local log kept
     starting at 0)."""
-    await create_topic(east, topic)
-    await produce(east, topic, [(b"k", b"%d" % i) for i in range(100)])
-    await delete_records(east, topic, 40)
+    await remote_starting_at_40(east, topic)
     await create_topic(local, topic)
     config = make_config(
         local, {"east": east}, [topic], topics={"include": [topic], "align_start": True}
@@ -206,13 +217,9 @@ async def test_an_alignment_cut_short_is_finished_at_the_next_start(
         for base, _end, raw in fillers:
             written = await cut_short._writer.submit(TP(topic, 0), raw)
             assert (written.error_code, written.base_offset) == (0, base)
-    syncer = Syncer(config)
-    async with syncer:
-        await syncer.catch_up()
-        (status,) = syncer.statuses()
-        ends = await syncer.local.ends([TopicPartition(topic, 0)])
+    status, ends = await aligned_catch_up(local, east, topic)
     assert status.state is State.CAUGHT_UP, status.error
-    assert ends[TopicPartition(topic, 0)] == (40, 100)
+    assert ends == (40, 100)
     assert await read_partition(local, topic) == await read_partition(east, topic)
     kcat = await asyncio.to_thread(kcat_lines, local, topic, 0)
     assert [line.split(" ")[0] for line in kcat] == [str(o) for o in range(40, 100)]
@@ -228,17 +235,10 @@ async def test_a_local_log_with_a_real_record_below_the_remote_start_is_not_alig
     await create_topic(local, topic)
     await produce(local, topic, [(b"k", b"0")])  # not a filler
     await delete_records(east, topic, 40)
-    config = make_config(
-        local, {"east": east}, [topic], topics={"include": [topic], "align_start": True}
-    )
-    syncer = Syncer(config)
-    async with syncer:
-        await syncer.catch_up()
-        (status,) = syncer.statuses()
-        ends = await syncer.local.ends([TopicPartition(topic, 0)])
+    status, ends = await aligned_catch_up(local, east, topic)
     assert status.state is State.HALTED
     assert "records 1..39 are gone at every remote" in (status.error or "")
-    assert ends[TopicPartition(topic, 0)] == (0, 1)
+    assert ends == (0, 1)
 
 
 async def test_a_transactional_remote_recreated_with_another_history_halts_under_fill(

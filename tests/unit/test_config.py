@@ -320,7 +320,7 @@ def test_a_file_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
         ("127.0.0.1:0", "port must be a number 1..65535, got '127.0.0.1:0'"),
         ("127.0.0.1:1 127.0.0.1:3", "expected host:port[,host:port...], got"),
         (",,,", "expected host:port[,host:port...], got ',,,'"),
-        ("broker-1", "expected host:port[,host:port...], got 'broker-1'"),
+        ("broker-1:", "expected host:port[,host:port...], got 'broker-1:'"),
     ],
 )
 def test_bootstrap_servers_must_be_host_port_lists(servers: str, said: str) -> None:
@@ -332,6 +332,8 @@ def test_bootstrap_servers_must_be_host_port_lists(servers: str, said: str) -> N
 def test_bootstrap_servers_of_names_and_ipv6_load() -> None:
     text = GOOD.replace("127.0.0.1:9192", "b-1.east:9092, b-2.east:9092,[::1]:9093")
     assert Config.from_yaml(text).remote("east").bootstrap_servers.endswith("[::1]:9093")
+    text = GOOD.replace("127.0.0.1:9192", "broker-1")  # no port: 9092, as aiokafka takes it
+    assert Config.from_yaml(text).remote("east").bootstrap_servers == "broker-1"
 
 
 @pytest.mark.parametrize(
@@ -346,8 +348,8 @@ def test_bootstrap_servers_of_names_and_ipv6_load() -> None:
             "topics.refresh_interval_s: expected a finite number, got nan",
         ),
         (
-            "topics: {include: [x], replication_factor: 0}",
-            "topics.replication_factor: must be 1..32767, or -1 for the cluster's",
+            "topics: {include: [x], replication_factor: -2}",
+            "topics.replication_factor: must be 1..32767, or -1 (or 0) for the cluster's",
         ),
         ("copier: {retry_backoff_ms: 0}", "copier.retry_backoff_ms: must be positive"),
         (
@@ -417,3 +419,21 @@ def test_the_state_topic_is_never_mirrored() -> None:
     other = Config.from_yaml(everything + "state_topic: mirror.state\n")
     assert other.topics.selects("mirror.state") and not other.mirrors("mirror.state")
     assert other.mirrors("_syncer_state")  # another deployment's name: data here
+
+
+def test_yaml_merge_keys_load_and_may_be_given_again() -> None:
+    """``<<: *anchor`` shares settings between remotes; a key given beside it overrides the
+    merged one (not a key given twice)."""
+    text = """
+local: {bootstrap_servers: "127.0.0.1:9092"}
+remotes:
+  - &east {name: east, bootstrap_servers: "127.0.0.1:9192", request_timeout_ms: 5000}
+  - <<: *east
+    name: west
+    bootstrap_servers: "127.0.0.1:9292"
+topics: {include: [x]}
+"""
+    config = Config.from_yaml(text)
+    assert [r.name for r in config.remotes] == ["east", "west"]
+    assert config.remote("west").request_timeout_ms == 5000
+    assert config.remote("west").bootstrap_servers == "127.0.0.1:9292"

@@ -120,6 +120,16 @@ async def test_offsets_of_a_remote_that_no_longer_serves_the_topic_are_not_copie
     local, remote = FakeCluster(committed={}), FakeCluster()
     await copier_of(local, remote, {"orders": ("west",)}).copy_once()
     assert local.commits == []
+    west = FakeCluster(committed={A: 30})  # serves orders: its offsets are taken
+    copier = OffsetCopier(
+        GroupsConfig(include=("billing",), interval_s=600),
+        cast(Any, local),
+        {"east": cast(Any, remote), "west": cast(Any, west)},
+        lambda: {"orders": 4},
+        lambda: {"orders": ("west",)},
+    )
+    await copier.copy_once()
+    assert local.commits == [{A: 30}]
 
 
 class AwayCluster(FakeCluster):

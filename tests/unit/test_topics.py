@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from syncer.admin import TopicSetting
-from syncer.config import TopicsConfig
+from syncer.config import Config, TopicsConfig
 from syncer.topics import (
     TopicPlan,
     as_they_were,
@@ -78,7 +78,14 @@ def test_the_state_topic_skipped_is_never_planned() -> None:
     """A remote that is another deployment's local cluster holds ``_syncer_state``."""
     selection = TopicsConfig(include=(".*",))
     remotes = {"east": {"a": 1, "_syncer_state": 1}}
-    plan = plan_topics(selection, {"_syncer_state": 1}, remotes, skip=("_syncer_state",))
+    mirrors = Config.from_dict(
+        {
+            "local": {"bootstrap_servers": "l:9092"},
+            "remotes": [{"name": "east", "bootstrap_servers": "e:9092"}],
+            "topics": {"include": [".*"]},
+        }
+    ).mirrors
+    plan = plan_topics(selection, {"_syncer_state": 1}, remotes, selects=mirrors)
     assert plan.mirror == {"a": 1} and plan.create == {"a": 1} and not plan.refused
 
 
