@@ -442,13 +442,19 @@ async def test_check_now_lets_through_only_what_needs_no_read() -> None:
     assert sources["east"].fetches == fetches
 
 
-async def test_check_now_leaves_a_due_sample_of_another_remote_to_check() -> None:
+async def east_continuing() -> tuple[Agreement, dict[str, Side]]:
+    """east wrote 10 and continues; west holds the same records, 10..59, for the samples."""
     same = build(9, [(b"k", b"same")])
     check, sources = agreement(same, east=same, west=same)
     sources["west"].raw = b"".join(build(o, [(b"k", b"next")]) for o in range(10, 60))
     first = chunk_at(10)
     await check.check(first, 10)
     check.written(first)
+    return check, sources
+
+
+async def test_check_now_leaves_a_due_sample_of_another_remote_to_check() -> None:
+    check, sources = await east_continuing()
     passed = 0
     for offset in range(11, 11 + 40):
         got = chunk_at(offset)
@@ -519,12 +525,7 @@ async def test_a_remote_dropped_while_its_continuing_chunk_is_sampled_is_not_let
     """The remote that wrote the records below continues unread but for a sample every
     ``SAMPLE_EVERY`` chunks, compared with the other remote: a drop from outside that lands
     while the sample is read refuses the chunk."""
-    same = build(9, [(b"k", b"same")])
-    check, sources = agreement(same, east=same, west=same)
-    sources["west"].raw = b"".join(build(o, [(b"k", b"next")]) for o in range(10, 60))
-    first = chunk_at(10)
-    await check.check(first, 10)
-    check.written(first)
+    check, sources = await east_continuing()
     offset = 11
     while check.check_now(got := chunk_at(offset), offset):  # continues until a sample is due
         check.written(got)
