@@ -13,7 +13,7 @@ import ssl
 import time
 import uuid
 import weakref
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import Any, Self, TypeAlias, cast
 
 from aiokafka import errors as kafka_errors
@@ -29,6 +29,7 @@ from syncer.errors import (
     BrokerTooOld,
     ClusterError,
     LeaderMoved,
+    NotSent,
     TransientClusterError,
     UnreachableError,
 )
@@ -308,16 +309,30 @@ class ClusterConnection:
 
     # sending ----------------------------------------------------------------------------
 
-    async def send(self, node: int, request: Any, *, connection: int = 0) -> Any:
+    async def send(
+        self,
+        node: int,
+        request: Any,
+        *,
+        connection: int = 0,
+        may_send: Callable[[], bool] | None = None,
+    ) -> Any:
         """Send one request on connection number ``connection`` to ``node`` (a broker
         answers one connection's requests in order, so a long poll on one does not hold up
         requests on another). aiokafka keys its connections by (node, group) and opens one
         for any group it is given (it has two named ones, 0 and 1; aiokafka is pinned below
-        0.15)."""
+        0.15). Given ``may_send``, it is asked once the connection is open, in the turn the
+        request is written (aiokafka writes it then, without yielding): False, and the
+        request is not sent (``NotSent``). Opening a connection can take as long as a
+        request's timeout: what allowed the request when it was made may have ended."""
         group = cast(ConnectionGroup, connection)
         try:
             if self._buffers:
                 await self._tune(node, group)
+            elif may_send is not None and not await self._client.ready(node, group=group):
+                raise kafka_errors.NodeNotReadyError(f"node {node} not ready")
+            if may_send is not None and not may_send():
+                raise NotSent(f"{self.name}: not sent to node {node}: no longer allowed")
             return await self._client.send(node, request, group=group)
         except (kafka_errors.KafkaError, TimeoutError, OSError) as exc:
             raise self.failed(node, exc) from exc

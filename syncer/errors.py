@@ -64,6 +64,11 @@ class LeaderMoved(TransientClusterError):
     of the backoff, not a growing one (a leader election is over within a second)."""
 
 
+class NotSent(TransientClusterError):
+    """A request was not sent: what allowed it when it was made (the group's lease) had
+    ended by the time its connection was open. Nothing of it reached the broker."""
+
+
 class OffsetOutOfRange(ClusterError):
     """A read of a partition was answered out of range: its log starts above the offset
     asked or ends below it (records deleted, or never there)."""

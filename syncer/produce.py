@@ -44,9 +44,11 @@ class ProduceRequests(ClusterConnection):
         timeout_ms: int,
         topic_ids: Mapping[str, uuid.UUID] | None = None,
         connection: int = 0,
+        may_send: Callable[[], bool] | None = None,
     ) -> dict[TP, ProduceResult]:
         """One acks=all produce request carrying one batch per partition, on connection
-        number ``connection`` (``ClusterConnection.send``). Given
+        number ``connection`` (``ClusterConnection.send``, which asks ``may_send`` once the
+        connection is open: False, and it is not sent). Given
         ``topic_ids`` (each topic's id as first seen; not empty), each topic is named by its
         id where the brokers take Produce v13 (Kafka 4.1+): a topic deleted, or recreated
         under its name, since then answers UNKNOWN_TOPIC_ID and nothing is appended to the
@@ -55,7 +57,9 @@ class ProduceRequests(ClusterConnection):
         refresh has learned its id. Else by name."""
         if topic_ids and self._writes_by_id:
             try:
-                return await self._produce_by_id(node, batches, timeout_ms, topic_ids, connection)
+                return await self._produce_by_id(
+                    node, batches, timeout_ms, topic_ids, connection, may_send
+                )
             except NotImplementedError:  # the broker has no Produce v13
                 log.warning(
                     "%s cluster %s cannot produce by topic id (Kafka 4.1+ can): a topic"
@@ -69,7 +73,7 @@ class ProduceRequests(ClusterConnection):
             topics[tp.topic].append((tp.partition, batch))
         request = ProduceRequest(None, -1, timeout_ms, list(topics.items()))
         seen = self.leaders.generation
-        response = await self.send(node, request, connection=connection)
+        response = await self.send(node, request, connection=connection, may_send=may_send)
         out: dict[TP, ProduceResult] = {}
         for topic, partitions in response.topics:
             for partition, code, offset, *rest in partitions:  # v2 on: the append time
@@ -85,13 +89,14 @@ class ProduceRequests(ClusterConnection):
         timeout_ms: int,
         topic_ids: Mapping[str, uuid.UUID],
         connection: int,
+        may_send: Callable[[], bool] | None,
     ) -> dict[TP, ProduceResult]:
         topics, names, out = self._by_id(batches, topic_ids)
         if not topics:
             return out
         seen = self.leaders.generation
         request = ProduceByIdRequest(-1, timeout_ms, topics)
-        response = await self.send(node, request, connection=connection)
+        response = await self.send(node, request, connection=connection, may_send=may_send)
         return self._produced(response, names, out, seen)
 
     @staticmethod

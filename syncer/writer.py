@@ -255,8 +255,13 @@ class Writer(RequestLoop):
                     request.opening = True
         if request.opening:
             self._opening[where] += 1
-            answer = self.cluster.produce(
-                node, batches, timeout_ms=timeout, topic_ids=ids, connection=connection
+            answer = self.cluster.produce(  # the lease asked again once it is open
+                node,
+                batches,
+                timeout_ms=timeout,
+                topic_ids=ids,
+                connection=connection,
+                may_send=self.may_write,
             )
         if TRACE is not None:
             for tp, batch in batches.items():

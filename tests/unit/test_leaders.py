@@ -52,7 +52,7 @@ class MovingCluster(Cluster):
     def leader(self, tp: TP) -> int:
         return self.known[tp]
 
-    async def send(self, node: int, request: Any, *, connection: int = 0) -> Any:
+    async def send(self, node: int, request: Any, *, connection: int = 0, **_: Any) -> Any:
         kind = type(request).__name__
         asked = [TP(t, p[0]) for t, partitions in request._topics for p in partitions]
         self.sent.append((node, kind, asked))
