@@ -115,12 +115,16 @@ def _closest_to_half(ranked: list[tuple[float, TP]], spread: float) -> int | Non
     return min(candidates, key=lambda i: (abs(spread - 2 * ranked[i][0]), ranked[i][1]))
 
 
-def encode_owned(partitions: Collection[TP]) -> bytes:
-    """What a member tells the group leader it owns (the JoinGroup user data)."""
+def encode_owned(partitions: Collection[TP], writer: str = "") -> bytes:
+    """What a member tells the group leader (the JoinGroup user data): what it owns, and as
+    which writer it writes (``writer_of``; empty: not told)."""
     by_topic: dict[str, list[int]] = {}
     for tp in partitions:
         by_topic.setdefault(tp.topic, []).append(tp.partition)
-    return json.dumps({"owned": {t: sorted(p) for t, p in sorted(by_topic.items())}}).encode()
+    told: dict[str, object] = {"owned": {t: sorted(p) for t, p in sorted(by_topic.items())}}
+    if writer:
+        told["writer"] = writer
+    return json.dumps(told).encode()
 
 
 def decode_owned(user_data: bytes | None) -> set[TP]:
@@ -131,3 +135,56 @@ def decode_owned(user_data: bytes | None) -> set[TP]:
         return {TP(t, int(p)) for t, parts in raw.get("owned", {}).items() for p in parts}
     except (ValueError, AttributeError, TypeError):
         return set()  # a member of another version: treat as owning nothing
+
+
+def decode_writer(user_data: bytes | None) -> str:
+    """The writer a member told in its JoinGroup user data; empty if it told none (a member
+    of a version before the check)."""
+    try:
+        writer = json.loads(user_data or b"{}").get("writer", "")
+    except (ValueError, AttributeError):
+        return ""
+    return writer if isinstance(writer, str) else ""
+
+
+def writer_of(deployment: str, producer_id: int, producer_epoch: int) -> str:
+    """How a member names the identity it writes with: the deployment ``name`` it loaded it
+    for and the producer id and epoch (the ``state_topic`` it came from shows in the id)."""
+    return f"{deployment!r} (producer id {producer_id}, epoch {producer_epoch})"
+
+
+def the_groups_writer(writers: Mapping[str, str], own: str) -> str:
+    """The writer a group's members must share (member → the writer it told; empty: told
+    none): the one most members told, ties to the leader's own (``own``), then to the
+    first by name. Empty if none told one."""
+    counts: dict[str, int] = {}
+    for writer in writers.values():
+        if writer:
+            counts[writer] = counts.get(writer, 0) + 1
+    if not counts:
+        return ""
+    return min(counts, key=lambda w: (-counts[w], w != own, w))
+
+
+def writing_otherwise(writers: Mapping[str, str], own: str) -> dict[str, str]:
+    """The members that write as another writer than the group's (member → theirs): they
+    get no partition. Two writers in one group would each stamp their own producer id, and
+    the broker keeps writers apart only by the producer id (DESIGN, invariant 3). A member
+    that told none is left in: an older version, during a rolling upgrade."""
+    ours = the_groups_writer(writers, own)
+    return {m: w for m, w in writers.items() if w and w != ours}
+
+
+def encode_refusal(writer: str, members: int) -> bytes:
+    """The SyncGroup user data of a member given nothing for writing as another writer."""
+    return json.dumps({"refused": {"writer": writer, "members": members}}).encode()
+
+
+def decode_refusal(user_data: bytes | None) -> tuple[str, int] | None:
+    """(the group's writer, how many members write as it) if ``user_data`` refuses this
+    member, else None."""
+    try:
+        refused = json.loads(user_data or b"{}").get("refused")
+        return (str(refused["writer"]), int(refused["members"])) if refused else None
+    except (ValueError, AttributeError, TypeError, KeyError):
+        return None

@@ -267,7 +267,11 @@ MEANINGS: Meanings = {
         "coordination": "processes sharing the partitions: the keys of `coordination` below",
         "http": "the daemon's HTTP endpoint: the keys of `http` below",
         "groups": "consumer group offsets to copy: the keys of `groups` below",
-        "name": "deployment name; the key of the writer identity in the state topic",
+        "name": (
+            "deployment name; the key of the writer identity in the state topic. Every member"
+            " of a `coordination.group` needs the same one (and the same `state_topic`): a"
+            " member with another gets no partition and exits 3"
+        ),
         "state_topic": "small local topic holding the deployment's producer id; never"
         " mirrored, whatever topics.include selects (a remote that is another deployment's"
         " local cluster holds one of the same name)",

@@ -32,9 +32,14 @@ from syncer.assignment import (
     assign,
     common_topics,
     decode_owned,
+    decode_refusal,
+    decode_writer,
     encode_owned,
+    encode_refusal,
     subscribed_gaps,
+    the_groups_writer,
     weights_from_gaps,
+    writing_otherwise,
 )
 from syncer.clusters import TP, Cluster, client_options
 from syncer.config import Config, CoordinationConfig
@@ -74,9 +79,26 @@ class InstanceIdTaken(ConfigError):
         )
 
 
+class WriterRefused(ConfigError):
+    """The group's leader gave this process nothing: it writes as another writer (another
+    deployment ``name`` or ``state_topic``) than the group's other members."""
+
+    def __init__(self, group: str, own: str, theirs: str, members: int) -> None:
+        super().__init__(
+            [
+                f"group {group}: {members} {'member writes' if members == 1 else 'members write'}"
+                f" as {theirs}, this process as {own}: give every member of a group the same"
+                " name and state_topic"
+            ],
+            source="coordination",
+        )
+
+
 class GapStickyAssignor(AbstractPartitionAssignor):  # type: ignore[misc]
-    """aiokafka's side of ``syncer.assignment``: members report what they own in their
-    JoinGroup user data; the leader balances by the gaps it last measured."""
+    """aiokafka's side of ``syncer.assignment``: members report what they own, and the
+    writer they write as, in their JoinGroup user data; the leader balances by the gaps it
+    last measured, among the members writing as the group's writer (the others get nothing
+    and are told why: ``refused``)."""
 
     name = ASSIGNOR_NAME
     version = 0
@@ -84,10 +106,34 @@ class GapStickyAssignor(AbstractPartitionAssignor):  # type: ignore[misc]
     def __init__(self) -> None:
         self.gaps: dict[TP, int] = {}
         self.owned: set[TP] = set()
+        self.writer = ""  # as which writer this member writes (``writer_of``); told at joins
+        # (the group's writer, how many members write as it) if the leader refused us
+        self.refused: tuple[str, int] | None = None
         # told the topics given out whose partitions the leader's metadata does not know
         self.on_unknown: Callable[[set[str]], None] = lambda topics: None
 
     def assign(
+        self, cluster: Any, members: Mapping[str, ConsumerProtocolMemberMetadata]
+    ) -> dict[str, ConsumerProtocolMemberAssignment]:
+        writers = {member: decode_writer(meta.user_data) for member, meta in members.items()}
+        otherwise = writing_otherwise(writers, self.writer)
+        refusals = {}
+        if otherwise:
+            ours = the_groups_writer(writers, self.writer)
+            sharing = sum(1 for writer in writers.values() if writer == ours)
+            log.error(
+                "group leader: %d members write as another writer than the group's %s: "
+                "they get no partition (%s)",
+                len(otherwise),
+                ours,
+                ", ".join(f"{m} as {w}" for m, w in sorted(otherwise.items())),
+            )
+            refusal = ConsumerProtocolMemberAssignment(0, [], encode_refusal(ours, sharing))
+            refusals = dict.fromkeys(otherwise, refusal)
+            members = {m: meta for m, meta in members.items() if m not in otherwise}
+        return {**self._balanced(cluster, members), **refusals}
+
+    def _balanced(
         self, cluster: Any, members: Mapping[str, ConsumerProtocolMemberMetadata]
     ) -> dict[str, ConsumerProtocolMemberAssignment]:
         topics = common_topics(meta.subscription for meta in members.values())
@@ -110,11 +156,12 @@ class GapStickyAssignor(AbstractPartitionAssignor):  # type: ignore[misc]
 
     def metadata(self, topics: Iterable[str]) -> ConsumerProtocolMemberMetadata:
         return ConsumerProtocolMemberMetadata(
-            self.version, sorted(topics), encode_owned(self.owned)
+            self.version, sorted(topics), encode_owned(self.owned, self.writer)
         )
 
     def on_assignment(self, assignment: ConsumerProtocolMemberAssignment) -> None:
         self.owned = set(assignment.partitions())
+        self.refused = decode_refusal(assignment.user_data)
 
 
 def member_assignment(partitions: set[TP]) -> ConsumerProtocolMemberAssignment:
@@ -460,6 +507,8 @@ class GroupMember:
         or aiokafka's coordination routine cancelled under us (``_revoked`` says how), is
         for good: aiokafka never joins again with that consumer."""
         while True:
+            if self.failed is not None:  # refused by the group's leader
+                return self.failed
             assignment = consumer.assignment()
             if assignment:
                 consumer.pause(*assignment)
@@ -586,6 +635,10 @@ class GroupMember:
 
     async def _assigned(self, assigned: set[TP]) -> None:
         assert self._consumer is not None
+        refused = self.assignor.refused
+        if refused is not None:  # given nothing: the poll sees it and the member leaves
+            self.failed = WriterRefused(self.group.group, self.assignor.writer, *refused)
+            return
         self._consumer.pause(*assigned)
         self._broken_in_a_row = 0
         sent = self._sync_sent if self._sync_sent is not None else time.monotonic()

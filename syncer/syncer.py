@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from syncer.admin import Census
 from syncer.alignment import StateClock
+from syncer.assignment import writer_of
 from syncer.budget import ByteBudget
 from syncer.clusters import TP, ClusterSet, Reached, in_order
 from syncer.config import Config
@@ -155,6 +156,11 @@ class Syncer:
                 partial(load_identity, self.local, self.config.state_topic, self.config.name),
                 what="loading the writer identity",
             )
+            if self.member is not None:  # told at each join: the leader refuses another
+                identity = self._identity
+                self.member.assignor.writer = writer_of(
+                    self.config.name, identity.producer_id, identity.producer_epoch
+                )
             self.state_clock = await read_state_clock(self.local)
             watch = asyncio.create_task(self._watch_state_clock(), name="state-clock")
             watch.add_done_callback(_died_loudly)

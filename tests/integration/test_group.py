@@ -327,3 +327,33 @@ async def test_a_second_daemon_with_the_same_instance_id_stops_the_first_with_ex
     assert set((await group.owners()).values()) == {"twin"}
     assert "gives up" not in (group.logs / "member-1.log").read_text()
     await group.finish(producing)
+
+
+async def test_a_member_configured_as_another_deployment_gets_nothing_and_exits_3(
+    group: Group, testbed: Testbed, tmp_path: Path
+) -> None:
+    """A second daemon joins the group with another ``name`` (a typo): it loads another
+    writer identity, and two producer ids writing one partition in turn are kept apart by
+    nothing at the broker. The group's leader gives it nothing; it says why in one line and
+    exits 3. The first keeps every partition and the copy stays exact."""
+    producing = produce_in_background(testbed, group.east, group.topic, 30_000, 5_000)
+    first = group.start(1)[0]
+    await group.wait_members(1)
+    owners = await group.owners()
+    group.path = tmp_path / "typo.yaml"
+    group.path.write_text(yaml.safe_dump({**group.raw, "name": "syncer-typo"}))
+    second = group.start(1)[0]
+
+    async def second_ended() -> bool:
+        return second.poll() is not None
+
+    await group.wait_for("the second daemon's exit", second_ended, 60)
+    assert second.returncode == 3
+    said = (group.logs / "member-1.log").read_text()
+    assert f"syncer: coordination: group {group.name}: 1 member writes as '{group.name}' (" in said
+    assert "this process as 'syncer-typo' (producer id" in said
+    assert "give every member of a group the same name and state_topic" in said
+    assert "Traceback" not in said
+    assert first.poll() is None and await group.owners() == owners  # every partition
+    assert "they get no partition" in (group.logs / "member-0.log").read_text()
+    await group.finish(producing)

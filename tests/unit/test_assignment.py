@@ -5,7 +5,19 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from syncer.assignment import _rebalance, assign, decode_owned, encode_owned, weights_from_gaps
+from syncer.assignment import (
+    _rebalance,
+    assign,
+    decode_owned,
+    decode_refusal,
+    decode_writer,
+    encode_owned,
+    encode_refusal,
+    the_groups_writer,
+    weights_from_gaps,
+    writer_of,
+    writing_otherwise,
+)
 from syncer.clusters import TP
 
 tps = st.builds(TP, st.sampled_from(["a", "b", "c"]), st.integers(0, 30))
@@ -118,3 +130,40 @@ def test_owned_partitions_round_trip_and_junk_is_ignored() -> None:
     owned = {TP("a", 1), TP("a", 0), TP("b", 7)}
     assert decode_owned(encode_owned(owned)) == owned
     assert decode_owned(b"\x00garbage") == set() and decode_owned(None) == set()
+
+
+# the group's one writer --------------------------------------------------------------------
+
+W1 = writer_of("east-mirror", 7, 0)
+W2 = writer_of("east-mirrror", 9, 0)  # a typo in one member's name: another producer id
+
+
+def test_the_groups_writer_is_the_one_most_members_write_as() -> None:
+    writers = {"a": W1, "b": W2, "c": W1}
+    assert the_groups_writer(writers, own=W2) == W1
+    assert writing_otherwise(writers, own=W2) == {"b": W2}
+
+
+def test_a_tie_goes_to_the_leaders_own_writer() -> None:
+    writers = {"a": W1, "b": W2}
+    assert writing_otherwise(writers, own=W1) == {"b": W2}
+    assert writing_otherwise(writers, own=W2) == {"a": W1}
+    assert writing_otherwise(writers, own="") == {"b": W2}  # then the first by name: W1
+
+
+def test_a_member_that_tells_no_writer_is_left_in() -> None:
+    """An older version during a rolling upgrade: it cannot say, so it is not refused."""
+    assert writing_otherwise({"old": "", "a": W1}, own=W1) == {}
+    assert the_groups_writer({"old": "", "older": ""}, own=W1) == ""
+    assert writing_otherwise({"old": "", "older": ""}, own=W1) == {}
+
+
+def test_the_writer_and_a_refusal_round_trip_and_junk_tells_nothing() -> None:
+    told = encode_owned([TP("t", 1), TP("t", 0)], W1)
+    assert decode_writer(told) == W1 and decode_owned(told) == {TP("t", 0), TP("t", 1)}
+    assert decode_writer(encode_owned([TP("t", 0)])) == ""  # none given: none told
+    assert decode_refusal(encode_refusal(W1, 2)) == (W1, 2)
+    assert decode_refusal(b"") is None and decode_refusal(None) is None
+    for junk in (b"\x00not json", b"[]", b'{"writer": 5}', b'{"refused": {"writer": "w"}}'):
+        assert decode_writer(junk) == "" and decode_refusal(junk) is None
+    assert W1 == "'east-mirror' (producer id 7, epoch 0)"

@@ -25,6 +25,7 @@ from aiokafka.protocol.admin import DescribeGroupsResponse_v1
 from aiokafka.protocol.group import JoinGroupRequest
 
 from syncer import coordination
+from syncer.assignment import writer_of
 from syncer.clusters import TP
 from syncer.config import Config, CoordinationConfig
 from syncer.coordination import (
@@ -32,6 +33,7 @@ from syncer.coordination import (
     GroupMember,
     InstanceIdTaken,
     Membership,
+    WriterRefused,
     _Listener,
     group_options,
     member_assignment,
@@ -497,6 +499,9 @@ class Metadata:
         return None if count is None else set(range(count))
 
 
+W1, W2 = writer_of("east-mirror", 7, 0), writer_of("east-mirrror", 9, 0)
+
+
 def join(assignors: dict[str, GapStickyAssignor], topics: list[str], leader: str) -> None:
     """One rebalance as aiokafka runs it, bytes on the wire included: every member's
     metadata is encoded into its JoinGroup, the leader assigns, every member decodes its
@@ -566,6 +571,45 @@ def test_the_leaders_measured_gaps_weigh_partitions(caplog: pytest.LogCaptureFix
         "group leader: 6 partitions to 2 members, loads 7.00 / 5.00 "
         "(by gap; the heaviest partition weighs 7.00)" in caplog.messages
     )
+
+
+def test_a_member_writing_as_another_writer_gets_nothing_and_is_told_why(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """One member configured with another deployment name (another producer id): the two
+    would write one partition with two ids in turn. The leader, in the minority here,
+    gives itself nothing; the two that agree share every partition."""
+    assignors = {m: GapStickyAssignor() for m in ("m1", "m2", "typo")}
+    assignors["m1"].writer = assignors["m2"].writer = W1
+    assignors["typo"].writer = W2
+    join(assignors, ["t", "u"], leader="typo")
+    owned = {m: a.owned for m, a in assignors.items()}
+    assert owned["typo"] == set() and assignors["typo"].refused == (W1, 2)
+    assert owned["m1"] | owned["m2"] == {TP("t", p) for p in range(6)} | {TP("u", 0), TP("u", 1)}
+    assert assignors["m1"].refused is None and assignors["m2"].refused is None
+    assert f"they get no partition (typo as {W2})" in caplog.text
+    assignors["old"] = GapStickyAssignor()  # an older version tells no writer: left in
+    join(assignors, ["t", "u"], leader="m1")
+    assert assignors["old"].owned and assignors["old"].refused is None
+    assert assignors["typo"].owned == set() and assignors["typo"].refused == (W1, 2)
+
+
+async def test_a_refused_member_leaves_and_says_why_in_one_line() -> None:
+    async with Member() as member:
+        member.assignor.writer = W2
+        member.assignor.refused = (W1, 2)
+        await _Listener(member, member.stub).on_partitions_assigned(set())
+        async with asyncio.timeout(5):
+            while member.stub.stops == 0:
+                await asyncio.sleep(0.005)
+    (failed,) = member.failures
+    assert isinstance(failed, WriterRefused) and failed.exit_code == ExitCode.CONFIG
+    assert str(failed) == (
+        f"coordination: group g: 2 members write as {W1}, this process as {W2}: "
+        "give every member of a group the same name and state_topic"
+    )
+    assert [(what, tps) for what, tps, _w, _o in member.told] == [("revoked", set())]
+    assert not member.may_write()  # it never had a share
 
 
 def test_subscribed_gaps_cover_every_known_partition_once() -> None:
