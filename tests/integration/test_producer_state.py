@@ -816,3 +816,87 @@ async def test_producer_state_expiration_lowered_while_copying_is_followed(
         await set_broker_settings(local.direct, {})
     copied = await assert_prefix_of_remote(local.direct, remote.direct, topic)
     assert len(copied) == 200
+
+
+def owned(doc: dict[str, object]) -> set[int]:
+    """The partitions a member's status shows it copying (not stopped: given up)."""
+    parts: list[dict[str, object]] = doc["partitions"]  # type: ignore[assignment]
+    return {int(p["partition"]) for p in parts if p["state"] != State.STOPPED.value}  # type: ignore[call-overload]
+
+
+@pytest.mark.long_multinode
+async def test_a_member_paused_past_its_session_writes_nothing_when_it_wakes(
+    forgetful: Testbed, link: LinkProxy, topic: str, tmp_path: Path, daemons: list[Daemon]
+) -> None:
+    """Two members of one group copy two-day-old records: the broker keeps no producer
+    state for them (5 s here), so nothing at the broker stops a member that lost its
+    partition from writing it; only the lease does. The member copying partition 0 is
+    paused (SIGSTOP) past its session with a poll out at the remote; the other takes the
+    partition and copies what came meanwhile; the remote goes quiet and the broker forgets
+    us. Woken, the paused member reads its poll's answer (those very records): without the
+    lease it wrote them again at the log end. Partition 0, read back with kcat, equals the
+    remote's."""
+    local, remote = forgetful.clusters["forgetful_local"], forgetful.clusters["forgetful_remote"]
+    await create_topic(remote.direct, topic, 2)
+    raw: dict[str, object] = {
+        "name": f"paused-{topic}",
+        "local": {"bootstrap_servers": local.bootstrap},
+        "remotes": [{"name": "east", "bootstrap_servers": remote.direct}],
+        "topics": {"include": [topic], "refresh_interval_s": 1},
+        "coordination": {
+            "group": f"g-{topic}",
+            "session_timeout_ms": 6000,
+            "heartbeat_interval_ms": 500,
+            "lease_ms": 3000,
+        },
+    }
+    members = []
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        members.append(Daemon(tmp_path / name, raw))
+        daemons.append(members[-1])
+    for member in members:
+        await member.wait_for("a partition of its own", lambda doc: len(owned(doc)) == 1)
+    await old_batches(remote.direct, topic, 0, 5)
+
+    def copied_to(end: int) -> Callable[[dict[str, object]], bool]:
+        def check(doc: dict[str, object]) -> bool:
+            parts: list[dict[str, object]] = doc["partitions"]  # type: ignore[assignment]
+            return any(p["partition"] == 0 and p["local_end"] == end for p in parts)
+
+        return check
+
+    paused, other = [m for m in members if 0 in owned(await m.status())] + [
+        m for m in members if 0 not in owned(await m.status())
+    ]
+    await paused.wait_for("the first five copied", copied_to(5))
+    os.kill(paused.proc.pid, signal.SIGSTOP)
+    try:
+        await asyncio.sleep(0.5)
+        await old_batches(remote.direct, topic, 5, 10)  # answers the paused member's poll
+        await other.wait_for("partition 0 taken over and copied", copied_to(15))
+        await asyncio.sleep(EXPIRY_MS / 1000 + 2)  # the broker forgets our producer
+    finally:
+        os.kill(paused.proc.pid, signal.SIGCONT)
+    await asyncio.sleep(5)  # the woken member reads its poll's answer, and joins again
+    await old_batches(remote.direct, topic, 15, 5)
+    for member in members:
+        assert member.proc.poll() is None, member.log.read_text()[-2000:]
+    await until_copied(local.direct, remote.direct, topic, 20)
+    for member in members:  # the proxy runs in this loop: never block it
+        await asyncio.to_thread(member.stop)
+    expected = [(o, f"v{o}") for o in range(20)]
+    assert await asyncio.to_thread(kcat_offsets, local.direct, topic) == expected
+    assert await asyncio.to_thread(kcat_offsets, remote.direct, topic) == expected
+
+
+async def until_copied(local: str, remote: str, topic: str, end: int) -> None:
+    """Partition 0's local end reaches ``end`` (or the test fails with both logs' tails)."""
+
+    async def there() -> bool:
+        async with Cluster(ClusterConfig(local, name="t"), role="t") as cluster:
+            return (await cluster.latest([TopicPartition(topic, 0)]))[
+                TopicPartition(topic, 0)
+            ] >= end
+
+    await poll_until(f"local offset {end}", there, 60)
