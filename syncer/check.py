@@ -91,6 +91,19 @@ def reach_line(where: str, security: str, problem: str | None) -> Line:
     return Line(Level.OK, where, "connect", f"answers ({security})")
 
 
+def same_cluster_line(where: str, local_id: str | None, remote_id: str | None) -> Line | None:
+    """FAIL if a remote is the local cluster under another address (same cluster id); None
+    if not, or if either cluster did not tell its id (brokers before Kafka 2.8)."""
+    if local_id is None or remote_id != local_id:
+        return None
+    return Line(
+        Level.FAIL,
+        where,
+        "cluster",
+        f"is the local cluster itself (cluster id {local_id}) under another address",
+    )
+
+
 def version_line(where: str, versions: Mapping[int, tuple[int, int]]) -> Line:
     """The Kafka release its ApiVersions tell, and FAIL below what syncer needs."""
     why = too_old(versions)

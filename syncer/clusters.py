@@ -29,7 +29,7 @@ from typing import Self, TypeVar
 from syncer.admin import TopicAdmin
 from syncer.config import Config
 from syncer.connection import TP, client_options, error_for, is_retriable
-from syncer.errors import UnreachableError
+from syncer.errors import ConfigError, UnreachableError
 from syncer.wire import (
     EARLIEST,
     LATEST,
@@ -109,6 +109,7 @@ class ClusterSet:
             self.remotes[name], *self.extra_lanes[name] = self._clients(name)
         self.unreachable: dict[str, UnreachableError] = {}  # ``start(required=False)``
         self._stack: contextlib.AsyncExitStack | None = None
+        self._local_id: str | None = None  # the local cluster's id, once read
 
     def __repr__(self) -> str:
         lanes = sum(len(self.lanes(name)) for name in self.remotes)
@@ -158,7 +159,24 @@ class ClusterSet:
                     del self.remotes[name], self.extra_lanes[name]
                 elif isinstance(result, BaseException):
                     raise result
+            for name in self.remotes:
+                await self._refuse_if_local(name, self.remotes[name])
             self._stack = stack.pop_all()
+
+    async def _refuse_if_local(self, name: str, remote: Cluster) -> None:
+        """Raise ``ConfigError`` if ``remote`` is the local cluster under another address
+        (the config's check compares addresses only): by cluster id, where the brokers
+        tell it (Kafka 2.8+)."""
+        if self._local_id is None:
+            self._local_id = await self.local.cluster_id()
+        if self._local_id is not None and await remote.cluster_id() == self._local_id:
+            raise ConfigError(
+                [
+                    f"remotes[{name}].bootstrap_servers: reach the local cluster itself"
+                    f" (cluster id {self._local_id}) under another address"
+                ],
+                source="config",
+            )
 
     async def reach(self, remote: str) -> Reached:
         """Connect every lane of ``remote``, left out by the start, without bringing it in
@@ -166,7 +184,13 @@ class ClusterSet:
         the start does (``UnreachableError``, ``AuthenticationError`` ...)."""
         assert remote in self.unreachable, f"{remote} was not left out"
         lanes = self._clients(remote)
-        return Reached(remote, lanes, await self._open(lanes))
+        opened = await self._open(lanes)
+        try:
+            await self._refuse_if_local(remote, lanes[0])
+        except BaseException:
+            await opened.aclose()
+            raise
+        return Reached(remote, lanes, opened)
 
     def adopt(self, reached: Reached) -> None:
         """Bring a remote ``reach`` connected in among ``remotes``; closed with the rest."""

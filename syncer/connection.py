@@ -275,6 +275,16 @@ class ClusterConnection:
         detail = ", ".join(failures) or "no broker known"
         raise TransientClusterError(f"{self.name}: topic ids: no answer from {detail}")
 
+    async def cluster_id(self) -> str | None:
+        """The cluster's id (Metadata v10, Kafka 2.8+); None where its brokers are older,
+        or the one asked does not answer (then nothing is told by it)."""
+        try:
+            node = self._client.get_random_node()
+            response = await self._client.send(node, TopicIdsRequest([]))
+        except (NotImplementedError, kafka_errors.KafkaError, OSError, TimeoutError):
+            return None
+        return str(response.cluster_id) if response.cluster_id else None
+
     def leader(self, tp: TP) -> int:
         node = self._client.cluster.leader_for_partition(tp)
         if node is None or node < 0:

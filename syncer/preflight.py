@@ -35,6 +35,7 @@ from syncer.check import (
     principal_of,
     producer_state_line,
     reach_line,
+    same_cluster_line,
     settings_line,
     version_line,
 )
@@ -80,6 +81,12 @@ async def preflight(config: Config) -> list[Line]:
                 remotes[remote.name] = cluster
         if local_versions is None:
             return lines  # nothing more can be judged without the local cluster
+        local_id = await local.cluster_id()
+        for name, cluster in list(remotes.items()):
+            same = same_cluster_line(f"remote {name}", local_id, await cluster.cluster_id())
+            if same is not None:  # nothing of it is judged: it would be copied onto itself
+                lines.append(same)
+                del remotes[name]
         try:
             lines += await _judge(config, local, local_versions, remotes)
         except SyncerError as exc:  # a cluster stopped answering part-way: say where

@@ -17,12 +17,24 @@ from typing import Any
 import pytest
 import yaml
 
+from syncer.check import Level
 from syncer.clusters import TP, Cluster
 from syncer.config import ClusterConfig
-from syncer.errors import ExitCode
+from syncer.errors import ConfigError, ExitCode
+from syncer.preflight import preflight
+from syncer.syncer import Syncer
 from syncer.testbed import ClusterSpec, Testbed
+from syncer.testbed.bed import free_port
+from syncer.testbed.proxy import LinkProxy
 from syncer.testbed.tools import add_acl
-from tests.kafka_helpers import create_topic, own_bed, produce, produce_transactions, run_cli
+from tests.kafka_helpers import (
+    create_topic,
+    make_config,
+    own_bed,
+    produce,
+    produce_transactions,
+    run_cli,
+)
 
 PASSWORD = "check-password-31"
 
@@ -171,3 +183,36 @@ async def test_a_hole_ahead_and_data_lost_at_the_source_fail(
             "data lost at the source: local ends at 0, the remotes start at 10"
         ),
     }
+
+
+async def test_a_remote_that_is_the_local_cluster_under_another_address_is_refused(
+    local: str, topic: str
+) -> None:
+    """The config's check compares addresses; the local cluster reached through a second
+    address (a proxy here; a load balancer, a DNS alias in life) passes it. Its cluster id
+    tells: ``syncer check`` fails it, and a start refuses it as bad configuration (exit 3)."""
+    await create_topic(local, topic)
+    async with LinkProxy(free_port(), local) as proxy:
+        alias = f"127.0.0.1:{proxy.listen_port}"
+        config = make_config(local, {"east": alias}, [topic])
+        lines = await preflight(config)
+        same = [line for line in lines if line.what == "cluster"]
+        assert [(line.level, line.where) for line in same] == [(Level.FAIL, "remote east")]
+        assert same[0].detail.startswith("is the local cluster itself (cluster id ")
+        with pytest.raises(ConfigError) as refused:
+            async with Syncer(config):
+                pass
+    assert refused.value.exit_code == ExitCode.CONFIG
+    assert str(refused.value).startswith(
+        "config: remotes[east].bootstrap_servers: reach the local cluster itself (cluster id "
+    )
+
+
+async def test_a_remote_that_is_another_cluster_is_not_taken_for_the_local_one(
+    local: str, east: str, topic: str
+) -> None:
+    await create_topic(east, topic)
+    lines = await preflight(make_config(local, {"east": east}, [topic]))
+    assert [line for line in lines if line.what == "cluster"] == []
+    async with Syncer(make_config(local, {"east": east}, [topic])) as syncer:
+        assert list(syncer.remotes) == ["east"]

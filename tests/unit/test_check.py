@@ -24,6 +24,7 @@ from syncer.check import (
     print_lines,
     producer_state_line,
     reach_line,
+    same_cluster_line,
     settings_line,
     version_line,
 )
@@ -112,6 +113,15 @@ def test_a_cluster_that_refuses_us_fails_with_its_error() -> None:
     line = reach_line("local", "SASL_SSL", "local cluster 'local': authentication failed")
     assert line.level is Level.FAIL and "authentication failed" in line.detail
     assert reach_line("local", "SASL_SSL", None).level is Level.OK
+
+
+def test_a_remote_with_the_local_clusters_id_fails_and_an_untold_id_passes() -> None:
+    line = same_cluster_line("remote east", "Lx5", "Lx5")
+    assert line is not None and line.level is Level.FAIL
+    assert line.detail == "is the local cluster itself (cluster id Lx5) under another address"
+    assert same_cluster_line("remote east", "Lx5", "Rq2") is None
+    assert same_cluster_line("remote east", None, None) is None  # Kafka before 2.8: untold
+    assert same_cluster_line("remote east", "Lx5", None) is None
 
 
 def test_the_version_line_guesses_the_release_and_fails_below_the_floor() -> None:
