@@ -23,10 +23,10 @@ from aiokafka.coordinator.protocol import (
     ConsumerProtocolMemberAssignment,
     ConsumerProtocolMemberMetadata,
 )
-from aiokafka.errors import KafkaError
+from aiokafka.errors import KafkaError, RequestTimedOutError
 from aiokafka.protocol.admin import DescribeGroupsRequest
 from aiokafka.protocol.coordination import FindCoordinatorRequest
-from aiokafka.protocol.group import JoinGroupRequest, SyncGroupRequest
+from aiokafka.protocol.group import JoinGroupRequest, LeaveGroupRequest, SyncGroupRequest
 
 from syncer.assignment import (
     assign,
@@ -50,6 +50,9 @@ log = logging.getLogger(__name__)
 
 ASSIGNOR_NAME = "syncer-gap-sticky"
 POLL_RETRY_S = 1.0  # the pause before polling again after a retriable error
+# a LeaveGroup unanswered this long is given up (aiokafka would wait its request timeout,
+# 40 s, past the stop's own budget): the coordinator then drops us after the session
+LEAVE_TIMEOUT_S = 5.0
 # a group client that broke is replaced after 1, 2, 4 ... s, up to 30 s while it keeps breaking
 REPLACE_FIRST_S = 1.0
 REPLACE_MAX_S = 30.0
@@ -407,6 +410,7 @@ class GroupMember:
         tests/integration/test_group.py and test_group_instance.py check them):
 
         - its heartbeat: aiokafka does not expose when one was last answered;
+        - its LeaveGroup, as the consumer stops: given up after ``LEAVE_TIMEOUT_S``;
         - its requests: a member with an instance id that joins again as a new member (its
           heartbeat went unknown, or its client was replaced) looks first whether another
           process took its place. aiokafka's heartbeat does not carry the instance id, so
@@ -428,6 +432,8 @@ class GroupMember:
         async def checked(request: Any) -> Any:
             if request.API_KEY == SyncGroupRequest.API_KEY:
                 self._sync_sent = time.monotonic()  # the lease of the join runs from here
+            if request.API_KEY == LeaveGroupRequest.API_KEY:
+                return await left(request)
             if request.API_KEY != JoinGroupRequest.API_KEY:
                 return await send(request)
             if (
@@ -447,6 +453,17 @@ class GroupMember:
             if response.member_id:  # ours, whatever becomes of this join
                 self._held.add(response.member_id)
             return response
+
+        async def left(request: Any) -> Any:
+            """aiokafka logs a KafkaError from its leave and goes on closing."""
+            try:
+                async with asyncio.timeout(LEAVE_TIMEOUT_S):
+                    return await send(request)
+            except TimeoutError:
+                raise RequestTimedOutError(
+                    f"unanswered after {LEAVE_TIMEOUT_S:.0f} s: the group drops this member"
+                    " after its session timeout"
+                ) from None
 
         coordinator._do_heartbeat = tracked
         coordinator._send_req = checked

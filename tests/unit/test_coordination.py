@@ -22,7 +22,7 @@ from aiokafka.errors import (
     RequestTimedOutError,
 )
 from aiokafka.protocol.admin import DescribeGroupsResponse_v1
-from aiokafka.protocol.group import JoinGroupRequest
+from aiokafka.protocol.group import JoinGroupRequest, LeaveGroupRequest
 
 from syncer import coordination
 from syncer.assignment import writer_of
@@ -717,6 +717,36 @@ async def test_asking_for_the_coordinator_early_never_fails_the_start() -> None:
 
 
 # one instance id, one process ------------------------------------------------------------
+
+
+class UnansweredLeave(StubCoordinator):
+    """A coordinator that never answers a LeaveGroup (its broker hung, the link cut)."""
+
+    async def _send_req(self, request: Any) -> Any:
+        if request.API_KEY == LeaveGroupRequest.API_KEY:
+            self.requests.append(request)
+            await asyncio.Event().wait()
+        return await super()._send_req(request)
+
+
+async def test_a_leave_unanswered_is_given_up_so_a_stop_keeps_to_its_budget(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """aiokafka leaves the group as the consumer stops, waiting its request timeout (40 s)
+    for the answer: a daemon told to stop, its local cluster hung, outlived its own
+    shutdown budget. The leave is given up after ``LEAVE_TIMEOUT_S`` as a KafkaError,
+    which aiokafka logs and closes on."""
+    monkeypatch.setattr(coordination, "LEAVE_TIMEOUT_S", 0.05)
+    consumer = StubConsumer()
+    consumer._coordinator = UnansweredLeave([])  # type: ignore[assignment]
+    async with Member(consumer):
+        leave = consumer._coordinator._send_req
+        async with asyncio.timeout(2):
+            with pytest.raises(KafkaError, match="unanswered after 0 s"):
+                await leave(LeaveGroupRequest("g", "m-1"))
+        assert [r.API_KEY for r in consumer._coordinator.requests] == [LeaveGroupRequest.API_KEY]
+        consumer._coordinator.joined_as.append("m-2")  # other requests are not bounded so
+        assert (await leave(join_request())).member_id == "m-2"
 
 
 def join_request() -> JoinGroupRequest:
