@@ -170,8 +170,9 @@ _TOPICS = {
         " is never synced; fidelity settings (cleanup.policy, max.message.bytes,"
         " compression.type) only when the remote changed them (a local change is refused as"
         " before); max.message.bytes is never lowered, compression.type never becomes a"
-        " codec. A record refused as too large makes its topic follow the remote at once,"
-        " then is sent again or halts. `false`: settings are copied only when syncer creates"
+        " codec, and cleanup.policy starts compacting only once the copy has caught up"
+        " (the remote's earlier records may have no key). A record refused as too large"
+        " makes its topic follow the remote at once, then is sent again or halts. `false`: settings are copied only when syncer creates"
         " a topic"
     ),
 }

@@ -114,7 +114,9 @@ class MirroredTopics:
         # one copied (``topic_ids.judged``), no source of it any more
         self.drift = TopicDrift()
         self.dropped = self.drift.dropped
-        self.configs = ConfigSyncer(config.copy_configs, local, remotes, self.drift)
+        self.configs = ConfigSyncer(
+            config.copy_configs, local, remotes, self.drift, self.copy_caught_up
+        )
         if config.sync_configs:  # a batch refused as too large asks before it halts
             local.limit_follower = self.followed_limit
 
@@ -123,6 +125,21 @@ class MirroredTopics:
             f"<MirroredTopics [mirrored: {len(self.mirror)}, refused: {len(self.refused)},"
             f" halted: {len(self.halted)}]>"
         )
+
+    async def copy_caught_up(self, topic: str, source: str) -> bool:
+        """Does every partition of ``topic`` end locally at or past where it ends at remote
+        ``source`` now? False if either does not answer, or the topic is not mirrored."""
+        count, remote = self.mirror.get(topic), self.remotes.get(source)
+        if not count or remote is None:
+            return False
+        tps = [TP(topic, p) for p in range(count)]
+        try:
+            theirs = await remote.latest(tps)
+            ours = await self.local.latest(tps)
+        except SyncerError as exc:
+            log.info("topic %s: whether its copy caught up with %s: %s", topic, source, exc)
+            return False
+        return all(tp in theirs and ours.get(tp, -1) >= theirs[tp] for tp in tps)
 
     async def plan(self, copying: set[str]) -> TopicPlan:
         """What to mirror, create, grow or refuse now (``copying``: topics with copiers)."""

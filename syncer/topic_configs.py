@@ -8,13 +8,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from syncer.admin import TopicSetting
 from syncer.clusters import Cluster
 from syncer.errors import ClusterError
-from syncer.topic_drift import ConfigSync, TopicDrift, config_sync, disagreement
+from syncer.topic_drift import (
+    ConfigSync,
+    TopicDrift,
+    compaction_begins,
+    config_sync,
+    disagreement,
+)
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +75,21 @@ async def read_settings(
     return SettingsRead(here, there)
 
 
+def as_seen(
+    theirs: Mapping[str, TopicSetting],
+    last_seen: Mapping[str, TopicSetting] | None,
+    waiting: Collection[str],
+) -> dict[str, TopicSetting]:
+    """The remote's settings to remember as seen: ``theirs``, but for the keys whose change
+    is ``waiting``, what was seen before (or nothing): remembered now, the next look would
+    take the local value for one changed locally and hold it for good."""
+    seen = {key: value for key, value in theirs.items() if key not in waiting}
+    for key in waiting:
+        if last_seen is not None and key in last_seen:
+            seen[key] = last_seen[key]
+    return seen
+
+
 class ConfigSyncer:
     """Syncs the copied settings of local topics from the first remote (in the
     configuration's order) that holds each topic, as consumer group offsets are."""
@@ -79,8 +100,12 @@ class ConfigSyncer:
         local: Cluster,
         remotes: Mapping[str, Cluster],
         drift: TopicDrift,
+        caught_up: Callable[[str, str], Awaitable[bool]] | None = None,
     ) -> None:
         self.keys = tuple(keys)
+        # (topic, source remote) → does the local copy end where the remote does now?
+        # None: taken as caught up (a change waiting for it is made at once)
+        self.caught_up = caught_up
         self.local = local
         self.remotes = remotes
         self.drift = drift
@@ -138,8 +163,11 @@ class ConfigSyncer:
         tried again)."""
         seen_source, seen = self._seen.get(topic, (source, None))
         last_seen = seen if seen_source == source else None
-        change = config_sync(self.keys, theirs, ours, source, last_seen)
-        held = dict(change.held)
+        caught_up = True
+        if self.caught_up is not None and compaction_begins(theirs, ours):
+            caught_up = await self.caught_up(topic, source)  # read after ``theirs``
+        change = config_sync(self.keys, theirs, ours, source, last_seen, caught_up=caught_up)
+        held = {**change.held, **change.waiting}
         if change:
             try:
                 await self.local.alter_topic_configs(topic, change.set, change.delete)
@@ -154,7 +182,7 @@ class ConfigSyncer:
             )
             self.drift.synced[topic] = self.drift.synced.get(topic, 0) + 1
             self.drift.last_sync[topic] = (time.time(), change.describe())
-        self._seen[topic] = (source, theirs)
+        self._seen[topic] = (source, as_seen(theirs, last_seen, change.waiting))
         self._note_held(topic, source, held)
         return {key: new for key, (_old, new) in change.changes.items() if new is not None}
 

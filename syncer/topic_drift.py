@@ -10,7 +10,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from syncer.admin import TopicSetting
-from syncer.topics import FIDELITY_SETTINGS, unfaithful_setting
+from syncer.topics import FIDELITY_SETTINGS, compacts, unfaithful_setting
 
 # copied settings that syncer never syncs: it owns them on every local topic
 NOT_SYNCED = {
@@ -22,13 +22,15 @@ NOT_SYNCED = {
 class ConfigSync:
     """What to change on one local topic so that its copied settings are its source remote's:
     ``set`` (key → value) and ``delete`` (back to the local broker's default), each change
-    as (old, new) effective values for the log line, and the changes ``held`` back (key →
-    why: applying them would make the local copy unfaithful)."""
+    as (old, new) effective values for the log line, the changes ``held`` back (key →
+    why: applying them would make the local copy unfaithful), and those ``waiting`` (key →
+    why) for the copy to catch up: not remembered as seen, so made once it has."""
 
     set: dict[str, str] = field(default_factory=dict)
     delete: tuple[str, ...] = ()
     changes: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)
     held: dict[str, str] = field(default_factory=dict)
+    waiting: dict[str, str] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
         return bool(self.set or self.delete)
@@ -59,12 +61,31 @@ def _shown(value: str | None) -> str:
     return "(default)" if value is None else value  # a DELETE whose default is not reported
 
 
+WAITS_FOR_THE_COPY = (
+    "waits until the copy has caught up: a compacted local topic refuses records without"
+    " a key, which the remote took before it compacted"
+)
+
+
+def compaction_begins(
+    remote: Mapping[str, TopicSetting], local: Mapping[str, TopicSetting]
+) -> bool:
+    """Does the remote compact the topic where the local one does not (yet)? Following it
+    waits for the copy to catch up (``config_sync``'s ``caught_up``)."""
+    theirs, ours = remote.get("cleanup.policy"), local.get("cleanup.policy")
+    if theirs is None or ours is None or theirs.value is None or ours.value is None:
+        return False
+    return compacts(theirs.value) and not compacts(ours.value)
+
+
 def config_sync(
     keys: Iterable[str],
     remote: Mapping[str, TopicSetting],
     local: Mapping[str, TopicSetting],
     remote_name: str = "remote",
     last_seen: Mapping[str, TopicSetting] | None = None,
+    *,
+    caught_up: bool = True,
 ) -> ConfigSync:
     """The changes that make the local topic's ``keys`` follow the remote's.
 
@@ -88,11 +109,17 @@ def config_sync(
     refused) and compression.type never becomes a codec (the remote holds batches of its
     old codec, which the local broker would recompress; ``producer`` keeps every batch as
     it is sent): a remote that changes its codec has the local topic set to ``producer``
-    (a local codec other than the remote's new one would be refused as recompressing)."""
+    (a local codec other than the remote's new one would be refused as recompressing).
+
+    A remote that starts compacting (``delete`` → ``compact``) is followed only once the
+    copy has ``caught_up`` with it, read after these settings: the records it took before
+    may have no key, and a compacted local topic refuses such a record (a halt). Past its
+    end then, the remote refuses keyless records too. Until then the change is ``waiting``."""
     to_set: dict[str, str] = {}
     to_delete: list[str] = []
     changes: dict[str, tuple[str | None, str | None]] = {}
     held: dict[str, str] = {}
+    waiting: dict[str, str] = {}
     for key in sorted(set(keys) - NOT_SYNCED.keys()):
         theirs, ours = remote.get(key), local.get(key)
         if theirs is None or ours is None:
@@ -120,12 +147,15 @@ def config_sync(
         if why is not None:
             held[key] = why
             continue
+        if key == "cleanup.policy" and not caught_up and compaction_begins(remote, local):
+            waiting[key] = WAITS_FOR_THE_COPY
+            continue
         changes[key] = (ours.value, new)
         if value is not None:
             to_set[key] = value
         else:
             to_delete.append(key)
-    return ConfigSync(to_set, tuple(to_delete), changes, held)
+    return ConfigSync(to_set, tuple(to_delete), changes, held, waiting)
 
 
 def _unsafe(

@@ -109,16 +109,12 @@ def _timestamp_type(local: Mapping[str, str], remote: Mapping[str, str]) -> _Rea
 
 def _compaction(local: Mapping[str, str], remote: Mapping[str, str]) -> _Reason:
     setting = "cleanup.policy"
-    if (
-        _both(local, remote, setting)
-        and _compacts(local[setting])
-        and not _compacts(remote[setting])
-    ):
+    if _both(local, remote, setting) and compacts(local[setting]) and not compacts(remote[setting]):
         return setting, "local compaction would remove records the remote keeps"
     return None
 
 
-def _compacts(policy: str) -> bool:
+def compacts(policy: str) -> bool:
     return "compact" in {p.strip() for p in policy.split(",")}
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 from collections.abc import AsyncIterator, Callable
 
@@ -22,6 +23,7 @@ from syncer.errors import TransientClusterError
 from syncer.metrics import exposition
 from syncer.status import State, status_document
 from syncer.syncer import Syncer
+from syncer.topic_drift import WAITS_FOR_THE_COPY
 from tests.integration.test_faults import delete_topic
 from tests.kafka_helpers import (
     alter_topic,
@@ -184,3 +186,37 @@ async def test_a_remote_that_changes_its_codec_is_followed_with_producer(
         "gzip",
         "zstd",
     }
+
+
+async def test_a_remote_that_starts_compacting_is_followed_once_the_copy_caught_up(
+    local: str, east: str, topic: str
+) -> None:
+    """The remote topic holds records without a key, then its owner sets it to compact
+    while the copy lags (capped here to ~400 KB/s). A compacted local topic refuses a
+    keyless record (INVALID_RECORD): followed at once, every partition halted there. The
+    change waits, said in the status, until the copy has caught up, and is made then; the
+    copy is exact."""
+    await create_topic(east, topic)
+    await produce(east, topic, [(None, b"v%05d" % i + b"." * 1000) for i in range(5000)])
+    capped = config(local, east, topic)
+    capped = dataclasses.replace(
+        capped, copier=dataclasses.replace(capped.copier, max_bytes_per_second=400_000)
+    )
+    async with running(capped) as syncer:
+        await eventually(lambda: syncer.copiers.get(TP(topic, 0)), "the copier")
+        await alter_topic(east, topic, {"cleanup.policy": "compact"})
+        held = await eventually(
+            lambda: "cleanup.policy" in syncer.snapshot().topics.held.get(topic, {}),
+            "the change to wait",
+        )
+        status = syncer.copiers[TP(topic, 0)].status
+        assert status.local_end < 5000, "the copy caught up before the change was seen"
+        assert syncer.snapshot().topics.held[topic]["cleanup.policy"] == WAITS_FOR_THE_COPY
+        assert (await described(local, topic))["cleanup.policy"][0] == "delete"
+        await eventually(
+            lambda: _has(local, topic, {"cleanup.policy": "compact"}), "compaction locally", 60
+        )
+        assert status.local_end == 5000 and status.state is not State.HALTED, status.error
+        assert topic not in syncer.snapshot().topics.held
+        print(f"the change waited; seen {held:.1f} s after it was made")
+    assert await partition_digests(local, topic) == await partition_digests(east, topic)

@@ -16,7 +16,15 @@ from syncer.metrics import Instruments, exposition
 from syncer.protocol.common import MESSAGE_TOO_LARGE
 from syncer.report import topic_notes
 from syncer.status import Snapshot, status_document
-from syncer.topic_drift import TopicDrift, config_sync, disagreement, gone_at_remotes
+from syncer.topic_configs import as_seen
+from syncer.topic_drift import (
+    WAITS_FOR_THE_COPY,
+    TopicDrift,
+    compaction_begins,
+    config_sync,
+    disagreement,
+    gone_at_remotes,
+)
 from syncer.writes import PartitionWrites
 from tests.unit.test_writes import (
     ProduceResult,
@@ -171,10 +179,56 @@ def test_a_delete_to_an_unfaithful_local_default_is_held() -> None:
     )
 
 
-def test_compaction_set_at_the_remote_is_followed() -> None:
-    remote = {"cleanup.policy": own("compact")}
-    sync = config_sync(KEYS, remote, {"cleanup.policy": inherited("delete")}, "e", BEFORE)
-    assert sync.set == {"cleanup.policy": "compact"}
+def test_compaction_set_at_the_remote_is_followed_once_the_copy_caught_up() -> None:
+    remote = {"cleanup.policy": own("compact"), "retention.ms": own("60000")}
+    local = {"cleanup.policy": inherited("delete"), "retention.ms": inherited("604800000")}
+    assert compaction_begins(remote, local)
+    sync = config_sync(KEYS, remote, local, "e", BEFORE)
+    assert sync.set == {"cleanup.policy": "compact", "retention.ms": "60000"}
+    # lagging: the remote may hold keyless records below its end, which a compacted local
+    # topic would refuse; the other settings go on
+    sync = config_sync(KEYS, remote, local, "e", BEFORE, caught_up=False)
+    assert sync.set == {"retention.ms": "60000"} and not sync.held
+    assert sync.waiting == {"cleanup.policy": WAITS_FOR_THE_COPY}
+
+
+@pytest.mark.parametrize(
+    ("theirs", "ours", "begins"),
+    [
+        ("compact", "delete", True),
+        ("compact,delete", "delete", True),
+        ("delete, compact", "delete", True),
+        ("compact", "compact,delete", False),  # the local topic compacts already
+        ("delete", "compact", False),  # it stops compacting: no record refused
+        ("delete", "delete", False),
+    ],
+)
+def test_compaction_begins_only_where_the_local_topic_does_not_compact(
+    theirs: str, ours: str, begins: bool
+) -> None:
+    remote, local = {"cleanup.policy": own(theirs)}, {"cleanup.policy": own(ours)}
+    assert compaction_begins(remote, local) is begins
+    sync = config_sync(KEYS, remote, local, "e", BEFORE, caught_up=False)
+    assert bool(sync.waiting) is begins
+    assert compaction_begins({}, local) is False  # not reported: nothing begins
+
+
+def test_a_waiting_change_is_not_remembered_as_seen() -> None:
+    """Remembered, the next look would find the remote unchanged and the local topic
+    different, and hold the change for good as made locally."""
+    before = {"cleanup.policy": inherited("delete"), "retention.ms": inherited("1")}
+    theirs = {"cleanup.policy": own("compact"), "retention.ms": own("2")}
+    assert as_seen(theirs, before, {"cleanup.policy"}) == {
+        "cleanup.policy": inherited("delete"),
+        "retention.ms": own("2"),
+    }
+    assert as_seen(theirs, None, {"cleanup.policy"}) == {"retention.ms": own("2")}
+    assert as_seen(theirs, before, ()) == theirs
+    local = {"cleanup.policy": inherited("delete"), "retention.ms": own("2")}
+    later = config_sync(KEYS, theirs, local, "e", as_seen(theirs, before, {"cleanup.policy"}))
+    assert later.set == {"cleanup.policy": "compact"} and not later.held
+    remembered = config_sync(KEYS, theirs, local, "e", theirs)  # what it would have been
+    assert not remembered.set and "cleanup.policy" in remembered.held
 
 
 def test_an_unknown_local_default_holds_a_fidelity_setting_only() -> None:
