@@ -172,8 +172,8 @@ _TOPICS = {
         " before); max.message.bytes is never lowered, compression.type never becomes a"
         " codec, and cleanup.policy starts compacting only once the copy has caught up"
         " (the remote's earlier records may have no key). A record refused as too large"
-        " makes its topic follow the remote at once, then is sent again or halts. `false`: settings are copied only when syncer creates"
-        " a topic"
+        " makes its topic follow the remote at once, then is sent again or halts. `false`:"
+        " settings are copied only when syncer creates a topic"
     ),
 }
 
