@@ -18,7 +18,7 @@ from typing import Any, Self, TypeAlias, cast
 
 from aiokafka import errors as kafka_errors
 from aiokafka.client import ConnectionGroup
-from aiokafka.conn import create_conn
+from aiokafka.conn import CloseReason, create_conn
 from aiokafka.protocol.metadata import MetadataRequest
 from aiokafka.structs import TopicPartition
 
@@ -331,21 +331,41 @@ class ClusterConnection:
         answers one connection's requests in order, so a long poll on one does not hold up
         requests on another). aiokafka keys its connections by (node, group) and opens one
         for any group it is given (it has two named ones, 0 and 1; aiokafka is pinned below
-        0.15). Given ``may_send``, it is asked once the connection is open, in the turn the
-        request is written (aiokafka writes it then, without yielding): False, and the
-        request is not sent (``NotSent``). Opening a connection can take as long as a
-        request's timeout: what allowed the request when it was made may have ended."""
+        0.15). Given ``may_send``, it is asked once the connection is open, in the turn
+        the request is written on it (``_send_asked``): False, and the request is not sent
+        (``NotSent``). Opening a connection can take as long as a request's timeout: what
+        allowed the request when it was made may have ended by then."""
         group = cast(ConnectionGroup, connection)
         try:
+            if may_send is not None:
+                return await self._send_asked(node, group, request, may_send)
             if self._buffers:
                 await self._tune(node, group)
-            elif may_send is not None and not await self._client.ready(node, group=group):
-                raise kafka_errors.NodeNotReadyError(f"node {node} not ready")
-            if may_send is not None and not may_send():
-                raise NotSent(f"{self.name}: not sent to node {node}: no longer allowed")
             return await self._client.send(node, request, group=group)
         except (kafka_errors.KafkaError, TimeoutError, OSError) as exc:
             raise self.failed(node, exc) from exc
+
+    async def _send_asked(
+        self, node: int, group: ConnectionGroup, request: Any, may_send: Callable[[], bool]
+    ) -> Any:
+        """``send``'s way with ``may_send``: the connection opened (and tuned), then asked
+        and written in one turn, on aiokafka's open connection as its client's ``send``
+        writes (aiokafka's ``send`` takes the connection's lock again first, which can
+        yield, and opens it again unasked should it have closed meanwhile)."""
+        if not await self._client.ready(node, group=group):
+            raise kafka_errors.NodeNotReadyError(f"node {node} not ready")
+        if self._buffers:
+            await self._tune(node, group)
+        conn = self._client._conns.get((node, group))
+        if conn is None or not conn.connected():
+            raise kafka_errors.NodeNotReadyError(f"node {node}: its connection closed as it opened")
+        if not may_send():
+            raise NotSent(f"{self.name}: not sent to node {node}: no longer allowed")
+        try:
+            return await conn.send(request)
+        except TimeoutError:  # as aiokafka's client does: a new connection for the next
+            conn.close(reason=CloseReason.CONNECTION_TIMEOUT)
+            raise kafka_errors.RequestTimedOutError() from None
 
     async def connect(self, node: int, *, connection: int = 0) -> bool:
         """Open connection number ``connection`` to ``node`` now, ahead of its first request:
