@@ -153,38 +153,52 @@ def writer_of(deployment: str, producer_id: int, producer_epoch: int) -> str:
     return f"{deployment!r} (producer id {producer_id}, epoch {producer_epoch})"
 
 
-def the_groups_writer(writers: Mapping[str, str], own: str) -> str:
+def the_groups_writer(writers: Mapping[str, str], own: str, owning: Collection[str] = ()) -> str:
     """The writer a group's members must share (member → the writer it told; empty: told
-    none): the one most members told, ties to the leader's own (``own``), then to the
-    first by name. Empty if none told one."""
-    counts: dict[str, int] = {}
-    for writer in writers.values():
-        if writer:
-            counts[writer] = counts.get(writer, 0) + 1
-    if not counts:
-        return ""
-    return min(counts, key=lambda w: (-counts[w], w != own, w))
+    none): the one most of the members ``owning`` partitions now told (the incumbents: a
+    deployment's running members are not turned out by newcomers, however many), else the
+    one most members told; ties to the leader's own (``own``), then to the first by name.
+    Empty if none told one."""
+    for among in ([m for m in writers if m in owning], list(writers)):
+        counts: dict[str, int] = {}
+        for member in among:
+            if writers[member]:
+                counts[writers[member]] = counts.get(writers[member], 0) + 1
+        if counts:
+            return min(counts, key=lambda w: (-counts[w], w != own, w))
+    return ""
 
 
-def writing_otherwise(writers: Mapping[str, str], own: str) -> dict[str, str]:
-    """The members that write as another writer than the group's (member → theirs): they
-    get no partition. Two writers in one group would each stamp their own producer id, and
-    the broker keeps writers apart only by the producer id (DESIGN, invariant 3). A member
-    that told none is left in: an older version, during a rolling upgrade."""
-    ours = the_groups_writer(writers, own)
+def writing_otherwise(writers: Mapping[str, str], ours: str) -> dict[str, str]:
+    """The members that write as another writer than the group's (``ours``; member →
+    theirs): they get no partition. Two writers in one group would each stamp their own
+    producer id, and the broker keeps writers apart only by the producer id (DESIGN,
+    invariant 3). A member that told none is left in: an older version, during a rolling
+    upgrade."""
     return {m: w for m, w in writers.items() if w and w != ours}
 
 
-def encode_refusal(writer: str, members: int) -> bytes:
-    """The SyncGroup user data of a member given nothing for writing as another writer."""
-    return json.dumps({"refused": {"writer": writer, "members": members}}).encode()
+def encode_group_writer(writer: str, members: int) -> bytes:
+    """The SyncGroup user data of every member: the group's writer and how many members
+    write as it. A member writing as another refuses itself (``refusal``): also where the
+    coordinator hands a static member back its stored assignment without asking the
+    leader."""
+    return json.dumps({"group_writer": {"writer": writer, "members": members}}).encode()
 
 
-def decode_refusal(user_data: bytes | None) -> tuple[str, int] | None:
-    """(the group's writer, how many members write as it) if ``user_data`` refuses this
-    member, else None."""
+def decode_group_writer(user_data: bytes | None) -> tuple[str, int] | None:
+    """(the group's writer, how many members write as it), or None if not told (a leader
+    of a version before the check)."""
     try:
-        refused = json.loads(user_data or b"{}").get("refused")
-        return (str(refused["writer"]), int(refused["members"])) if refused else None
+        told = json.loads(user_data or b"{}").get("group_writer")
+        return (str(told["writer"]), int(told["members"])) if told else None
     except (ValueError, AttributeError, TypeError, KeyError):
         return None
+
+
+def refusal(own: str, told: tuple[str, int] | None) -> tuple[str, int] | None:
+    """``told`` (the group's writer, ``decode_group_writer``) if this member, writing as
+    ``own``, must not write in the group; None if it may (same writer, or either untold)."""
+    if told is None or not own or not told[0] or told[0] == own:
+        return None
+    return told

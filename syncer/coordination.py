@@ -31,11 +31,12 @@ from aiokafka.protocol.group import JoinGroupRequest, LeaveGroupRequest, SyncGro
 from syncer.assignment import (
     assign,
     common_topics,
+    decode_group_writer,
     decode_owned,
-    decode_refusal,
     decode_writer,
+    encode_group_writer,
     encode_owned,
-    encode_refusal,
+    refusal,
     subscribed_gaps,
     the_groups_writer,
     weights_from_gaps,
@@ -100,8 +101,10 @@ class WriterRefused(ConfigError):
 class GapStickyAssignor(AbstractPartitionAssignor):  # type: ignore[misc]
     """aiokafka's side of ``syncer.assignment``: members report what they own, and the
     writer they write as, in their JoinGroup user data; the leader balances by the gaps it
-    last measured, among the members writing as the group's writer (the others get nothing
-    and are told why: ``refused``)."""
+    last measured, among the members writing as the group's writer (the others get
+    nothing), and tells every member the group's writer in its SyncGroup user data: one
+    writing as another refuses itself (``refused``), also when the coordinator hands a
+    static member its stored assignment without asking the leader."""
 
     name = ASSIGNOR_NAME
     version = 0
@@ -119,11 +122,10 @@ class GapStickyAssignor(AbstractPartitionAssignor):  # type: ignore[misc]
         self, cluster: Any, members: Mapping[str, ConsumerProtocolMemberMetadata]
     ) -> dict[str, ConsumerProtocolMemberAssignment]:
         writers = {member: decode_writer(meta.user_data) for member, meta in members.items()}
-        otherwise = writing_otherwise(writers, self.writer)
-        refusals = {}
+        owning = [m for m, meta in members.items() if decode_owned(meta.user_data)]
+        ours = the_groups_writer(writers, self.writer, owning)
+        otherwise = writing_otherwise(writers, ours)
         if otherwise:
-            ours = the_groups_writer(writers, self.writer)
-            sharing = sum(1 for writer in writers.values() if writer == ours)
             log.error(
                 "group leader: %d members write as another writer than the group's %s: "
                 "they get no partition (%s)",
@@ -131,14 +133,16 @@ class GapStickyAssignor(AbstractPartitionAssignor):  # type: ignore[misc]
                 ours,
                 ", ".join(f"{m} as {w}" for m, w in sorted(otherwise.items())),
             )
-            refusal = ConsumerProtocolMemberAssignment(0, [], encode_refusal(ours, sharing))
-            refusals = dict.fromkeys(otherwise, refusal)
             members = {m: meta for m, meta in members.items() if m not in otherwise}
-        return {**self._balanced(cluster, members), **refusals}
+        sharing = sum(1 for writer in writers.values() if writer == ours)
+        told = encode_group_writer(ours, sharing) if ours else b""
+        plan = self._balanced(cluster, members)
+        plan.update({member: set() for member in otherwise})
+        return {member: member_assignment(parts, told) for member, parts in plan.items()}
 
     def _balanced(
         self, cluster: Any, members: Mapping[str, ConsumerProtocolMemberMetadata]
-    ) -> dict[str, ConsumerProtocolMemberAssignment]:
+    ) -> dict[str, set[TP]]:
         topics = common_topics(meta.subscription for meta in members.values())
         unknown = {topic for topic in topics if not cluster.partitions_for_topic(topic)}
         if unknown:
@@ -155,7 +159,7 @@ class GapStickyAssignor(AbstractPartitionAssignor):  # type: ignore[misc]
             " / ".join(f"{sum(weights[tp] for tp in parts):.2f}" for parts in plan.values()),
             max(weights.values(), default=0.0),
         )
-        return {member: member_assignment(parts) for member, parts in plan.items()}
+        return plan
 
     def metadata(self, topics: Iterable[str]) -> ConsumerProtocolMemberMetadata:
         return ConsumerProtocolMemberMetadata(
@@ -164,15 +168,18 @@ class GapStickyAssignor(AbstractPartitionAssignor):  # type: ignore[misc]
 
     def on_assignment(self, assignment: ConsumerProtocolMemberAssignment) -> None:
         self.owned = set(assignment.partitions())
-        self.refused = decode_refusal(assignment.user_data)
+        self.refused = refusal(self.writer, decode_group_writer(assignment.user_data))
 
 
-def member_assignment(partitions: set[TP]) -> ConsumerProtocolMemberAssignment:
-    """One member's share in the consumer protocol's SyncGroup format (no user data)."""
+def member_assignment(
+    partitions: set[TP], user_data: bytes = b""
+) -> ConsumerProtocolMemberAssignment:
+    """One member's share in the consumer protocol's SyncGroup format, with ``user_data``
+    (``encode_group_writer``)."""
     by_topic: dict[str, list[int]] = {}
     for tp in sorted(partitions):
         by_topic.setdefault(tp.topic, []).append(tp.partition)
-    return ConsumerProtocolMemberAssignment(0, sorted(by_topic.items()), b"")
+    return ConsumerProtocolMemberAssignment(0, sorted(by_topic.items()), user_data)
 
 
 class Membership:

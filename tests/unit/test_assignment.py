@@ -8,11 +8,12 @@ from hypothesis import strategies as st
 from syncer.assignment import (
     _rebalance,
     assign,
+    decode_group_writer,
     decode_owned,
-    decode_refusal,
     decode_writer,
+    encode_group_writer,
     encode_owned,
-    encode_refusal,
+    refusal,
     the_groups_writer,
     weights_from_gaps,
     writer_of,
@@ -141,29 +142,47 @@ W2 = writer_of("east-mirrror", 9, 0)  # a typo in one member's name: another pro
 def test_the_groups_writer_is_the_one_most_members_write_as() -> None:
     writers = {"a": W1, "b": W2, "c": W1}
     assert the_groups_writer(writers, own=W2) == W1
-    assert writing_otherwise(writers, own=W2) == {"b": W2}
+    assert writing_otherwise(writers, W1) == {"b": W2}
 
 
 def test_a_tie_goes_to_the_leaders_own_writer() -> None:
     writers = {"a": W1, "b": W2}
-    assert writing_otherwise(writers, own=W1) == {"b": W2}
-    assert writing_otherwise(writers, own=W2) == {"a": W1}
-    assert writing_otherwise(writers, own="") == {"b": W2}  # then the first by name: W1
+    assert the_groups_writer(writers, own=W1) == W1
+    assert the_groups_writer(writers, own=W2) == W2
+    assert the_groups_writer(writers, own="") == W1  # then the first by name
+
+
+def test_the_members_owning_partitions_keep_their_writer_against_more_newcomers() -> None:
+    """Three new processes with a typo beside two running ones: the running ones stay."""
+    writers = {"run-1": W1, "run-2": W1, "new-1": W2, "new-2": W2, "new-3": W2}
+    assert the_groups_writer(writers, own=W2) == W2  # by head count
+    assert the_groups_writer(writers, own=W2, owning=["run-1", "run-2"]) == W1
+    assert writing_otherwise(writers, W1) == {m: W2 for m in ("new-1", "new-2", "new-3")}
+    # an owner that told no writer (an older version) does not count: the rest decide
+    assert the_groups_writer({"old": "", "new": W2}, own=W1, owning=["old"]) == W2
 
 
 def test_a_member_that_tells_no_writer_is_left_in() -> None:
     """An older version during a rolling upgrade: it cannot say, so it is not refused."""
-    assert writing_otherwise({"old": "", "a": W1}, own=W1) == {}
+    assert writing_otherwise({"old": "", "a": W1}, W1) == {}
     assert the_groups_writer({"old": "", "older": ""}, own=W1) == ""
-    assert writing_otherwise({"old": "", "older": ""}, own=W1) == {}
 
 
-def test_the_writer_and_a_refusal_round_trip_and_junk_tells_nothing() -> None:
+def test_a_member_refuses_itself_only_when_told_another_writer() -> None:
+    assert refusal(W2, (W1, 2)) == (W1, 2)
+    assert refusal(W1, (W1, 2)) is None
+    assert refusal(W2, None) is None  # a leader of an older version told none
+    assert refusal("", (W1, 2)) is None  # this member's own not known: not judged
+    assert refusal(W2, ("", 0)) is None
+
+
+def test_the_writer_and_the_groups_writer_round_trip_and_junk_tells_nothing() -> None:
     told = encode_owned([TP("t", 1), TP("t", 0)], W1)
     assert decode_writer(told) == W1 and decode_owned(told) == {TP("t", 0), TP("t", 1)}
     assert decode_writer(encode_owned([TP("t", 0)])) == ""  # none given: none told
-    assert decode_refusal(encode_refusal(W1, 2)) == (W1, 2)
-    assert decode_refusal(b"") is None and decode_refusal(None) is None
-    for junk in (b"\x00not json", b"[]", b'{"writer": 5}', b'{"refused": {"writer": "w"}}'):
-        assert decode_writer(junk) == "" and decode_refusal(junk) is None
+    assert decode_group_writer(encode_group_writer(W1, 2)) == (W1, 2)
+    assert decode_group_writer(b"") is None and decode_group_writer(None) is None
+    junk = (b"\x00not json", b"[]", b'{"writer": 5}', b'{"group_writer": {"writer": "w"}}')
+    for data in junk:
+        assert decode_writer(data) == "" and decode_group_writer(data) is None
     assert W1 == "'east-mirror' (producer id 7, epoch 0)"

@@ -594,11 +594,50 @@ def test_a_member_writing_as_another_writer_gets_nothing_and_is_told_why(
     assert assignors["typo"].owned == set() and assignors["typo"].refused == (W1, 2)
 
 
+def test_running_members_keep_the_group_from_more_newcomers_writing_otherwise() -> None:
+    """A deploy that starts three processes with a typo beside two running ones (one of
+    the new ones leading): the running ones keep every partition, the new ones get none."""
+    assignors = {m: GapStickyAssignor() for m in ("run-1", "run-2")}
+    for assignor in assignors.values():
+        assignor.writer = W1
+    join(assignors, ["t"], leader="run-1")
+    for name in ("new-1", "new-2", "new-3"):
+        assignors[name] = GapStickyAssignor()
+        assignors[name].writer = W2
+    join(assignors, ["t"], leader="new-1")
+    assert assignors["run-1"].owned | assignors["run-2"].owned == {TP("t", p) for p in range(6)}
+    for name in ("new-1", "new-2", "new-3"):
+        assert assignors[name].owned == set() and assignors[name].refused == (W1, 2)
+
+
+def test_a_static_member_handed_its_stored_assignment_refuses_itself() -> None:
+    """A static member restarted (same instance id) into a stable group is handed the
+    assignment stored for it, without the leader assigning anything: restarted with
+    another name, it is told the group's writer there and refuses itself."""
+    assignors = {m: GapStickyAssignor() for m in ("s1", "s2")}
+    for assignor in assignors.values():
+        assignor.writer = W1
+    joined = {
+        name: ConsumerProtocol.METADATA.decode(assignor.metadata(["t"]).encode())
+        for name, assignor in assignors.items()
+    }
+    stored = assignors["s1"].assign(Metadata({"t": 6}), joined)["s2"].encode()
+    restarted = GapStickyAssignor()
+    restarted.writer = W2
+    restarted.on_assignment(ConsumerProtocol.ASSIGNMENT.decode(stored))
+    assert restarted.owned and restarted.refused == (W1, 2)
+    again = GapStickyAssignor()
+    again.writer = W1  # restarted as it was: not refused
+    again.on_assignment(ConsumerProtocol.ASSIGNMENT.decode(stored))
+    assert again.refused is None
+
+
 async def test_a_refused_member_leaves_and_says_why_in_one_line() -> None:
     async with Member() as member:
         member.assignor.writer = W2
         member.assignor.refused = (W1, 2)
-        await _Listener(member, member.stub).on_partitions_assigned(set())
+        # a static member's stored assignment names partitions: none is copied
+        await _Listener(member, member.stub).on_partitions_assigned({A, B})
         async with asyncio.timeout(5):
             while member.stub.stops == 0:
                 await asyncio.sleep(0.005)
