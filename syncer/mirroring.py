@@ -115,7 +115,7 @@ class MirroredTopics:
         self.drift = TopicDrift()
         self.dropped = self.drift.dropped
         self.configs = ConfigSyncer(
-            config.copy_configs, local, remotes, self.drift, self.copy_caught_up
+            config.copy_configs, local, remotes, self.drift, self.topic_ends
         )
         if config.sync_configs:  # a batch refused as too large asks before it halts
             local.limit_follower = self.followed_limit
@@ -126,20 +126,18 @@ class MirroredTopics:
             f" halted: {len(self.halted)}]>"
         )
 
-    async def copy_caught_up(self, topic: str, source: str) -> bool:
-        """Does every partition of ``topic`` end locally at or past where it ends at remote
-        ``source`` now? False if either does not answer, or the topic is not mirrored."""
-        count, remote = self.mirror.get(topic), self.remotes.get(source)
-        if not count or remote is None:
-            return False
-        tps = [TP(topic, p) for p in range(count)]
+    async def topic_ends(self, topic: str, remote: str | None) -> dict[TP, int] | None:
+        """Each partition's end of the mirrored ``topic`` at ``remote`` (None: locally) now;
+        None if the cluster does not answer or the topic is not mirrored."""
+        count = self.mirror.get(topic)
+        cluster = self.local if remote is None else self.remotes.get(remote)
+        if not count or cluster is None:
+            return None
         try:
-            theirs = await remote.latest(tps)
-            ours = await self.local.latest(tps)
+            return await cluster.latest([TP(topic, p) for p in range(count)])
         except SyncerError as exc:
-            log.info("topic %s: whether its copy caught up with %s: %s", topic, source, exc)
-            return False
-        return all(tp in theirs and ours.get(tp, -1) >= theirs[tp] for tp in tps)
+            log.info("topic %s: its ends at %s: %s", topic, remote or "local", exc)
+            return None
 
     async def plan(self, copying: set[str]) -> TopicPlan:
         """What to mirror, create, grow or refuse now (``copying``: topics with copiers)."""

@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from syncer.admin import TopicSetting
-from syncer.clusters import Cluster
+from syncer.clusters import TP, Cluster
 from syncer.errors import ClusterError
 from syncer.topic_drift import (
     ConfigSync,
@@ -100,12 +100,15 @@ class ConfigSyncer:
         local: Cluster,
         remotes: Mapping[str, Cluster],
         drift: TopicDrift,
-        caught_up: Callable[[str, str], Awaitable[bool]] | None = None,
+        ends: Callable[[str, str | None], Awaitable[dict[TP, int] | None]] | None = None,
     ) -> None:
         self.keys = tuple(keys)
-        # (topic, source remote) → does the local copy end where the remote does now?
-        # None: taken as caught up (a change waiting for it is made at once)
-        self.caught_up = caught_up
+        # (topic, a remote, or None: local) → each partition's end there now, None if not
+        # read; no ``ends``: a remote's switch to compaction is followed at once
+        self.ends = ends
+        # topic → (source, its ends when read) of a switch to compaction waiting for the
+        # copy (``_caught_up``)
+        self._marks: dict[str, tuple[str, dict[TP, int] | None]] = {}
         self.local = local
         self.remotes = remotes
         self.drift = drift
@@ -163,10 +166,12 @@ class ConfigSyncer:
         tried again)."""
         seen_source, seen = self._seen.get(topic, (source, None))
         last_seen = seen if seen_source == source else None
-        caught_up = True
-        if self.caught_up is not None and compaction_begins(theirs, ours):
-            caught_up = await self.caught_up(topic, source)  # read after ``theirs``
-        change = config_sync(self.keys, theirs, ours, source, last_seen, caught_up=caught_up)
+        change = config_sync(self.keys, theirs, ours, source, last_seen)
+        if "cleanup.policy" in change.changes and compaction_begins(theirs, ours):
+            if not await self._caught_up(topic, source):
+                change = config_sync(self.keys, theirs, ours, source, last_seen, caught_up=False)
+        else:
+            self._marks.pop(topic, None)
         held = {**change.held, **change.waiting}
         if change:
             try:
@@ -176,6 +181,8 @@ class ConfigSyncer:
                 self._note_held(topic, source, held)
                 return {}
             self.altered.add(topic)
+            if "cleanup.policy" in change.changes:
+                self._marks.pop(topic, None)  # a later switch waits for its own mark
             await self._reported(topic, change)
             log.info(
                 "topic %s: settings synced from remote %s: %s", topic, source, change.describe()
@@ -185,6 +192,27 @@ class ConfigSyncer:
         self._seen[topic] = (source, as_seen(theirs, last_seen, change.waiting))
         self._note_held(topic, source, held)
         return {key: new for key, (_old, new) in change.changes.items() if new is not None}
+
+    async def _caught_up(self, topic: str, source: str) -> bool:
+        """Has the copy of ``topic`` caught up with the remote ``source`` started compacting
+        it? Its mark (every partition's end there) is read at the look after the one that
+        first saw the change: by then each of the remote's brokers applies it, so every
+        record past the mark has a key. Then True once every partition ends locally at or
+        past its mark, however busy the topic is since. False while no ends are known."""
+        if self.ends is None:
+            return True
+        mark = self._marks.get(topic)
+        if mark is None or mark[0] != source:
+            self._marks[topic] = (source, None)  # seen: the mark at the next look
+            return False
+        ends = mark[1]
+        if ends is None:
+            ends = await self.ends(topic, source)
+            if ends is None:
+                return False
+            self._marks[topic] = (source, ends)
+        local = await self.ends(topic, None)
+        return local is not None and all(local.get(tp, -1) >= end for tp, end in ends.items())
 
     async def _reported(self, topic: str, change: ConfigSync) -> None:
         """Wait (bounded) until the local broker reports ``change``: whoever asks next (the

@@ -11,12 +11,13 @@ import uuid
 import pytest
 
 from syncer.admin import TopicSetting
+from syncer.clusters import TP
 from syncer.errors import PartitionHalted, TransientClusterError
 from syncer.metrics import Instruments, exposition
 from syncer.protocol.common import MESSAGE_TOO_LARGE
 from syncer.report import topic_notes
 from syncer.status import Snapshot, status_document
-from syncer.topic_configs import as_seen
+from syncer.topic_configs import ConfigSyncer, as_seen
 from syncer.topic_drift import (
     WAITS_FOR_THE_COPY,
     TopicDrift,
@@ -211,6 +212,46 @@ def test_compaction_begins_only_where_the_local_topic_does_not_compact(
     sync = config_sync(KEYS, remote, local, "e", BEFORE, caught_up=False)
     assert bool(sync.waiting) is begins
     assert compaction_begins({}, local) is False  # not reported: nothing begins
+
+
+class Ends:
+    """Each partition's end per cluster (``None``: local), as a test sets them; the reads
+    asked, in order."""
+
+    def __init__(self) -> None:
+        self.now: dict[str | None, dict[TP, int]] = {"east": {}, None: {}}
+        self.asked: list[str | None] = []
+
+    async def __call__(self, topic: str, remote: str | None) -> dict[TP, int] | None:
+        self.asked.append(remote)
+        return dict(self.now[remote])
+
+
+async def test_a_switch_to_compaction_waits_for_the_copy_to_reach_its_mark() -> None:
+    """The mark is the remote's ends at the look after the one that saw the switch (each
+    remote broker applies it by then); the copy reaching it is enough, however far the
+    remote has gone since (a busy topic is never caught up all at once)."""
+    ends = Ends()
+    syncer = ConfigSyncer(KEYS, None, {}, TopicDrift(), ends)  # type: ignore[arg-type]
+    t0, t1 = TP("t", 0), TP("t", 1)
+    ends.now["east"] = {t0: 100, t1: 50}
+    ends.now[None] = {t0: 100, t1: 50}
+    assert not await syncer._caught_up("t", "east")  # first seen: no mark yet
+    assert ends.asked == []
+    ends.now["east"] = {t0: 120, t1: 60}
+    ends.now[None] = {t0: 110, t1: 60}
+    assert not await syncer._caught_up("t", "east")  # marked at 120 / 60; local at 110
+    assert ends.asked == ["east", None]
+    ends.now["east"] = {t0: 900, t1: 900}  # busy since: the mark stands
+    ends.now[None] = {t0: 120, t1: 61}
+    assert await syncer._caught_up("t", "east")
+    assert ends.asked == ["east", None, None]
+    # from another remote now: its own mark, one look later
+    assert not await syncer._caught_up("t", "west")
+    ends.now[None] = {t0: 120}  # a partition's end not answered: not caught up
+    ends.now["east"] = {t0: 1, t1: 1}
+    syncer._marks["t"] = ("east", {t0: 1, t1: 1})
+    assert not await syncer._caught_up("t", "east")
 
 
 def test_a_waiting_change_is_not_remembered_as_seen() -> None:
