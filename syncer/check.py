@@ -21,6 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from syncer.alignment import StateClock
+from syncer.cluster_ids import same_cluster
 from syncer.config import ClusterConfig
 from syncer.errors import ExitCode
 from syncer.protocol.acl import Operation
@@ -91,17 +92,15 @@ def reach_line(where: str, security: str, problem: str | None) -> Line:
     return Line(Level.OK, where, "connect", f"answers ({security})")
 
 
-def same_cluster_line(where: str, local_id: str | None, remote_id: str | None) -> Line | None:
-    """FAIL if a remote is the local cluster under another address (same cluster id); None
-    if not, or if either cluster did not tell its id (brokers before Kafka 2.8)."""
-    if local_id is None or remote_id != local_id:
+def same_cluster_line(
+    where: str, local_id: str | None, remote_id: str | None, shared_topic: bool
+) -> Line | None:
+    """FAIL if a remote is the local cluster under another address, WARN if it only tells
+    its cluster id (``cluster_ids.same_cluster``); None if neither."""
+    same = same_cluster(local_id, remote_id, shared_topic)
+    if same is None:
         return None
-    return Line(
-        Level.FAIL,
-        where,
-        "cluster",
-        f"is the local cluster itself (cluster id {local_id}) under another address",
-    )
+    return Line(Level.FAIL if same.certain else Level.WARN, where, "cluster", same.detail)
 
 
 def version_line(where: str, versions: Mapping[int, tuple[int, int]]) -> Line:

@@ -23,13 +23,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-from collections.abc import Collection, Iterable
+import logging
+import uuid
+from collections.abc import Collection, Iterable, Mapping
 from typing import Self, TypeVar
 
 from syncer.admin import TopicAdmin
+from syncer.cluster_ids import same_cluster, shares_a_topic
 from syncer.config import Config
 from syncer.connection import TP, client_options, error_for, is_retriable
-from syncer.errors import ConfigError, UnreachableError
+from syncer.errors import ConfigError, SyncerError, UnreachableError
 from syncer.wire import (
     EARLIEST,
     LATEST,
@@ -58,11 +61,20 @@ __all__ = [
 ]
 
 V = TypeVar("V")
+log = logging.getLogger(__name__)
 
 
 class Cluster(WireRequests, TopicAdmin):
     """A connection to one cluster, with its requests and admin calls.
     ``async with Cluster(cfg, role="local") as cluster: ...``"""
+
+
+async def _ids(cluster: Cluster) -> dict[str, uuid.UUID] | None:
+    """Every topic's id on ``cluster``; None if it tells none or does not answer."""
+    try:
+        return (await cluster.topic_census()).ids
+    except SyncerError:
+        return None
 
 
 def in_order(by_name: dict[str, V], order: Iterable[str]) -> None:
@@ -109,7 +121,7 @@ class ClusterSet:
             self.remotes[name], *self.extra_lanes[name] = self._clients(name)
         self.unreachable: dict[str, UnreachableError] = {}  # ``start(required=False)``
         self._stack: contextlib.AsyncExitStack | None = None
-        self._local_id: str | None = None  # the local cluster's id, once read
+        self._local_id: str | None = None  # the local cluster's id, once read ("": untold)
 
     def __repr__(self) -> str:
         lanes = sum(len(self.lanes(name)) for name in self.remotes)
@@ -159,24 +171,33 @@ class ClusterSet:
                     del self.remotes[name], self.extra_lanes[name]
                 elif isinstance(result, BaseException):
                     raise result
-            for name in self.remotes:
-                await self._refuse_if_local(name, self.remotes[name])
+            await self._refuse_the_local_cluster(dict(self.remotes))
             self._stack = stack.pop_all()
 
-    async def _refuse_if_local(self, name: str, remote: Cluster) -> None:
-        """Raise ``ConfigError`` if ``remote`` is the local cluster under another address
-        (the config's check compares addresses only): by cluster id, where the brokers
-        tell it (Kafka 2.8+)."""
+    async def _refuse_the_local_cluster(self, remotes: Mapping[str, Cluster]) -> None:
+        """Raise ``ConfigError`` if one of ``remotes`` is the local cluster under another
+        address (the config's check compares addresses only): the same cluster id, and a
+        topic of the same id (``check.same_cluster_line``). Where the brokers tell no id
+        (before Kafka 2.8), or do not answer, nothing is told. The remotes are asked side by
+        side: a broker that does not answer costs one request timeout, not one per remote."""
         if self._local_id is None:
-            self._local_id = await self.local.cluster_id()
-        if self._local_id is not None and await remote.cluster_id() == self._local_id:
-            raise ConfigError(
-                [
-                    f"remotes[{name}].bootstrap_servers: reach the local cluster itself"
-                    f" (cluster id {self._local_id}) under another address"
-                ],
-                source="config",
-            )
+            self._local_id = await self.local.cluster_id() or ""
+        if not self._local_id or not remotes:
+            return
+        names = list(remotes)
+        told = await asyncio.gather(*(remotes[name].cluster_id() for name in names))
+        for name, remote_id in zip(names, told, strict=True):
+            if remote_id != self._local_id:
+                continue
+            shared = shares_a_topic(await _ids(self.local), await _ids(remotes[name]))
+            same = same_cluster(self._local_id, remote_id, shared)
+            if same is not None and same.certain:
+                raise ConfigError(
+                    [f"remotes[{name}].bootstrap_servers: {same.detail}"],
+                    source="config",
+                )
+            if same is not None:
+                log.warning("remote %s %s", name, same.detail)
 
     async def reach(self, remote: str) -> Reached:
         """Connect every lane of ``remote``, left out by the start, without bringing it in
@@ -186,7 +207,7 @@ class ClusterSet:
         lanes = self._clients(remote)
         opened = await self._open(lanes)
         try:
-            await self._refuse_if_local(remote, lanes[0])
+            await self._refuse_the_local_cluster({remote: lanes[0]})
         except BaseException:
             await opened.aclose()
             raise

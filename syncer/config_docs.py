@@ -43,7 +43,7 @@ _CLUSTER = {
         "`host:port` of the cluster's brokers, comma-separated. `local`: the cluster written"
         " to; a remote: a cluster read from, which must not be the local one (the same"
         " addresses are refused as the file is read; the local cluster under another address"
-        " by its cluster id, Kafka 2.8+, as the clusters are opened: exit 3)"
+        " by its cluster id and topic ids, Kafka 2.8+, as the clusters are opened: exit 3)"
     ),
     "name": (
         "remotes: **required**, unique; the name shown in logs and status. `local`: optional"

@@ -39,6 +39,7 @@ from syncer.check import (
     settings_line,
     version_line,
 )
+from syncer.cluster_ids import shares_a_topic
 from syncer.clusters import READ_COMMITTED, TP, Cluster
 from syncer.config import Config
 from syncer.errors import SyncerError, TransientClusterError
@@ -83,10 +84,17 @@ async def preflight(config: Config) -> list[Line]:
             return lines  # nothing more can be judged without the local cluster
         local_id = await local.cluster_id()
         for name, cluster in list(remotes.items()):
-            same = same_cluster_line(f"remote {name}", local_id, await cluster.cluster_id())
-            if same is not None:  # nothing of it is judged: it would be copied onto itself
+            remote_id = await cluster.cluster_id()
+            shared = False
+            if local_id is not None and remote_id == local_id:
+                shared = shares_a_topic(
+                    (await local.topic_census()).ids, (await cluster.topic_census()).ids
+                )
+            same = same_cluster_line(f"remote {name}", local_id, remote_id, shared)
+            if same is not None:
                 lines.append(same)
-                del remotes[name]
+            if same is not None and same.level is Level.FAIL:
+                del remotes[name]  # nothing of it is judged: it would be copied onto itself
         try:
             lines += await _judge(config, local, local_versions, remotes)
         except SyncerError as exc:  # a cluster stopped answering part-way: say where

@@ -204,7 +204,7 @@ async def test_a_remote_that_is_the_local_cluster_under_another_address_is_refus
                 pass
     assert refused.value.exit_code == ExitCode.CONFIG
     assert str(refused.value).startswith(
-        "config: remotes[east].bootstrap_servers: reach the local cluster itself (cluster id "
+        "config: remotes[east].bootstrap_servers: is the local cluster itself (cluster id "
     )
 
 

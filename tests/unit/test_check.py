@@ -4,6 +4,7 @@ authorized-operations request and answer as Kafka lays them out."""
 from __future__ import annotations
 
 import json
+import uuid
 
 import pytest
 from aiokafka.protocol.admin import DescribeGroupsResponse_v3
@@ -28,6 +29,7 @@ from syncer.check import (
     settings_line,
     version_line,
 )
+from syncer.cluster_ids import shares_a_topic
 from syncer.config import ClusterConfig, TopicsConfig
 from syncer.errors import ExitCode
 from syncer.protocol import NO_ID, MetadataRequest_v10, MetadataResponse_v10
@@ -115,13 +117,28 @@ def test_a_cluster_that_refuses_us_fails_with_its_error() -> None:
     assert reach_line("local", "SASL_SSL", None).level is Level.OK
 
 
-def test_a_remote_with_the_local_clusters_id_fails_and_an_untold_id_passes() -> None:
-    line = same_cluster_line("remote east", "Lx5", "Lx5")
+def test_a_remote_with_the_local_clusters_id_and_topic_fails_and_an_untold_id_passes() -> None:
+    line = same_cluster_line("remote east", "Lx5", "Lx5", True)
     assert line is not None and line.level is Level.FAIL
     assert line.detail == "is the local cluster itself (cluster id Lx5) under another address"
-    assert same_cluster_line("remote east", "Lx5", "Rq2") is None
-    assert same_cluster_line("remote east", None, None) is None  # Kafka before 2.8: untold
-    assert same_cluster_line("remote east", "Lx5", None) is None
+    assert same_cluster_line("remote east", "Lx5", "Rq2", True) is None
+    assert same_cluster_line("remote east", None, None, False) is None  # before 2.8: untold
+    assert same_cluster_line("remote east", "Lx5", None, False) is None
+
+
+def test_one_cluster_id_without_a_shared_topic_only_warns() -> None:
+    """Two clusters made from one compose file share its CLUSTER_ID: a correct setup."""
+    line = same_cluster_line("remote east", "Lx5", "Lx5", False)
+    assert line is not None and line.level is Level.WARN
+    assert "two clusters made with one cluster id?" in line.detail
+
+
+def test_a_topic_shared_is_one_name_with_one_id() -> None:
+    a, b = uuid.uuid4(), uuid.uuid4()
+    assert shares_a_topic({"t": a, "u": b}, {"t": a})
+    assert not shares_a_topic({"t": a}, {"t": b})  # the same name, created twice
+    assert not shares_a_topic({"t": a}, {"u": a})
+    assert not shares_a_topic(None, {"t": a}) and not shares_a_topic({"t": a}, {})
 
 
 def test_the_version_line_guesses_the_release_and_fails_below_the_floor() -> None:
