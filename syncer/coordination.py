@@ -468,7 +468,7 @@ class GroupMember:
                     return await send(request)
             except TimeoutError:
                 raise RequestTimedOutError(
-                    f"unanswered after {LEAVE_TIMEOUT_S:.0f} s: the group drops this member"
+                    f"unanswered after {LEAVE_TIMEOUT_S:g} s: the group drops this member"
                     " after its session timeout"
                 ) from None
 

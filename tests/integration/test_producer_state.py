@@ -879,6 +879,9 @@ async def test_a_member_paused_past_its_session_writes_nothing_when_it_wakes(
     finally:
         os.kill(paused.proc.pid, signal.SIGCONT)
     await asyncio.sleep(5)  # the woken member reads its poll's answer, and joins again
+    # it did try to write what it read (else this test would prove nothing), and the lease
+    # refused it
+    assert "not writing: this process may have lost its group" in paused.log.read_text()
     await old_batches(remote.direct, topic, 15, 5)
     for member in members:
         assert member.proc.poll() is None, member.log.read_text()[-2000:]
