@@ -24,6 +24,8 @@ from enum import Enum
 from syncer.protocol.common import (
     DUPLICATE_SEQUENCE,
     FENCED_LEADER_EPOCH,
+    INVALID_RECORD,
+    INVALID_TIMESTAMP,
     KAFKA_STORAGE_ERROR,
     LEADER_NOT_AVAILABLE,
     MESSAGE_TOO_LARGE,
@@ -92,6 +94,29 @@ WAIT_REASONS = {
     NETWORK_EXCEPTION: ("NETWORK_EXCEPTION", "the leader lost its connection to a replica"),
     KAFKA_STORAGE_ERROR: ("KAFKA_STORAGE_ERROR", "a log directory of the leader failed"),
 }
+
+
+# what the local topic's settings have to do with a write refused for good, for the refusals
+# a setting there explains (Kafka's LogValidator): said with the halt, so that the operator
+# knows what to change
+REFUSAL_HINTS = {
+    INVALID_TIMESTAMP: (
+        "a record's timestamp lies outside what the local topic takes"
+        " (message.timestamp.before.max.ms / message.timestamp.after.max.ms, or"
+        " message.timestamp.difference.max.ms before Kafka 3.6); the remote took it:"
+        " widen the local bounds to copy it"
+    ),
+    INVALID_RECORD: (
+        "a record the local topic's settings refuse (in a compacted topic, one without a"
+        " key); the remote took it"
+    ),
+}
+
+
+def refusal_hint(error_code: int) -> str | None:
+    """What the local topic's settings have to do with a write refused with ``error_code``
+    for good (None: nothing known)."""
+    return REFUSAL_HINTS.get(error_code)
 
 
 def waiting_for(error_code: int) -> str | None:

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from typing import NamedTuple
 
-from syncer.alignment import Outcome, StateClock, Verdict, judge, waiting_for
+from syncer.alignment import Outcome, StateClock, Verdict, judge, refusal_hint, waiting_for
 from syncer.clusters import TP, Cluster, ProduceResult, error_for, is_retriable
 from syncer.errors import ClusterError, MisalignedWrite, PartitionHalted, TransientClusterError
 from syncer.partition import PartitionSources
@@ -423,7 +423,9 @@ class PartitionWrites:
             if isinstance(error, TransientClusterError):
                 raise error
             raise TransientClusterError(str(error))
-        raise PartitionHalted(f"{self.where}: {error}")
+        said = f" ({result.message})" if result.message else ""
+        hint = refusal_hint(result.error_code)
+        raise PartitionHalted(f"{self.where}: {error}{said}" + (f": {hint}" if hint else ""))
 
     # after an error -------------------------------------------------------------------
 

@@ -168,6 +168,7 @@ async def test_a_refused_first_write_to_an_empty_partition_misplaces_nothing(
     assert status.state is State.HALTED
     assert status.error is not None and "write at offset 0" in status.error
     assert "InvalidTimestamp" in status.error
+    assert "message.timestamp.before.max.ms" in status.error  # what the operator widens
     # the partition had no producer state: without one write at a time, the 20 batches
     # behind the refused one landed at offsets 0..19, each one offset early
     assert await assert_prefix_of_remote(local.direct, remote.direct, topic) == []
@@ -343,6 +344,7 @@ async def test_a_trimmed_write_is_timed_by_what_it_holds_not_by_its_source_batch
             await run
     error = status("error")
     assert isinstance(error, str) and "write at offset 10" in error, error
+    assert "message.timestamp.after.max.ms" in error, error  # what the operator widens
     copied = await assert_prefix_of_remote(local.direct, remote.direct, topic)
     assert len(copied) == 10
 

@@ -10,11 +10,14 @@ from syncer.alignment import (
     StateClock,
     compare_landed,
     judge,
+    refusal_hint,
     unanswered,
     waiting_for,
 )
 from syncer.protocol.common import (
     DUPLICATE_SEQUENCE,
+    INVALID_RECORD,
+    INVALID_TIMESTAMP,
     KAFKA_STORAGE_ERROR,
     MESSAGE_TOO_LARGE,
     NOT_ENOUGH_REPLICAS,
@@ -149,6 +152,16 @@ def test_plan_says_when_the_data_to_copy_is_older_than_the_producer_expiry() -> 
     assert "1 partitions start with records older than that" in note
     assert "no data to copy is older" in producer_state_note(StateClock(DAY_MS), rows[1:], NOW)
     assert "unknown" in producer_state_note(StateClock(0), rows, NOW)
+
+
+def test_a_refusal_a_local_setting_explains_halts_naming_the_setting() -> None:
+    for code in (INVALID_TIMESTAMP, INVALID_RECORD):
+        assert judge(5, code, -1, retriable=False).outcome is Outcome.REFUSED
+    timestamp = refusal_hint(INVALID_TIMESTAMP)
+    assert timestamp is not None and "message.timestamp.before.max.ms" in timestamp
+    record = refusal_hint(INVALID_RECORD)
+    assert record is not None and "without a key" in record
+    assert refusal_hint(MESSAGE_TOO_LARGE) is None  # told by the topic's limit instead
 
 
 def test_a_partition_short_of_in_sync_replicas_waits_and_says_why() -> None:
