@@ -29,8 +29,6 @@ from syncer.protocol.common import (
     UNKNOWN_TOPIC_ID,
 )
 
-INVALID_TIMESTAMP = 32
-INVALID_RECORD = 87
 DAY_MS = 86_400_000
 
 
