@@ -294,6 +294,51 @@ def producer_state_line(expiration_ms: int | None, oldest_ms: int | None, now_ms
     return Line(Level.OK, where, what, f"{expiration_ms} ms: no record to copy is older")
 
 
+# the timestamps a local topic takes (Kafka's LogValidator): ``before`` and ``after`` since
+# Kafka 3.6, ``difference`` (both ways) before it and deprecated since
+TIMESTAMP_BOUNDS = (
+    "message.timestamp.before.max.ms",
+    "message.timestamp.after.max.ms",
+    "message.timestamp.difference.max.ms",
+)
+
+
+def timestamp_line(
+    topic: str, bounds: Mapping[str, str], oldest_ms: int | None, newest_ms: int | None, now_ms: int
+) -> Line | None:
+    """FAIL if the local topic, by its timestamp ``bounds`` (``TIMESTAMP_BOUNDS`` by name,
+    effective values), would refuse a record among the first to copy of its partitions
+    (``oldest_ms`` / ``newest_ms``: the extremes of their first batches' timestamps): its
+    partition would halt there. None if it takes them (or nothing is known)."""
+
+    def bound(name: str) -> int | None:
+        values = [int(v) for k in (name, TIMESTAMP_BOUNDS[2]) if (v := bounds.get(k))]
+        return min(values) if values else None
+
+    before, after = bound(TIMESTAMP_BOUNDS[0]), bound(TIMESTAMP_BOUNDS[1])
+    if oldest_ms is not None and before is not None and now_ms - oldest_ms > before:
+        age_h, limit_h = (now_ms - oldest_ms) / 3_600_000, before / 3_600_000
+        return Line(
+            Level.FAIL,
+            f"topic {topic}",
+            "timestamps",
+            f"the local topic refuses records more than {limit_h:.1f} h old"
+            f" ({TIMESTAMP_BOUNDS[0]}), and a record to copy is {age_h:.1f} h old: its"
+            " partition would halt there",
+        )
+    if newest_ms is not None and after is not None and newest_ms - now_ms > after:
+        ahead_h, limit_h = (newest_ms - now_ms) / 3_600_000, after / 3_600_000
+        return Line(
+            Level.FAIL,
+            f"topic {topic}",
+            "timestamps",
+            f"the local topic refuses records more than {limit_h:.1f} h ahead of its clock"
+            f" ({TIMESTAMP_BOUNDS[1]}), and a record to copy is {ahead_h:.1f} h ahead: its"
+            " partition would halt there",
+        )
+    return None
+
+
 # what lies ahead --------------------------------------------------------------------------
 
 

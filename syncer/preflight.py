@@ -24,6 +24,7 @@ from syncer.check import (
     REMOTE_GROUP_NEEDS,
     REMOTE_TOPIC_NEEDS,
     STATE_TOPIC_NEEDS,
+    TIMESTAMP_BOUNDS,
     Level,
     Line,
     acl_line,
@@ -37,6 +38,7 @@ from syncer.check import (
     reach_line,
     same_cluster_line,
     settings_line,
+    timestamp_line,
     version_line,
 )
 from syncer.cluster_ids import shares_a_topic
@@ -139,13 +141,34 @@ async def _judge(
     lines += plan_lines(plan)
     lines += await _settings(config, local, remotes, plan)
     lines += await _broker_settings(config, local)
-    ahead, oldest = await _ahead(config, local, remotes, plan)
+    ahead, stamps = await _ahead(config, local, remotes, plan)
+    oldest = min((low for low, _high in stamps.values()), default=None)
     expiry = (await _broker_values(local, ("producer.id.expiration.ms",))).get(
         "producer.id.expiration.ms"
     )
     now_ms = int(time.time() * 1000)
     lines.append(producer_state_line(int(expiry) if expiry else None, oldest, now_ms))
+    lines += await _timestamps(local, plan, stamps, now_ms)
     return lines + ahead
+
+
+async def _timestamps(
+    local: Cluster, plan: TopicPlan, stamps: Mapping[str, tuple[int, int]], now_ms: int
+) -> list[Line]:
+    """A FAIL per topic whose local timestamp bounds refuse a record among the first to
+    copy: a topic's own, or the brokers' defaults for one syncer would create."""
+    existing = [t for t in stamps if t not in plan.create]
+    bounds = await local.topic_settings(existing, TIMESTAMP_BOUNDS) if existing else {}
+    if any(t in plan.create for t in stamps):
+        defaults = await _broker_values(local, tuple(f"log.{k}" for k in TIMESTAMP_BOUNDS))
+        created = {k.removeprefix("log."): v for k, v in defaults.items()}
+        bounds.update({t: created for t in stamps if t in plan.create})
+    lines = []
+    for topic, (oldest, newest) in sorted(stamps.items()):
+        line = timestamp_line(topic, bounds.get(topic, {}), oldest, newest, now_ms)
+        if line is not None:
+            lines.append(line)
+    return lines
 
 
 # ACLs -------------------------------------------------------------------------------------
@@ -303,6 +326,8 @@ async def _broker_values(local: Cluster, names: tuple[str, ...]) -> dict[str, st
 def _weakness(name: str) -> Callable[[str], Any]:
     if name in ("min.insync.replicas", "default.replication.factor", "producer.id.expiration.ms"):
         return int  # the lowest is the weakest
+    if name.startswith("log.message.timestamp."):
+        return int  # the narrowest bound refuses the most
     return lambda v: v != "true"  # "true" sorts first: the weakest of a boolean here
 
 
@@ -321,10 +346,11 @@ async def _broker_settings(config: Config, local: Cluster) -> list[Line]:
 
 async def _ahead(
     config: Config, local: Cluster, remotes: Mapping[str, Cluster], plan: TopicPlan
-) -> tuple[list[Line], int | None]:
+) -> tuple[list[Line], dict[str, tuple[int, int]]]:
     """Per partition: data lost at the source, the first hole in the first fetch of its gap
     (one fetch of at most ``copier.partition_fetch_max_bytes`` per partition: the rest is
-    scanned as it is copied); and the oldest timestamp among the first batches to copy."""
+    scanned as it is copied); and per topic the oldest and newest timestamps among the
+    first batches to copy of its partitions."""
     tps = [TP(t, p) for t, n in sorted(plan.mirror.items()) for p in range(n)]
     known = [tp for tp in tps if tp.topic not in plan.create]
     local_ends = await local.latest(known) if known else {}
@@ -344,7 +370,8 @@ async def _ahead(
     scanned = [tp for tp in tps if choices[tp].remote is not None]
     fetched = await map_at_most(FETCHES_AT_ONCE, first_fetch, scanned)
     found = dict(zip(scanned, fetched, strict=True))
-    lines, oldest = [], None
+    lines: list[Line] = []
+    stamps: dict[str, tuple[int, int]] = {}
     for tp in tps:
         choice, where = choices[tp], f"{tp.topic}[{tp.partition}]"
         hole = scanned_to = None
@@ -355,7 +382,8 @@ async def _ahead(
         if answer is not None:
             hole, scanned_to, first = answer
             if first is not None:
-                oldest = first if oldest is None else min(oldest, first)
+                low, high = stamps.get(tp.topic, (first, first))
+                stamps[tp.topic] = (min(low, first), max(high, first))
         if config.topics.fills(tp.topic):
             hole = None  # filled, not halted at
         line = ahead_line(
@@ -363,7 +391,7 @@ async def _ahead(
         )
         if line is not None:
             lines.append(line)
-    return lines, oldest
+    return lines, stamps
 
 
 async def _first_fetch(

@@ -10,6 +10,7 @@ import json
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -216,3 +217,26 @@ async def test_a_remote_that_is_another_cluster_is_not_taken_for_the_local_one(
     assert [line for line in lines if line.what == "cluster"] == []
     async with Syncer(make_config(local, {"east": east}, [topic])) as syncer:
         assert list(syncer.remotes) == ["east"]
+
+
+async def test_a_local_topic_that_would_refuse_a_record_for_its_age_fails(
+    local: str, east: str, topic: str
+) -> None:
+    """The local topic takes records up to 2.5 days old; the remote's first record to copy
+    is 3 days old: the copy would halt there (InvalidTimestamp), so the check says so up
+    front. A topic syncer would create gets the brokers' defaults, which take it."""
+    day_ms = 86_400_000
+    created = f"{topic}.new"
+    await create_topic(local, topic, **{"message.timestamp.before.max.ms": str(int(2.5 * day_ms))})
+    for name in (topic, created):
+        await create_topic(east, name)
+        await produce(
+            east, name, [(b"k", b"old")], timestamp_ms=int(time.time() * 1000) - 3 * day_ms
+        )
+    lines = await preflight(make_config(local, {"east": east}, [topic, created]))
+    stamped = [line for line in lines if line.what == "timestamps"]
+    assert [(line.level, line.where) for line in stamped] == [(Level.FAIL, f"topic {topic}")]
+    assert stamped[0].detail.startswith(
+        "the local topic refuses records more than 60.0 h old (message.timestamp.before.max.ms),"
+        " and a record to copy is 72.0 h old"
+    )

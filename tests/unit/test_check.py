@@ -27,6 +27,7 @@ from syncer.check import (
     reach_line,
     same_cluster_line,
     settings_line,
+    timestamp_line,
     version_line,
 )
 from syncer.cluster_ids import shares_a_topic
@@ -316,3 +317,20 @@ def test_the_json_output_is_one_object_per_line(capsys: pytest.CaptureFixture[st
     ]
     print_lines([Line(Level.WARN, "local", "x", "y")], as_json=False)
     assert "0 OK, 1 WARN, 0 FAIL" in capsys.readouterr().out
+
+
+def test_timestamp_bounds_that_refuse_a_record_to_copy_fail() -> None:
+    hour, now = 3_600_000, 1_800_000_000_000
+    day = {"message.timestamp.before.max.ms": str(24 * hour)}
+    old = timestamp_line("t", day, now - 30 * hour, now - 30 * hour, now)
+    assert old is not None and old.level is Level.FAIL and "30.0 h old" in old.detail
+    assert timestamp_line("t", day, now - 20 * hour, now, now) is None
+    ahead = {"message.timestamp.after.max.ms": str(hour)}
+    line = timestamp_line("t", ahead, now, now + 2 * hour, now)
+    assert line is not None and "2.0 h ahead" in line.detail
+    # before Kafka 3.6 one bound both ways; the narrower of the two applies
+    both = {"message.timestamp.difference.max.ms": str(hour)}
+    assert timestamp_line("t", both, now - 2 * hour, now, now) is not None
+    assert timestamp_line("t", both, now, now + 2 * hour, now) is not None
+    assert timestamp_line("t", {}, now - 1000 * hour, now + 1000 * hour, now) is None
+    assert timestamp_line("t", day, None, None, now) is None  # nothing to copy
