@@ -107,8 +107,8 @@ REFUSAL_HINTS = {
         " widen the local bounds to copy it"
     ),
     INVALID_RECORD: (
-        "a record the local topic's settings refuse (in a compacted topic, one without a"
-        " key); the remote took it"
+        "the local broker found a record invalid: in a compacted topic, one without a key"
+        " (which the remote took before it compacted), else see the broker's message"
     ),
 }
 

@@ -477,3 +477,9 @@ def fill_around(
 def is_filler(key: bytes | None, headers: Iterable[tuple[str, bytes | None]]) -> bool:
     """Was this record written by syncer to fill a hole? (For consumers and for ``verify``.)"""
     return key == FILLER_KEY and any(name == FILLER_HEADER for name, _v in headers)
+
+
+def first_timestamp(batch: Batch) -> int:
+    """The batch's first timestamp (v2's baseTimestamp: its first record's, as producers
+    write it; a record's own is this plus its delta)."""
+    return int.from_bytes(batch.raw[27:35], "big", signed=True)

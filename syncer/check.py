@@ -296,6 +296,7 @@ def producer_state_line(expiration_ms: int | None, oldest_ms: int | None, now_ms
 
 # the timestamps a local topic takes (Kafka's LogValidator): ``before`` and ``after`` since
 # Kafka 3.6, ``difference`` (both ways) before it and deprecated since
+LONG_MAX = 2**63 - 1  # a bound not set
 TIMESTAMP_BOUNDS = (
     "message.timestamp.before.max.ms",
     "message.timestamp.after.max.ms",
@@ -312,8 +313,13 @@ def timestamp_line(
     partition would halt there. None if it takes them (or nothing is known)."""
 
     def bound(name: str) -> int | None:
-        values = [int(v) for k in (name, TIMESTAMP_BOUNDS[2]) if (v := bounds.get(k))]
-        return min(values) if values else None
+        # Kafka 3.6+ (LogConfig): the bound unless it is unset (Long.MAX), then the old
+        # difference.max.ms, which brokers before 3.6 apply both ways
+        for key in (name, TIMESTAMP_BOUNDS[2]):
+            value = bounds.get(key)
+            if value and int(value) != LONG_MAX:
+                return int(value)
+        return None
 
     before, after = bound(TIMESTAMP_BOUNDS[0]), bound(TIMESTAMP_BOUNDS[1])
     if oldest_ms is not None and before is not None and now_ms - oldest_ms > before:

@@ -167,8 +167,9 @@ class GapStickyAssignor(AbstractPartitionAssignor):  # type: ignore[misc]
         )
 
     def on_assignment(self, assignment: ConsumerProtocolMemberAssignment) -> None:
-        self.owned = set(assignment.partitions())
         self.refused = refusal(self.writer, decode_group_writer(assignment.user_data))
+        # refused: nothing is ours, even in a stored assignment naming partitions
+        self.owned = set(assignment.partitions()) if self.refused is None else set()
 
 
 def member_assignment(

@@ -16,7 +16,7 @@ from aiokafka import errors as kafka_errors
 from aiokafka.admin import NewTopic
 
 from syncer.admin import COORDINATOR_ERRORS
-from syncer.batches import split_batches
+from syncer.batches import first_timestamp, split_batches
 from syncer.check import (
     COORDINATION_GROUP_NEEDS,
     GROUP_AUTHORIZATION_FAILED,
@@ -89,9 +89,12 @@ async def preflight(config: Config) -> list[Line]:
             remote_id = await cluster.cluster_id()
             shared = False
             if local_id is not None and remote_id == local_id:
-                shared = shares_a_topic(
-                    (await local.topic_census()).ids, (await cluster.topic_census()).ids
-                )
+                try:
+                    shared = shares_a_topic(
+                        (await local.topic_census()).ids, (await cluster.topic_census()).ids
+                    )
+                except SyncerError:  # not told: the WARN says the ids alone agree
+                    shared = False
             same = same_cluster_line(f"remote {name}", local_id, remote_id, shared)
             if same is not None:
                 lines.append(same)
@@ -142,7 +145,7 @@ async def _judge(
     lines += await _settings(config, local, remotes, plan)
     lines += await _broker_settings(config, local)
     ahead, stamps = await _ahead(config, local, remotes, plan)
-    oldest = min((low for low, _high in stamps.values()), default=None)
+    oldest = min((kept for _first, kept, _newest in stamps.values()), default=None)
     expiry = (await _broker_values(local, ("producer.id.expiration.ms",))).get(
         "producer.id.expiration.ms"
     )
@@ -153,7 +156,7 @@ async def _judge(
 
 
 async def _timestamps(
-    local: Cluster, plan: TopicPlan, stamps: Mapping[str, tuple[int, int]], now_ms: int
+    local: Cluster, plan: TopicPlan, stamps: Mapping[str, tuple[int, int, int]], now_ms: int
 ) -> list[Line]:
     """A FAIL per topic whose local timestamp bounds refuse a record among the first to
     copy: a topic's own, or the brokers' defaults for one syncer would create."""
@@ -164,7 +167,7 @@ async def _timestamps(
         created = {k.removeprefix("log."): v for k, v in defaults.items()}
         bounds.update({t: created for t in stamps if t in plan.create})
     lines = []
-    for topic, (oldest, newest) in sorted(stamps.items()):
+    for topic, (oldest, _kept, newest) in sorted(stamps.items()):
         line = timestamp_line(topic, bounds.get(topic, {}), oldest, newest, now_ms)
         if line is not None:
             lines.append(line)
@@ -346,7 +349,7 @@ async def _broker_settings(config: Config, local: Cluster) -> list[Line]:
 
 async def _ahead(
     config: Config, local: Cluster, remotes: Mapping[str, Cluster], plan: TopicPlan
-) -> tuple[list[Line], dict[str, tuple[int, int]]]:
+) -> tuple[list[Line], dict[str, tuple[int, int, int]]]:
     """Per partition: data lost at the source, the first hole in the first fetch of its gap
     (one fetch of at most ``copier.partition_fetch_max_bytes`` per partition: the rest is
     scanned as it is copied); and per topic the oldest and newest timestamps among the
@@ -362,7 +365,7 @@ async def _ahead(
                 ends.setdefault(tp, {})[name] = RemoteEnds(start, end)
     choices = {tp: choose_remote(local_ends.get(tp, 0), ends.get(tp, {})) for tp in tps}
 
-    async def first_fetch(tp: TP) -> tuple[str | None, int, int | None] | str:
+    async def first_fetch(tp: TP) -> tuple[str | None, int, tuple[int, int] | None] | str:
         choice = choices[tp]
         remote = remotes[choice.remote or ""]
         return await _first_fetch(config, remote, tp, choice.local_end, choice.target)
@@ -371,7 +374,9 @@ async def _ahead(
     fetched = await map_at_most(FETCHES_AT_ONCE, first_fetch, scanned)
     found = dict(zip(scanned, fetched, strict=True))
     lines: list[Line] = []
-    stamps: dict[str, tuple[int, int]] = {}
+    # per topic: the oldest first timestamp, the oldest max timestamp (what the broker keeps
+    # our producer state by) and the newest, of its partitions' first batches to copy
+    stamps: dict[str, tuple[int, int, int]] = {}
     for tp in tps:
         choice, where = choices[tp], f"{tp.topic}[{tp.partition}]"
         hole = scanned_to = None
@@ -382,8 +387,8 @@ async def _ahead(
         if answer is not None:
             hole, scanned_to, first = answer
             if first is not None:
-                low, high = stamps.get(tp.topic, (first, first))
-                stamps[tp.topic] = (min(low, first), max(high, first))
+                low, high, newest = stamps.get(tp.topic, (*first, first[1]))
+                stamps[tp.topic] = (min(low, first[0]), min(high, first[1]), max(newest, first[1]))
         if config.topics.fills(tp.topic):
             hole = None  # filled, not halted at
         line = ahead_line(
@@ -396,9 +401,9 @@ async def _ahead(
 
 async def _first_fetch(
     config: Config, remote: Cluster, tp: TP, start: int, target: int
-) -> tuple[str | None, int, int | None] | str:
-    """The first hole in one fetch from ``start``, where the scan ended, and the max
-    timestamp of the first batch to copy; or why the fetch failed."""
+) -> tuple[str | None, int, tuple[int, int] | None] | str:
+    """The first hole in one fetch from ``start``, where the scan ended, and the first and
+    max timestamps of the first batch to copy; or why the fetch failed."""
     fetched = (
         await remote.fetch(
             await remote.leader_for(tp),
@@ -412,8 +417,9 @@ async def _first_fetch(
         return str(fetched.error(f"fetch from remote {remote.name}"))
     batches = split_batches(fetched.records)
     found = scan(batches, start, limit=min(target, fetched.stable_end), aborted=fetched.aborted)
-    first = next((b.max_timestamp for b in batches if b.next_offset > start), None)
-    return (found.hole.describe() if found.hole else None), found.next_offset, first
+    batch = next((b for b in batches if b.next_offset > start), None)
+    stamps = None if batch is None else (first_timestamp(batch), batch.max_timestamp)
+    return (found.hole.describe() if found.hole else None), found.next_offset, stamps
 
 
 async def log_preflight(config: Config, timeout_s: float = 60.0) -> None:

@@ -27,6 +27,9 @@ log = logging.getLogger(__name__)
 # a broker applies an altered setting as it replays the metadata log: milliseconds
 REPORTED_TRIES = 50
 REPORTED_POLL_S = 0.1
+# a remote's switch to compaction is marked (its ends read) this long after it was first
+# seen at the earliest: its brokers apply a topic setting within milliseconds of another
+MARK_AFTER_S = 5.0
 
 
 Settings = dict[str, dict[str, TopicSetting]]  # topic → key → its value and source
@@ -106,9 +109,9 @@ class ConfigSyncer:
         # (topic, a remote, or None: local) → each partition's end there now, None if not
         # read; no ``ends``: a remote's switch to compaction is followed at once
         self.ends = ends
-        # topic → (source, its ends when read) of a switch to compaction waiting for the
-        # copy (``_caught_up``)
-        self._marks: dict[str, tuple[str, dict[TP, int] | None]] = {}
+        # topic → (source, its ends when read, when the switch was seen) of a switch to
+        # compaction waiting for the copy (``_caught_up``)
+        self._marks: dict[str, tuple[str, dict[TP, int] | None, float]] = {}
         self.local = local
         self.remotes = remotes
         self.drift = drift
@@ -195,22 +198,26 @@ class ConfigSyncer:
 
     async def _caught_up(self, topic: str, source: str) -> bool:
         """Has the copy of ``topic`` caught up with the remote ``source`` started compacting
-        it? Its mark (every partition's end there) is read at the look after the one that
-        first saw the change: by then each of the remote's brokers applies it, so every
-        record past the mark has a key. Then True once every partition ends locally at or
-        past its mark, however busy the topic is since. False while no ends are known."""
+        it? Its mark (every partition's end there) is read at a look ``MARK_AFTER_S`` or more
+        after the one that first saw the change: by then each of the remote's brokers
+        applies it, so every record past the mark has a key. Then True once every
+        partition ends locally at or past its mark, however busy the topic is since. False
+        while no ends are known."""
         if self.ends is None:
             return True
+        now = time.monotonic()
         mark = self._marks.get(topic)
         if mark is None or mark[0] != source:
-            self._marks[topic] = (source, None)  # seen: the mark at the next look
+            self._marks[topic] = (source, None, now)  # seen: the mark at a later look
             return False
-        ends = mark[1]
+        _source, ends, seen_at = mark
         if ends is None:
+            if now - seen_at < MARK_AFTER_S:  # a look sooner than a refresh (a batch too
+                return False  # large, a staged creation): not yet
             ends = await self.ends(topic, source)
             if ends is None:
                 return False
-            self._marks[topic] = (source, ends)
+            self._marks[topic] = (source, ends, seen_at)
         local = await self.ends(topic, None)
         return local is not None and all(local.get(tp, -1) >= end for tp, end in ends.items())
 

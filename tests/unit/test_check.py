@@ -328,9 +328,14 @@ def test_timestamp_bounds_that_refuse_a_record_to_copy_fail() -> None:
     ahead = {"message.timestamp.after.max.ms": str(hour)}
     line = timestamp_line("t", ahead, now, now + 2 * hour, now)
     assert line is not None and "2.0 h ahead" in line.detail
-    # before Kafka 3.6 one bound both ways; the narrower of the two applies
+    # before Kafka 3.6 one bound both ways; since, it applies only where before / after is
+    # not set (Long.MAX), as Kafka's LogConfig reads them
     both = {"message.timestamp.difference.max.ms": str(hour)}
     assert timestamp_line("t", both, now - 2 * hour, now, now) is not None
     assert timestamp_line("t", both, now, now + 2 * hour, now) is not None
+    unset = {**both, "message.timestamp.before.max.ms": str(2**63 - 1)}
+    assert timestamp_line("t", unset, now - 2 * hour, now, now) is not None
+    widened = {**both, "message.timestamp.before.max.ms": str(30 * 24 * hour)}
+    assert timestamp_line("t", widened, now - 2 * hour, now, now) is None
     assert timestamp_line("t", {}, now - 1000 * hour, now + 1000 * hour, now) is None
     assert timestamp_line("t", day, None, None, now) is None  # nothing to copy

@@ -10,6 +10,7 @@ import uuid
 
 import pytest
 
+from syncer import topic_configs
 from syncer.admin import TopicSetting
 from syncer.clusters import TP
 from syncer.errors import PartitionHalted, TransientClusterError
@@ -227,17 +228,21 @@ class Ends:
         return dict(self.now[remote])
 
 
-async def test_a_switch_to_compaction_waits_for_the_copy_to_reach_its_mark() -> None:
-    """The mark is the remote's ends at the look after the one that saw the switch (each
-    remote broker applies it by then); the copy reaching it is enough, however far the
-    remote has gone since (a busy topic is never caught up all at once)."""
+async def test_a_switch_to_compaction_waits_for_the_copy_to_reach_its_mark(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The mark is the remote's ends at a look some seconds after the one that saw the
+    switch (each remote broker applies it by then); the copy reaching it is enough, however
+    far the remote has gone since (a busy topic is never caught up all at once)."""
     ends = Ends()
     syncer = ConfigSyncer(KEYS, None, {}, TopicDrift(), ends)  # type: ignore[arg-type]
     t0, t1 = TP("t", 0), TP("t", 1)
     ends.now["east"] = {t0: 100, t1: 50}
     ends.now[None] = {t0: 100, t1: 50}
     assert not await syncer._caught_up("t", "east")  # first seen: no mark yet
+    assert not await syncer._caught_up("t", "east")  # looked again at once: not yet
     assert ends.asked == []
+    monkeypatch.setattr(topic_configs, "MARK_AFTER_S", 0.0)  # as if seconds had passed
     ends.now["east"] = {t0: 120, t1: 60}
     ends.now[None] = {t0: 110, t1: 60}
     assert not await syncer._caught_up("t", "east")  # marked at 120 / 60; local at 110
@@ -250,8 +255,52 @@ async def test_a_switch_to_compaction_waits_for_the_copy_to_reach_its_mark() -> 
     assert not await syncer._caught_up("t", "west")
     ends.now[None] = {t0: 120}  # a partition's end not answered: not caught up
     ends.now["east"] = {t0: 1, t1: 1}
-    syncer._marks["t"] = ("east", {t0: 1, t1: 1})
+    syncer._marks["t"] = ("east", {t0: 1, t1: 1}, 0.0)
     assert not await syncer._caught_up("t", "east")
+
+
+class Altered:
+    """A local cluster that takes every change and reports it at once."""
+
+    def __init__(self) -> None:
+        self.now: dict[str, TopicSetting] = {"cleanup.policy": inherited("delete")}
+        self.altered: list[dict[str, str]] = []
+
+    async def alter_topic_configs(
+        self, topic: str, set: dict[str, str], delete: tuple[str, ...]
+    ) -> None:
+        self.altered.append(dict(set))
+        self.now.update({key: own(value) for key, value in set.items()})
+
+    async def topic_setting_sources(self, topics: list[str], keys: object) -> object:
+        return {topic: dict(self.now) for topic in topics}
+
+
+async def test_a_mark_is_dropped_when_the_switch_is_made_or_undone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A later switch to compaction (after one back to delete) waits for a mark of its
+    own: the old one, long passed, would let it through at once."""
+    monkeypatch.setattr(topic_configs, "MARK_AFTER_S", 0.0)
+    ends, local = Ends(), Altered()
+    syncer = ConfigSyncer(("cleanup.policy",), local, {}, TopicDrift(), ends)  # type: ignore[arg-type]
+    compacting, deleting = (
+        {"cleanup.policy": own("compact")},
+        {"cleanup.policy": inherited("delete")},
+    )
+    syncer.seen("t", "east", deleting)
+    ends.now["east"], ends.now[None] = {TP("t", 0): 10}, {TP("t", 0): 5}
+    await syncer._follow("t", "east", compacting, local.now)  # seen: no mark yet
+    await syncer._follow("t", "east", compacting, local.now)  # marked at 10, local at 5
+    assert syncer._marks["t"][1] == {TP("t", 0): 10} and local.altered == []
+    await syncer._follow("t", "east", deleting, local.now)  # undone at the remote
+    assert "t" not in syncer._marks
+    await syncer._follow("t", "east", compacting, local.now)
+    await syncer._follow("t", "east", compacting, local.now)  # its own mark
+    ends.now[None] = {TP("t", 0): 10}
+    await syncer._follow("t", "east", compacting, local.now)
+    assert local.altered == [{"cleanup.policy": "compact"}]
+    assert "t" not in syncer._marks  # made: a later switch marks again
 
 
 def test_a_waiting_change_is_not_remembered_as_seen() -> None:
