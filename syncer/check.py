@@ -321,27 +321,21 @@ def timestamp_line(
                 return int(value)
         return None
 
+    def refused(setting: str, limit_ms: int, by_ms: int, how: str) -> Line:
+        limit_h, by_h = limit_ms / 3_600_000, by_ms / 3_600_000
+        return Line(
+            Level.FAIL,
+            f"topic {topic}",
+            "timestamps",
+            f"the local topic refuses records more than {limit_h:.1f} h {how} ({setting}),"
+            f" and a record to copy is {by_h:.1f} h {how}: its partition would halt there",
+        )
+
     before, after = bound(TIMESTAMP_BOUNDS[0]), bound(TIMESTAMP_BOUNDS[1])
     if oldest_ms is not None and before is not None and now_ms - oldest_ms > before:
-        age_h, limit_h = (now_ms - oldest_ms) / 3_600_000, before / 3_600_000
-        return Line(
-            Level.FAIL,
-            f"topic {topic}",
-            "timestamps",
-            f"the local topic refuses records more than {limit_h:.1f} h old"
-            f" ({TIMESTAMP_BOUNDS[0]}), and a record to copy is {age_h:.1f} h old: its"
-            " partition would halt there",
-        )
+        return refused(TIMESTAMP_BOUNDS[0], before, now_ms - oldest_ms, "old")
     if newest_ms is not None and after is not None and newest_ms - now_ms > after:
-        ahead_h, limit_h = (newest_ms - now_ms) / 3_600_000, after / 3_600_000
-        return Line(
-            Level.FAIL,
-            f"topic {topic}",
-            "timestamps",
-            f"the local topic refuses records more than {limit_h:.1f} h ahead of its clock"
-            f" ({TIMESTAMP_BOUNDS[1]}), and a record to copy is {ahead_h:.1f} h ahead: its"
-            " partition would halt there",
-        )
+        return refused(TIMESTAMP_BOUNDS[1], after, newest_ms - now_ms, "ahead of its clock")
     return None
 
 
