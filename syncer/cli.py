@@ -12,7 +12,7 @@ import platform
 import signal
 import sys
 import time
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Mapping
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,7 @@ from syncer.config import Config
 from syncer.errors import ExitCode, SyncerError
 from syncer.heap import keep_heap_settled
 from syncer.http import StatusServer
+from syncer.offsets import GroupStatus
 from syncer.preflight import log_preflight, preflight
 from syncer.progress import CatchUpProgress
 from syncer.report import (
@@ -149,6 +150,29 @@ def setup_logging(verbosity: int, fmt: str = "text") -> None:
 
 def _exit_code(summary: Summary) -> int:
     return ExitCode.HALTED if summary.halted or summary.refused else ExitCode.OK
+
+
+def _catch_up_exit_code(summary: Summary) -> int:
+    """A catch-up's exit code: 5 also where a consumer group's offsets were not all copied
+    (a fail-over then would start its consumers elsewhere than they were)."""
+    return _exit_code(summary) or (ExitCode.HALTED if summary.group_failures else ExitCode.OK)
+
+
+def _group_lines(groups: Mapping[str, GroupStatus], summary: Summary) -> list[str]:
+    """What a catch-up says of its consumer groups beside the summary: each group whose
+    offsets could not be copied (a failure: exit 5), and each left alone or with offsets the
+    local log does not reach (committed at the remote after the ends were taken: not a
+    failure)."""
+    lines = list(summary.group_failures)
+    for name, group in sorted(groups.items()):
+        if group.skipped and not group.failed:
+            lines.append(f"group {name}: left alone: {group.skipped}")
+        if group.waiting:
+            lines.append(
+                f"group {name}: {group.waiting} offsets beyond the local end (committed at"
+                f" remote {group.source} after the catch-up took its ends) not copied"
+            )
+    return lines
 
 
 def _run_async(coro: object) -> int:
@@ -275,11 +299,14 @@ def _catch_up(args: argparse.Namespace) -> int:
                     print(f"syncer: {status.error}", file=sys.stderr)
             for topic, reason in syncer.refused.items():
                 print(f"syncer: topic {topic} refused: {reason}", file=sys.stderr)
+            for line in _group_lines(syncer.offsets.groups, summary):
+                print(f"syncer: {line}", file=sys.stderr)
         print(summary.line(), file=sys.stderr)
-        if signals.interrupted and not _exit_code(summary):
+        code = _catch_up_exit_code(summary)
+        if signals.interrupted and not code:
             print("syncer: catch-up stopped by a signal before the ends", file=sys.stderr)
             return ExitCode.INTERRUPTED
-        return _exit_code(summary)
+        return code
 
     return signals.run(main())
 

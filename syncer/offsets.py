@@ -5,7 +5,8 @@ from the remote to local resumes at the next record.
 A group's offsets are committed locally only while the group has no members locally (the
 broker itself refuses a commit from outside a group with members), only where the local log
 already reaches the offset, never below what the group committed locally (read whatever
-DescribeGroups says: a group of the consumer protocol, KIP-848, is "Dead" to it), and only
+DescribeGroups says: a group of the consumer protocol, KIP-848, is "Dead" to it, and one
+with members is left alone once the broker refuses the commit), and only
 for topics the remote still serves (not one dropped for them: its log there is another).
 They carry no leader epoch: the remote's epochs mean nothing to the local cluster, and a
 consumer that validated against them would reset or loop on metadata."""
@@ -18,13 +19,18 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from aiokafka.errors import for_code
+
 from syncer.clusters import TP, Cluster
 from syncer.config import GroupsConfig
 from syncer.errors import SyncerError
 
 log = logging.getLogger(__name__)
 
-IDLE_STATES = ("Empty", "Dead")  # Dead: the group does not exist locally yet
+IDLE_STATES = ("Empty", "Dead")
+# the error code a group with members answers a commit from outside it with (Kafka's
+# ClassicGroup and ConsumerGroup validateOffsetCommit)
+UNKNOWN_MEMBER_ID = 25  # Dead: the group does not exist locally yet
 # until the daemon's first topic refresh has named the mirrored partitions a pass copies
 # nothing, so the next one comes this soon rather than a whole interval later
 UNKNOWN_TOPICS_RETRY_S = 1.0
@@ -48,6 +54,7 @@ class GroupStatus:
     committed: int = 0  # partition offsets committed locally so far
     waiting: int = 0  # remote offsets the local log does not reach yet (last pass)
     skipped: str | None = None  # why the last pass left the group alone
+    failed: bool = False  # the last pass could not copy its offsets (``skipped`` says why)
 
 
 @dataclass
@@ -61,6 +68,9 @@ class OffsetCopier:
     # topic → the remotes it is copied from (none dropped for it); None: every remote
     sources: Callable[[], Mapping[str, tuple[str, ...]]] | None = None
     groups: dict[str, GroupStatus] = field(default_factory=dict)
+    # why the last pass did not reach every chosen group (a remote did not list its
+    # groups), or None
+    failure: str | None = None
 
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
@@ -80,11 +90,13 @@ class OffsetCopier:
             return  # no offset could be committed: nothing is asked of the remotes
         chosen: dict[str, list[str]] = {}  # group → the remotes listing it, in their order
         failed: list[SyncerError] = []  # one remote away, one group refused: not the rest
+        unlisted: list[str] = []
         for name, remote in list(self.remotes.items()):  # a remote may join meanwhile
             try:
                 listed = await remote.consumer_groups()
             except SyncerError as exc:
                 failed.append(exc)
+                unlisted.append(f"remote {name} did not list its groups: {exc}")
                 continue
             for group in listed:
                 if self.config.selects(group):
@@ -95,8 +107,9 @@ class OffsetCopier:
             try:
                 await self._copy_group(group, names, mirrored, sources, status)
             except SyncerError as exc:
-                status.skipped = f"copying its offsets failed: {exc}"
+                status.skipped, status.failed = f"copying its offsets failed: {exc}", True
                 failed.append(exc)
+        self.failure = "; ".join(unlisted) or None
         if failed:  # after every other remote and group had its turn
             raise failed[0]
 
@@ -112,6 +125,7 @@ class OffsetCopier:
         in the configuration's order) that serves the topic and committed to it: a remote
         dropped for a topic (its log there another) gives none of it."""
         state = await self.local.group_state(group)
+        status.failed = False
         if state not in IDLE_STATES:
             status.skipped = f"the group has members locally ({state})"
             return
@@ -137,8 +151,14 @@ class OffsetCopier:
         codes = await self.local.commit_offsets(group, todo)
         refused = {tp: code for tp, code in codes.items() if code}
         status.committed += len(codes) - len(refused)
-        if refused:
-            status.skipped = f"the local cluster refused {len(refused)} commits: {refused}"
+        if refused and set(refused.values()) == {UNKNOWN_MEMBER_ID}:
+            # a commit from outside the group is refused so while it has members: of the
+            # consumer protocol (KIP-848: DescribeGroups tells them "Dead"), or joined since
+            status.skipped = "the group has members locally (a commit from outside it refused)"
+        elif refused:
+            why = ", ".join(sorted({for_code(code).__name__ for code in refused.values()}))
+            status.skipped = f"the local cluster refused {len(refused)} commits ({why})"
+            status.failed = True
             log.warning("group %s: %s", group, status.skipped)
         else:
             log.info("group %s: committed %d offsets from %s", group, len(codes), status.source)

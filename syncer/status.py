@@ -261,9 +261,25 @@ class Summary:
     halted: int
     refused: int
     seconds: float
+    # consumer group offsets (None: no groups chosen, ``groups.include``): the groups seen,
+    # the offsets committed locally, and why some could not be copied ("group G: why", or
+    # the pass's own failure: a remote that did not list its groups)
+    groups: int | None = None
+    group_offsets: int = 0
+    group_failures: tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, statuses: list[PartitionStatus], refused: int, seconds: float) -> Summary:
+    def of(
+        cls,
+        statuses: list[PartitionStatus],
+        refused: int,
+        seconds: float,
+        groups: Mapping[str, GroupStatus] | None = None,
+        groups_failure: str | None = None,
+    ) -> Summary:
+        failures = [
+            f"group {n}: {g.skipped}" for n, g in sorted((groups or {}).items()) if g.failed
+        ]
         return cls(
             partitions=len(statuses),
             records=sum(s.records_copied for s in statuses),
@@ -271,11 +287,18 @@ class Summary:
             halted=sum(s.state is State.HALTED for s in statuses),
             refused=refused,
             seconds=seconds,
+            groups=None if groups is None else len(groups),
+            group_offsets=sum(g.committed for g in (groups or {}).values()),
+            group_failures=(*([groups_failure] if groups_failure else []), *failures),
         )
 
     def line(self) -> str:
+        groups = ""
+        if self.groups is not None:
+            groups = f" ◆ {self.group_offsets} group offsets committed ({self.groups} groups"
+            groups += f", {len(self.group_failures)} failed)" if self.group_failures else ")"
         return (
             f"summary ◆ {self.partitions} partitions ◆ {self.records} records"
             f" ◆ {self.bytes / 1e6:.1f} MB copied ◆ {self.halted} halted"
-            f" ◆ {self.refused} topics refused ◆ {self.seconds:.1f}s"
+            f" ◆ {self.refused} topics refused{groups} ◆ {self.seconds:.1f}s"
         )

@@ -273,7 +273,7 @@ class Syncer:
         if self.config.groups.include:
             try:
                 await self.offsets.copy_once()  # the local log now reaches the remote ends
-            except SyncerError as exc:
+            except SyncerError as exc:  # the summary names it (a group's, or the pass's)
                 log.warning("copying consumer group offsets: %s", exc)
         return self.summary()
 
@@ -624,7 +624,9 @@ class Syncer:
 
     def summary(self) -> Summary:
         seconds = time.monotonic() - self._started_at
-        return Summary.of(self.statuses(), len(self.refused), seconds)
+        groups = self.offsets.groups if self.config.groups.include else None
+        failure = self.offsets.failure if groups is not None else None
+        return Summary.of(self.statuses(), len(self.refused), seconds, groups, failure)
 
 
 def _died_loudly(task: asyncio.Task[None]) -> None:

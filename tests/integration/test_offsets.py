@@ -4,12 +4,20 @@ with members locally is left alone; a local commit never moves back."""
 
 from __future__ import annotations
 
+import asyncio
+import subprocess
+from pathlib import Path
+
+import yaml
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from syncer.errors import ExitCode
 from syncer.status import status_document
 from syncer.syncer import Syncer
+from syncer.testbed.jars import KafkaJars
+from syncer.testbed.tools import tool_command
 from tests.kafka_helpers import catch_up as caught_up
-from tests.kafka_helpers import create_topic, make_config, produce
+from tests.kafka_helpers import create_topic, make_config, produce, run_cli
 
 
 async def consume(bootstrap: str, topic: str, group: str, count: int) -> list[int]:
@@ -90,3 +98,66 @@ async def test_a_group_with_members_locally_is_left_alone_and_commits_never_go_b
         await member.stop()
     assert await committed(local, topic, ahead) == 35  # not moved back to 15
     assert first.offsets.groups[ahead].committed == 1
+
+
+async def test_a_catch_up_tells_each_group_and_leaves_a_consumer_protocol_group_alone(
+    local: str, east: str, topic: str, config_file: Path
+) -> None:
+    """A local group of the consumer protocol (KIP-848, a Java consumer with
+    group.protocol=consumer) with a member: DescribeGroups does not tell its members, and
+    the broker refuses the commit from outside it (UNKNOWN_MEMBER_ID). The catch-up leaves
+    it alone and says so, exits 0, and counts the offsets it did commit; the group's local
+    offset is untouched. (Before: the refusal was a warning in the log, and a group whose
+    offsets could not be copied did not change the exit code.)"""
+    kip848, classic = f"{topic}-kip848", f"{topic}-classic"
+    await create_topic(east, topic)
+    await produce(east, topic, [(b"k", b"%d" % i) for i in range(100)])
+    await consume(east, topic, kip848, 40)
+    await consume(east, topic, classic, 30)
+    config_file.write_text(
+        yaml.safe_dump(
+            {
+                "local": {"bootstrap_servers": local},
+                "remotes": [{"name": "east", "bootstrap_servers": east}],
+                "topics": {"include": [topic]},
+                "groups": {"include": [f"{topic}-.*"]},
+                "http": {"listen": ""},
+            }
+        )
+    )
+    first = run_cli("catch-up", "-c", str(config_file), "--no-progress")
+    assert first.returncode == ExitCode.OK, first.stderr
+    assert "◆ 2 group offsets committed (2 groups) ◆" in first.stderr
+    assert await committed(local, topic, kip848) == 40
+
+    await consume(east, topic, kip848, 30)  # the remote goes on to 70 and 50
+    await consume(east, topic, classic, 20)
+    jars = KafkaJars.default().ensure()
+    member = subprocess.Popen(
+        tool_command(
+            jars,
+            "org.apache.kafka.tools.consumer.ConsoleConsumer",
+            *("--bootstrap-server", local, "--topic", topic, "--group", kip848),
+            *("--consumer-property", "group.protocol=consumer"),
+            *("--consumer-property", "enable.auto.commit=false"),
+        ),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert member.stdout is not None
+        first_line = await asyncio.wait_for(asyncio.to_thread(member.stdout.readline), 60)
+        assert first_line.strip() == "40"  # a member, reading from the group's offset
+        second = run_cli("catch-up", "-c", str(config_file), "--no-progress")
+    finally:
+        member.kill()
+        member.communicate()
+    assert second.returncode == ExitCode.OK, second.stderr
+    assert (
+        f"syncer: group {kip848}: left alone: the group has members locally (a commit from"
+        " outside it refused)" in second.stderr
+    )
+    assert "◆ 1 group offsets committed (2 groups) ◆" in second.stderr
+    assert await committed(local, topic, kip848) == 40  # untouched
+    assert await committed(local, topic, classic) == 50

@@ -150,3 +150,54 @@ async def test_a_remote_away_stops_no_other_remotes_groups() -> None:
     with pytest.raises(TransientClusterError, match="east: listing groups"):
         await copier.copy_once()
     assert local.commits == [{A: 40}] and copier.groups["billing"].source == "west"
+
+
+class RefusingCluster(FakeCluster):
+    """Answers every commit with ``code``."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(committed={})
+        self.code = code
+
+    async def commit_offsets(self, group: str, offsets: dict[TP, int]) -> dict[TP, int]:
+        self.commits.append(dict(offsets))
+        return {tp: self.code for tp in offsets}
+
+
+async def test_a_commit_refused_as_from_outside_a_group_with_members_leaves_it_alone() -> None:
+    """UNKNOWN_MEMBER_ID is how a broker refuses a commit from outside a group that has
+    members (one of the consumer protocol, which DescribeGroups tells "Dead", or one that
+    joined since): the group is left alone, as one seen with members, not failed; any other
+    refusal fails the group, and a later pass that commits clears it."""
+    local = RefusingCluster(25)
+    copier = copier_of(local, FakeCluster(), {"orders": ("east",)})
+    await copier.copy_once()
+    group = copier.groups["billing"]
+    assert local.commits == [{A: 40}] and not group.failed and group.committed == 0
+    assert "members locally" in (group.skipped or "")
+
+    local.code = 30  # GROUP_AUTHORIZATION_FAILED
+    await copier.copy_once()
+    assert group.failed and group.skipped == (
+        "the local cluster refused 1 commits (GroupAuthorizationFailedError)"
+    )
+    local.code = 0
+    await copier.copy_once()
+    assert not group.failed and group.skipped is None and group.committed == 1
+
+
+async def test_a_pass_that_could_not_list_a_remotes_groups_says_so() -> None:
+    copier = OffsetCopier(
+        GroupsConfig(include=("billing",), interval_s=600),
+        cast(Any, FakeCluster(committed={})),
+        {"east": cast(Any, AwayCluster())},
+        lambda: {"orders": 4},
+    )
+    with pytest.raises(TransientClusterError):
+        await copier.copy_once()
+    assert copier.failure == (
+        "remote east did not list its groups: east: listing groups: no answer from node 1"
+    )
+    copier.remotes = {"east": cast(Any, FakeCluster())}
+    await copier.copy_once()
+    assert copier.failure is None

@@ -211,3 +211,41 @@ def test_live_figures_from_something_that_is_not_a_syncer_daemon_are_one_line() 
     assert docs == []
     assert problems[0].startswith(f"no live figures from http://{urls[0]}: not an HTTP answer (")
     assert problems[1] == f"no live figures from http://{urls[1]}: not a syncer daemon's /status"
+
+
+def test_the_summary_counts_group_offsets_and_names_each_group_not_copied() -> None:
+    """A catch-up's summary tells its offsets pass: committed, and each group whose offsets
+    could not be copied (which makes a catch-up exit 5: ``cli._catch_up_exit_code``); a
+    group left alone (members locally) is no failure. Without groups chosen, the line is
+    as it always was."""
+    from syncer.cli import _catch_up_exit_code, _group_lines
+    from syncer.errors import ExitCode
+    from syncer.status import Summary
+
+    copied = PartitionStatus(TP("orders", 0), started_at_end=0, local_end=100)
+    groups = {
+        "billing": GroupStatus("east", committed=4, waiting=2),
+        "audit": GroupStatus("east", skipped="the group has members locally (Stable)"),
+        "ops": GroupStatus("west", skipped="copying its offsets failed: no answer", failed=True),
+    }
+    summary = Summary.of([copied], 0, 2.0, groups, "remote north did not list its groups: x")
+    assert summary.group_offsets == 4 and summary.groups == 3
+    assert summary.group_failures == (
+        "remote north did not list its groups: x",
+        "group ops: copying its offsets failed: no answer",
+    )
+    assert "◆ 4 group offsets committed (3 groups, 2 failed) ◆" in summary.line()
+    assert _catch_up_exit_code(summary) == ExitCode.HALTED
+    assert _group_lines(groups, summary) == [
+        "remote north did not list its groups: x",
+        "group ops: copying its offsets failed: no answer",
+        "group audit: left alone: the group has members locally (Stable)",
+        "group billing: 2 offsets beyond the local end (committed at remote east after the"
+        " catch-up took its ends) not copied",
+    ]
+
+    fine = Summary.of([copied], 0, 2.0, {"billing": groups["billing"], "audit": groups["audit"]})
+    assert _catch_up_exit_code(fine) == ExitCode.OK
+    assert "◆ 4 group offsets committed (2 groups) ◆" in fine.line()
+    plain = Summary.of([copied], 0, 2.0)
+    assert "group" not in plain.line() and _catch_up_exit_code(plain) == ExitCode.OK
