@@ -170,6 +170,11 @@ class TopicAdmin(ClusterConnection):
 
     async def committed(self, group: str) -> dict[TP, int]:
         """The group's committed offsets (partitions it never committed are absent)."""
+        return {tp: offset for tp, (offset, _metadata) in (await self.commits(group)).items()}
+
+    async def commits(self, group: str) -> dict[TP, tuple[int, str]]:
+        """The group's committed offsets, each with the metadata string committed with it
+        (Kafka Streams keeps a partition's stream time there)."""
         return await retried(
             partial(self._committed, group), what=f"{self.name}: offsets of {group}"
         )
@@ -180,12 +185,14 @@ class TopicAdmin(ClusterConnection):
             partial(self._group_state, group), what=f"{self.name}: describing {group}"
         )
 
-    async def commit_offsets(self, group: str, offsets: Mapping[TP, int]) -> dict[TP, int]:
+    async def commit_offsets(
+        self, group: str, offsets: Mapping[TP, int], metadata: Mapping[TP, str] | None = None
+    ) -> dict[TP, int]:
         """Commit ``offsets`` for ``group`` as a client outside it (generation -1), with no
-        leader epoch: the broker refuses it while the group has members. Error code per
-        partition (0: committed)."""
+        leader epoch, each with its ``metadata`` string (none: empty): the broker refuses it
+        while the group has members. Error code per partition (0: committed)."""
         return await retried(
-            partial(self._commit_offsets, group, offsets),
+            partial(self._commit_offsets, group, offsets, metadata or {}),
             what=f"{self.name}: committing for {group}",
         )
 
@@ -194,11 +201,15 @@ class TopicAdmin(ClusterConnection):
             admin = await self._admin_client()
             return sorted(str(g[0]) for g in await admin.list_consumer_groups())
 
-    async def _committed(self, group: str) -> dict[TP, int]:
+    async def _committed(self, group: str) -> dict[TP, tuple[int, str]]:
         with _admin_errors(f"{self.name}: offsets of {group}"):
             admin = await self._admin_client()
             offsets = await admin.list_consumer_group_offsets(group)
-        return {TP(tp.topic, tp.partition): m.offset for tp, m in offsets.items() if m.offset >= 0}
+        return {
+            TP(tp.topic, tp.partition): (m.offset, m.metadata or "")
+            for tp, m in offsets.items()
+            if m.offset >= 0
+        }
 
     async def _group_state(self, group: str) -> str:
         with _admin_errors(f"{self.name}: describing {group}"):
@@ -209,10 +220,12 @@ class TopicAdmin(ClusterConnection):
             raise TransientClusterError(f"{self.name}: describing {group}: coordinator moving")
         return str(described[2])
 
-    async def _commit_offsets(self, group: str, offsets: Mapping[TP, int]) -> dict[TP, int]:
+    async def _commit_offsets(
+        self, group: str, offsets: Mapping[TP, int], metadata: Mapping[TP, str]
+    ) -> dict[TP, int]:
         topics: dict[str, list[tuple[int, int, str]]] = defaultdict(list)
         for tp, offset in offsets.items():
-            topics[tp.topic].append((tp.partition, offset, ""))
+            topics[tp.topic].append((tp.partition, offset, metadata.get(tp, "")))
         with _admin_errors(f"{self.name}: committing for {group}"):
             admin = await self._admin_client()
             node = await admin.find_coordinator(group)

@@ -1,6 +1,7 @@
 """Consumer group offsets carried over as they are: offsets mean the same on both sides, so a
 group's committed offsets on a remote are valid locally unchanged, and a consumer that moves
-from the remote to local resumes at the next record.
+from the remote to local resumes at the next record. Each is committed with the metadata
+string it was committed with (Kafka Streams keeps a partition's stream time there).
 
 A group's offsets are committed locally only while the group has no members locally (the
 broker itself refuses a commit from outside a group with members), only where the local log
@@ -131,15 +132,16 @@ class OffsetCopier:
             return
         status.skipped = None
         wanted: dict[TP, int] = {}
+        metadata: dict[TP, str] = {}  # each offset's metadata, committed with it
         taken: dict[str, str] = {}  # topic → the remote its offsets come from
         for name in names:
-            for tp, offset in (await self.remotes[name].committed(group)).items():
+            for tp, (offset, meta) in (await self.remotes[name].commits(group)).items():
                 if tp.partition >= mirrored.get(tp.topic, 0):
                     continue
                 if sources is not None and name not in sources.get(tp.topic, ()):
                     continue
                 if taken.setdefault(tp.topic, name) == name:
-                    wanted[tp] = offset
+                    wanted[tp], metadata[tp] = offset, meta
         if not wanted:
             return
         local = await self.local.committed(group)
@@ -148,7 +150,7 @@ class OffsetCopier:
         status.waiting = sum(1 for tp, o in wanted.items() if o > ends.get(tp, 0))
         if not todo:
             return
-        codes = await self.local.commit_offsets(group, todo)
+        codes = await self.local.commit_offsets(group, todo, {tp: metadata[tp] for tp in todo})
         refused = {tp: code for tp, code in codes.items() if code}
         status.committed += len(codes) - len(refused)
         if refused and set(refused.values()) == {UNKNOWN_MEMBER_ID}:

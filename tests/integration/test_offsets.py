@@ -10,6 +10,8 @@ from pathlib import Path
 
 import yaml
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.structs import OffsetAndMetadata
 
 from syncer.errors import ExitCode
 from syncer.status import status_document
@@ -54,6 +56,30 @@ async def committed(bootstrap: str, topic: str, group: str) -> int | None:
         await consumer.stop()
 
 
+async def commit_metadata(bootstrap: str, topic: str, group: str, offset: int, meta: str) -> str:
+    """Commit ``offset`` of ``topic``[0] for ``group`` with ``meta`` as its metadata."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group)
+    await consumer.start()
+    try:
+        consumer.assign([TopicPartition(topic, 0)])
+        await consumer.commit({TopicPartition(topic, 0): OffsetAndMetadata(offset, meta)})
+    finally:
+        await consumer.stop()
+    return meta
+
+
+async def local_commit(bootstrap: str, topic: str, group: str) -> tuple[int, str]:
+    """``group``'s commit of ``topic``[0]: its offset and metadata, as an admin reads them."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        offsets = await admin.list_consumer_group_offsets(group)
+    finally:
+        await admin.close()
+    found = offsets[TopicPartition(topic, 0)]
+    return found.offset, found.metadata
+
+
 async def catch_up(local: str, east: str, topic: str, groups: list[str]) -> Syncer:
     return await caught_up(make_config(local, {"east": east}, [topic], groups={"include": groups}))
 
@@ -66,8 +92,12 @@ async def test_a_consumer_moving_to_local_resumes_at_the_next_record(
     await produce(east, topic, [(b"k", b"%d" % i) for i in range(100)])
     assert await consume(east, topic, group, 40) == list(range(40))  # on the remote
 
+    # its commit carries metadata (Kafka Streams keeps a partition's stream time there)
+    stream_time = await commit_metadata(east, topic, group, 40, "stream-time=1733616000000")
+
     syncer = await catch_up(local, east, topic, [f"{topic}-.*"])
     assert await committed(local, topic, group) == 40
+    assert await local_commit(local, topic, group) == (40, stream_time)  # kept
     assert status_document(syncer.snapshot())["groups"][group]["committed"] == 1
     # the consumer fails over to local: it goes on at 40, nothing skipped, nothing twice
     assert await consume(local, topic, group, 60) == list(range(40, 100))

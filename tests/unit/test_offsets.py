@@ -44,7 +44,8 @@ class FakeCluster:
     ``committed``), "Dead" to DescribeGroups."""
 
     def __init__(self, committed: dict[TP, int] | None = None) -> None:
-        self.commits: list[dict[TP, int]] = []
+        self.commits_made: list[dict[TP, int]] = []
+        self.metadata: list[dict[TP, str]] = []
         self.asked_for_groups = 0
         self.committed_at = {A: 40} if committed is None else committed
 
@@ -55,14 +56,20 @@ class FakeCluster:
     async def committed(self, group: str) -> dict[TP, int]:
         return dict(self.committed_at)
 
+    async def commits(self, group: str) -> dict[TP, tuple[int, str]]:
+        return {tp: (offset, f"at {offset}") for tp, offset in self.committed_at.items()}
+
     async def group_state(self, group: str) -> str:
         return "Dead"
 
     async def latest(self, tps: dict[TP, int]) -> dict[TP, int]:
         return {tp: 60 for tp in tps}
 
-    async def commit_offsets(self, group: str, offsets: dict[TP, int]) -> dict[TP, int]:
-        self.commits.append(dict(offsets))
+    async def commit_offsets(
+        self, group: str, offsets: dict[TP, int], metadata: dict[TP, str] | None = None
+    ) -> dict[TP, int]:
+        self.commits_made.append(dict(offsets))
+        self.metadata.append(dict(metadata or {}))
         return {tp: 0 for tp in offsets}
 
 
@@ -81,15 +88,15 @@ async def test_the_daemon_copies_offsets_soon_after_its_first_topic_refresh() ->
     stop = asyncio.Event()
     running = asyncio.create_task(copier.run(stop))
     await asyncio.sleep(0.1)  # the first pass: no topic known yet
-    assert local.commits == [] and remote.asked_for_groups == 0  # nothing asked for nothing
+    assert local.commits_made == [] and remote.asked_for_groups == 0  # nothing asked for nothing
     mirrored["orders"] = 4  # the first topic refresh
     for _ in range(40):
-        if local.commits:
+        if local.commits_made:
             break
         await asyncio.sleep(0.1)
     stop.set()
     await asyncio.wait_for(running, 5)
-    assert local.commits == [{A: 40}]
+    assert local.commits_made == [{A: 40}]
 
 
 def copier_of(local: FakeCluster, remote: FakeCluster, sources: dict[str, tuple[str, ...]]) -> Any:
@@ -108,10 +115,10 @@ async def test_a_group_dead_to_describe_groups_is_never_committed_backwards() ->
     commit is not written over them (its consumers would read again what they had)."""
     local, remote = FakeCluster(committed={A: 55}), FakeCluster()  # remote: 40
     await copier_of(local, remote, {"orders": ("east",)}).copy_once()
-    assert local.commits == []
+    assert local.commits_made == []
     fresh = FakeCluster(committed={})
     await copier_of(fresh, remote, {"orders": ("east",)}).copy_once()
-    assert fresh.commits == [{A: 40}]
+    assert fresh.commits_made == [{A: 40}]
 
 
 async def test_offsets_of_a_remote_that_no_longer_serves_the_topic_are_not_copied() -> None:
@@ -119,7 +126,7 @@ async def test_offsets_of_a_remote_that_no_longer_serves_the_topic_are_not_copie
     remote serves it: east's commits point into the other log and are not copied."""
     local, remote = FakeCluster(committed={}), FakeCluster()
     await copier_of(local, remote, {"orders": ("west",)}).copy_once()
-    assert local.commits == []
+    assert local.commits_made == []
     west = FakeCluster(committed={A: 30})  # serves orders: its offsets are taken
     copier = OffsetCopier(
         GroupsConfig(include=("billing",), interval_s=600),
@@ -129,7 +136,7 @@ async def test_offsets_of_a_remote_that_no_longer_serves_the_topic_are_not_copie
         lambda: {"orders": ("west",)},
     )
     await copier.copy_once()
-    assert local.commits == [{A: 30}]
+    assert local.commits_made == [{A: 30}]
 
 
 class AwayCluster(FakeCluster):
@@ -149,7 +156,7 @@ async def test_a_remote_away_stops_no_other_remotes_groups() -> None:
     )
     with pytest.raises(TransientClusterError, match="east: listing groups"):
         await copier.copy_once()
-    assert local.commits == [{A: 40}] and copier.groups["billing"].source == "west"
+    assert local.commits_made == [{A: 40}] and copier.groups["billing"].source == "west"
 
 
 class RefusingCluster(FakeCluster):
@@ -159,8 +166,10 @@ class RefusingCluster(FakeCluster):
         super().__init__(committed={})
         self.code = code
 
-    async def commit_offsets(self, group: str, offsets: dict[TP, int]) -> dict[TP, int]:
-        self.commits.append(dict(offsets))
+    async def commit_offsets(
+        self, group: str, offsets: dict[TP, int], metadata: dict[TP, str] | None = None
+    ) -> dict[TP, int]:
+        self.commits_made.append(dict(offsets))
         return {tp: self.code for tp in offsets}
 
 
@@ -173,7 +182,7 @@ async def test_a_commit_refused_as_from_outside_a_group_with_members_leaves_it_a
     copier = copier_of(local, FakeCluster(), {"orders": ("east",)})
     await copier.copy_once()
     group = copier.groups["billing"]
-    assert local.commits == [{A: 40}] and not group.failed and group.committed == 0
+    assert local.commits_made == [{A: 40}] and not group.failed and group.committed == 0
     assert "members locally" in (group.skipped or "")
 
     local.code = 30  # GROUP_AUTHORIZATION_FAILED
@@ -201,3 +210,12 @@ async def test_a_pass_that_could_not_list_a_remotes_groups_says_so() -> None:
     copier.remotes = {"east": cast(Any, FakeCluster())}
     await copier.copy_once()
     assert copier.failure is None
+
+
+async def test_each_offset_is_committed_with_the_metadata_committed_with_it_remotely() -> None:
+    """Kafka Streams keeps a partition's stream time in its commit's metadata: a group that
+    moves over keeps it."""
+    local, remote = FakeCluster(committed={}), FakeCluster(committed={A: 40, B: 7})
+    await copier_of(local, remote, {"orders": ("east",)}).copy_once()
+    assert local.commits_made == [{A: 40, B: 7}]
+    assert local.metadata == [{A: "at 40", B: "at 7"}]
