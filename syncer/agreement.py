@@ -57,6 +57,11 @@ LOOKUP_TIMEOUT_S = 15.0
 LOCAL_WINDOWS = (1, 16, 256, 4096)
 LOCAL_WIDENING = 16
 LOCAL_READ_BYTES = 1 << 20
+# where a remote holds none of the local records compared, how many times the next ones
+# further down are compared instead
+DEEPER_LOOKS = 8
+# a transaction marker's digest in a comparison: no record's (those are 16 bytes)
+MARKER = b"marker"
 
 
 class Proof(StrEnum):
@@ -110,6 +115,19 @@ class Comparison:
 def compare(ours: Mapping[int, bytes], theirs: Mapping[int, bytes]) -> Comparison:
     common = ours.keys() & theirs.keys()
     return Comparison(len(common), tuple(sorted(o for o in common if ours[o] != theirs[o])))
+
+
+def with_markers(
+    digests: dict[int, bytes], batches: list[Batch], low: int, high: int
+) -> dict[int, bytes]:
+    """``digests`` of a remote's records in ``[low, high)``, and ``MARKER`` at each offset a
+    transaction marker takes there: no local record (a filler aside, which is never
+    compared) stands where its remote holds a marker, so one that does is another log."""
+    for batch in batches:
+        if batch.is_control:
+            for offset in range(max(batch.base_offset, low), min(batch.next_offset, high)):
+                digests[offset] = MARKER
+    return digests
 
 
 def _windows() -> Iterator[int]:
@@ -292,8 +310,7 @@ class Agreement:
         ours = await self._local_reference(frontier)
         if not ours:
             return False
-        theirs = await self._remote_digests(got.remote, min(ours), frontier)
-        result = compare(ours, theirs)
+        ours, result = await self._compared_below(got.remote, ours, frontier)
         if result.differing:
             at = result.differing[-1]
             source = self.fetchers[got.remote].lanes[0].cluster
@@ -313,6 +330,30 @@ class Agreement:
                 max(ours),
             )
         return result.agrees
+
+    async def _compared_below(
+        self, remote: str, ours: dict[int, bytes], frontier: int
+    ) -> tuple[dict[int, bytes], Comparison]:
+        """``remote``'s records compared with ``ours``, the local log's nearest real records
+        below ``frontier``; where it holds none of them (compacted away there, or below its
+        start), with the local log's next real records further down, until it holds one of
+        them, or nothing lower (its start, the local log's) is left to compare: a comparison
+        of nothing proves nothing, and counted as agreeing it let a recreated remote's new
+        log through onto the old one. The local records compared last, and the result."""
+        theirs = await self._remote_digests(remote, min(ours), frontier)
+        result = compare(ours, theirs)
+        for _ in range(DEEPER_LOOKS):
+            below = min(ours)
+            ends = self.sources.ends.get(remote)
+            if result.compared or (ends is not None and below <= ends.start):
+                break
+            deeper = await self._local_reference(below)
+            if not deeper:
+                break
+            ours = deeper
+            theirs = await self._remote_digests(remote, min(ours), below, LOCAL_READ_BYTES)
+            result = compare(ours, theirs)
+        return ours, result
 
     async def check_ends(self, copied_end: int) -> None:
         """Drop each remote whose log lost records copied from it (``PartitionSources.
@@ -428,7 +469,7 @@ class Agreement:
         except (TransientClusterError, TimeoutError, OSError) as exc:
             self.sources.health(remote).failed(time.monotonic(), f"{type(exc).__name__}: {exc}")
             raise CheckFailed(f"comparing {remote}'s records at {low}: {exc}") from exc
-        return record_digests(batches, low, high)
+        return with_markers(record_digests(batches, low, high), batches, low, high)
 
     def _sample(self, got: Fetched, frontier: int) -> tuple[str, int, int] | None:
         """The remote to compare ``got``'s records above ``frontier`` with, and the offsets

@@ -12,8 +12,10 @@ from tests.kafka_helpers import (
     alter_topic,
     catch_up,
     create_topic,
+    kcat_lines,
     make_config,
     produce,
+    produce_transactions,
     read_partition,
 )
 
@@ -87,6 +89,35 @@ async def test_a_remote_topic_recreated_with_more_records_halts_and_nothing_is_s
     assert status.error is not None
     assert "deleted and recreated on the remote east cluster: its topic id changed" in status.error
     assert await read_partition(local, topic) == before  # the old log only, nothing appended
+
+
+async def test_a_remote_recreated_while_stopped_with_a_marker_below_the_local_end_halts(
+    local: str, east: str, topic: str
+) -> None:
+    """The remote topic is deleted and recreated while syncer is stopped, and its new log
+    holds a transaction's commit marker at the offset just below the local end. At the
+    start the remote's record there is compared with the local one: a marker is no record,
+    so nothing was compared, and that counted as agreeing: the new log's 10..19 were
+    written on top of the old 0..9 (seen on a real broker before the fix). A marker where
+    the local log holds a record differs from it; the partition halts, nothing written."""
+    await create_topic(east, topic)
+    await produce(east, topic, [(b"old", b"%d" % i) for i in range(10)])
+    before = await read_partition(east, topic)
+    await catch_up(make_config(local, {"east": east}, [topic]))
+    assert await read_partition(local, topic) == before
+
+    await delete_topic(east, topic)
+    await asyncio.sleep(2)
+    await create_topic(east, topic)
+    await produce_transactions(east, topic, [(True, [(b"new", b"%d" % i) for i in range(9)])])
+    await produce(east, topic, [(b"newer", b"%d" % i) for i in range(10)])  # at 10..19
+
+    syncer = await catch_up(make_config(local, {"east": east}, [topic]))
+    (status,) = syncer.statuses()
+    assert status.state is State.HALTED, status
+    assert status.error is not None and "differs from remote east's" in status.error
+    assert await read_partition(local, topic) == before  # the old log only, nothing appended
+    assert len(kcat_lines(local, topic, 0)) == 10
 
 
 async def test_a_record_larger_than_the_local_topic_allows_halts_with_a_clear_error(

@@ -229,6 +229,30 @@ async def test_a_local_log_of_fillers_only_has_nothing_to_compare() -> None:
     assert "east" in check.checked
 
 
+async def test_a_remote_marker_where_the_local_log_holds_a_record_is_another_log() -> None:
+    """A remote topic recreated while syncer was stopped, a commit marker of its new log at
+    the offset below the local end: a marker is no record, so nothing was compared, and that
+    passed as agreeing (the new log written on top of the old one, seen on a real broker)."""
+    from tests.unit.test_tail_step import marker
+
+    check, _ = agreement(OURS, east=build(8, [(b"k", b"new log")]) + marker(9))
+    with pytest.raises(PartitionHalted, match="the local record at offset 9 differs"):
+        await check.check(chunk_at(10), 10)
+
+
+async def test_where_the_remote_holds_none_of_the_local_records_lower_ones_are_compared() -> None:
+    """The remote holds no record at 9 (compacted away there, or another log's gap): the
+    local log's next real records below are compared instead, until it holds one; one that
+    holds the same record there passes, one that holds another is dropped."""
+    local = build(8, [(b"k", b"a"), (b"k", b"b")])  # 8 and 9
+    check, _ = agreement(local, east=build(8, [(b"k", b"x")]) + build(10, [(b"k", b"y")]))
+    with pytest.raises(PartitionHalted, match="the local record at offset 8 differs"):
+        await check.check(chunk_at(10), 10)
+    same, _ = agreement(local, east=build(8, [(b"k", b"a")]) + build(10, [(b"k", b"y")]))
+    await same.check(chunk_at(10), 10)
+    assert "east" in same.checked
+
+
 async def test_a_remote_that_failed_since_it_was_checked_is_compared_again() -> None:
     same = build(9, [(b"k", b"same")])
     check, sources = agreement(same, east=same)
