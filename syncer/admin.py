@@ -17,6 +17,7 @@ from aiokafka import errors as kafka_errors
 from aiokafka.admin import AIOKafkaAdminClient, NewPartitions, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.admin.records_to_delete import RecordsToDelete
+from aiokafka.coordinator.protocol import ConsumerProtocolMemberMetadata
 from aiokafka.protocol.commit import OffsetCommitRequest
 
 from syncer.connection import TP, ClusterConnection, client_options, error_for
@@ -185,6 +186,13 @@ class TopicAdmin(ClusterConnection):
             partial(self._group_state, group), what=f"{self.name}: describing {group}"
         )
 
+    async def group_user_data(self, group: str) -> dict[str, bytes]:
+        """Each member of ``group`` → the user data of its JoinGroup metadata (a consumer
+        protocol's; empty for a member of another protocol)."""
+        return await retried(
+            partial(self._group_user_data, group), what=f"{self.name}: describing {group}"
+        )
+
     async def commit_offsets(
         self, group: str, offsets: Mapping[TP, int], metadata: Mapping[TP, str] | None = None
     ) -> dict[TP, int]:
@@ -219,6 +227,22 @@ class TopicAdmin(ClusterConnection):
         if described[0] in COORDINATOR_ERRORS:
             raise TransientClusterError(f"{self.name}: describing {group}: coordinator moving")
         return str(described[2])
+
+    async def _group_user_data(self, group: str) -> dict[str, bytes]:
+        with _admin_errors(f"{self.name}: describing {group}"):
+            admin = await self._admin_client()
+            (response,) = await admin.describe_consumer_groups([group])
+        (described,) = response.groups
+        if described[0] in COORDINATOR_ERRORS:
+            raise TransientClusterError(f"{self.name}: describing {group}: coordinator moving")
+        told: dict[str, bytes] = {}
+        for member in described[5]:
+            member_id, metadata = member[0], member[-2]  # v4 adds the instance id after the id
+            try:
+                told[str(member_id)] = ConsumerProtocolMemberMetadata.decode(metadata).user_data
+            except Exception:  # a member of another protocol tells nothing
+                told[str(member_id)] = b""
+        return told
 
     async def _commit_offsets(
         self, group: str, offsets: Mapping[TP, int], metadata: Mapping[TP, str]

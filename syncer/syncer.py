@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING
 
 from syncer.admin import Census
 from syncer.alignment import StateClock
-from syncer.assignment import writer_of
+from syncer.assignment import decode_writer, writer_of, writing_otherwise
 from syncer.budget import ByteBudget
 from syncer.clusters import TP, ClusterSet, Reached, in_order
 from syncer.config import Config
-from syncer.coordination import GroupMember
+from syncer.coordination import GroupMember, WriterRefused
 from syncer.copier import PartitionCopier
 from syncer.errors import PartitionHalted, SyncerError, UnreachableError
 from syncer.events import DEFAULT_MAX_QUEUED, EventHub, Subscription
@@ -256,6 +256,8 @@ class Syncer:
         await self.start()
         if self.clusters.unreachable:  # its ends are part of the snapshot
             raise next(iter(self.clusters.unreachable.values()))
+        if self.config.coordination.enabled:
+            await self._refuse_another_writer(self.config.coordination.group)
         await self.refresh_topics()
         if self._stop.is_set():  # asked to stop while starting: no copier starts
             return self.summary()
@@ -276,6 +278,24 @@ class Syncer:
             except SyncerError as exc:  # the summary names it (a group's, or the pass's)
                 log.warning("copying consumer group offsets: %s", exc)
         return self.summary()
+
+    async def _refuse_another_writer(self, group: str) -> None:
+        """A catch-up beside the running members of ``group`` must write as they do: with
+        another producer id (another ``name`` or ``state_topic``) the broker keeps the two
+        apart by nothing, and the same offsets land twice (``WriterRefused``, exit 3). A
+        group that cannot be described is not checked (said in the log)."""
+        identity = self._identity
+        assert identity is not None, "started"
+        own = writer_of(self.config.name, identity.producer_id, identity.producer_epoch)
+        try:
+            told = await self.local.group_user_data(group)
+        except SyncerError as exc:
+            log.warning("group %s: reading how its members write: %s; not checked", group, exc)
+            return
+        others = writing_otherwise({m: decode_writer(data) for m, data in told.items()}, own)
+        if others:
+            theirs, members = collections.Counter(others.values()).most_common(1)[0]
+            raise WriterRefused(group, own, theirs, members)
 
     async def run(self) -> Summary:
         """Copy continuously until ``stop()`` (or ``request_stop()``). With

@@ -24,7 +24,7 @@ from syncer.coordination import group_owners
 from syncer.errors import SyncerError
 from syncer.testbed import Testbed
 from syncer.testbed.tools import perf_produce
-from tests.kafka_helpers import create_topic, partition_digests
+from tests.kafka_helpers import create_topic, partition_digests, run_cli
 
 PARTITIONS = 24
 
@@ -360,4 +360,16 @@ async def test_a_member_configured_as_another_deployment_gets_nothing_and_exits_
     assert "Traceback" not in said
     assert first.poll() is None and await group.owners() == owners  # every partition
     assert "they get no partition" in (group.logs / "member-0.log").read_text()
+
+    # a catch-up run beside the group with the other name is refused as well, before it
+    # writes anything; one with the group's own name is not
+    typo = await asyncio.to_thread(run_cli, "catch-up", "-c", str(group.path), "--no-progress")
+    assert typo.returncode == 3, typo.stderr
+    assert f"syncer: coordination: group {group.name}: 1 member writes as '{group.name}' (" in (
+        typo.stderr
+    )
+    assert "summary ◆" not in typo.stderr and "Traceback" not in typo.stderr
+    group.path = tmp_path / "syncer.yaml"
+    same = await asyncio.to_thread(run_cli, "catch-up", "-c", str(group.path), "--no-progress")
+    assert same.returncode == 0, same.stderr
     await group.finish(producing)
