@@ -49,6 +49,17 @@ from syncer.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
+
+def lease_clock() -> float:
+    """Seconds on the write lease's clock: CLOCK_BOOTTIME where there is one (Linux), which
+    goes on while the host is suspended; CLOCK_MONOTONIC does not, and a member whose host
+    slept past its session would wake believing its lease had time left, and write before
+    its first heartbeat told it the group moved on."""
+    return time.clock_gettime(BOOTTIME) if BOOTTIME is not None else time.monotonic()
+
+
+BOOTTIME: int | None = getattr(time, "CLOCK_BOOTTIME", None)
+
 ASSIGNOR_NAME = "syncer-gap-sticky"
 POLL_RETRY_S = 1.0  # the pause before polling again after a retriable error
 # a LeaveGroup unanswered this long is given up (aiokafka would wait its request timeout,
@@ -364,7 +375,7 @@ class GroupMember:
     def may_write(self) -> bool:
         """False once no heartbeat was answered within the lease: the group may have moved
         our partitions to another member already, so we stop writing at once."""
-        return self.membership.may_write(time.monotonic())
+        return self.membership.may_write(lease_clock())
 
     async def announce(self, local: Cluster) -> None:
         """Ask once where the group's coordinator is, as the process starts, answer or not.
@@ -429,7 +440,7 @@ class GroupMember:
         heartbeat, send = coordinator._do_heartbeat, coordinator._send_req
 
         async def tracked() -> bool:
-            sent = time.monotonic()
+            sent = lease_clock()
             answered = bool(await heartbeat())
             # unknown member, illegal generation: aiokafka forgot its member id
             unknown = coordinator.member_id == JoinGroupRequest.UNKNOWN_MEMBER_ID
@@ -439,7 +450,7 @@ class GroupMember:
 
         async def checked(request: Any) -> Any:
             if request.API_KEY == SyncGroupRequest.API_KEY:
-                self._sync_sent = time.monotonic()  # the lease of the join runs from here
+                self._sync_sent = lease_clock()  # the lease of the join runs from here
             if request.API_KEY == LeaveGroupRequest.API_KEY:
                 return await left(request)
             if request.API_KEY != JoinGroupRequest.API_KEY:
@@ -666,7 +677,7 @@ class GroupMember:
             return
         self._consumer.pause(*assigned)
         self._broken_in_a_row = 0
-        sent = self._sync_sent if self._sync_sent is not None else time.monotonic()
+        sent = self._sync_sent if self._sync_sent is not None else lease_clock()
         new = self.membership.assign(assigned, sent)
         log.info(
             "group %s: member %s owns %d partitions (%d new)",

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import sys
 import time
 from collections.abc import Iterable
 from types import SimpleNamespace
@@ -951,3 +952,20 @@ async def test_a_closed_consumers_ended_routine_is_not_reported_as_never_retriev
     gc.collect()
     loop.set_exception_handler(None)
     assert reported == []
+
+
+def test_the_lease_runs_on_a_clock_that_counts_a_suspended_host(monkeypatch: Any) -> None:
+    """CLOCK_MONOTONIC stands still while the host is suspended: a member whose host slept
+    past its session would wake with lease time left. The lease reads CLOCK_BOOTTIME, which
+    counts the sleep, where there is one (Linux), else the monotonic clock."""
+    from syncer import coordination
+
+    if sys.platform == "linux":
+        assert coordination.BOOTTIME == time.CLOCK_BOOTTIME
+    asked: list[int] = []
+    monkeypatch.setattr(time, "clock_gettime", lambda clock: asked.append(clock) or 123.0)
+    monkeypatch.setattr(coordination, "BOOTTIME", 7)
+    assert coordination.lease_clock() == 123.0 and asked == [7]
+    monkeypatch.setattr(coordination, "BOOTTIME", None)
+    monkeypatch.setattr(time, "monotonic", lambda: 5.0)
+    assert coordination.lease_clock() == 5.0 and asked == [7]
