@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 
 from aiokafka.errors import for_code
@@ -72,6 +72,12 @@ class OffsetCopier:
     # why the last pass did not reach every chosen group (a remote did not list its
     # groups), or None
     failure: str | None = None
+    # whether this process copies them now: in a group, its leader alone (each member's
+    # pass reads the local commit, then commits: two at once could move it back)
+    may_copy: Callable[[], bool] = lambda: True
+    # partition → the remotes its copier dropped (another history there; only this
+    # process's copiers are known): none of their offsets of it are copied
+    dropped: Callable[[], Mapping[TP, Collection[str]]] = dict
 
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
@@ -87,8 +93,8 @@ class OffsetCopier:
 
     async def copy_once(self) -> None:
         mirrored = self.mirrored()
-        if not mirrored:
-            return  # no offset could be committed: nothing is asked of the remotes
+        if not mirrored or not self.may_copy():
+            return  # no offset could be committed, or another member copies them
         chosen: dict[str, list[str]] = {}  # group → the remotes listing it, in their order
         failed: list[SyncerError] = []  # one remote away, one group refused: not the rest
         unlisted: list[str] = []
@@ -131,6 +137,7 @@ class OffsetCopier:
             status.skipped = f"the group has members locally ({state})"
             return
         status.skipped = None
+        dropped = self.dropped()
         wanted: dict[TP, int] = {}
         metadata: dict[TP, str] = {}  # each offset's metadata, committed with it
         taken: dict[str, str] = {}  # topic → the remote its offsets come from
@@ -140,6 +147,8 @@ class OffsetCopier:
                     continue
                 if sources is not None and name not in sources.get(tp.topic, ()):
                     continue
+                if name in dropped.get(tp, ()):
+                    continue  # its log of this partition is another: its offsets point there
                 if taken.setdefault(tp.topic, name) == name:
                     wanted[tp], metadata[tp] = offset, meta
         if not wanted:

@@ -110,6 +110,14 @@ class Syncer:
             self.member = GroupMember(
                 config, self._on_assigned, self._on_revoked, self._on_member_failed
             )
+            self.offsets.may_copy = self._copies_group_offsets
+        self.offsets.dropped = lambda: {
+            tp: tuple(c.status.dropped) for tp, c in self.copiers.items() if c.status.dropped
+        }
+
+    def _copies_group_offsets(self) -> bool:
+        """A catch-up copies them; in a group, only its leader (``OffsetCopier.may_copy``)."""
+        return not self._grouped or self.member is None or self.member.assignor.leads
 
     @property
     def refused(self) -> dict[str, str]:

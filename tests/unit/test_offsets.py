@@ -219,3 +219,29 @@ async def test_each_offset_is_committed_with_the_metadata_committed_with_it_remo
     await copier_of(local, remote, {"orders": ("east",)}).copy_once()
     assert local.commits_made == [{A: 40, B: 7}]
     assert local.metadata == [{A: "at 40", B: "at 7"}]
+
+
+async def test_a_member_that_is_not_the_groups_leader_copies_no_offsets() -> None:
+    """Each pass reads the local commit, then commits: two members copying at once could
+    move a commit back (one reads the remote's 200 while the other commits its 300, then
+    commits 200), and a consumer moving over would read 200..300 again. In a group only
+    its leader copies them."""
+    local, remote = FakeCluster(committed={}), FakeCluster()
+    copier = copier_of(local, remote, {"orders": ("east",)})
+    leads = False
+    copier.may_copy = lambda: leads
+    await copier.copy_once()
+    assert local.commits_made == [] and remote.asked_for_groups == 0
+    leads = True
+    await copier.copy_once()
+    assert local.commits_made == [{A: 40}]
+
+
+async def test_a_remote_dropped_for_a_partition_gives_none_of_its_offsets_of_it() -> None:
+    """east was dropped for orders[1] alone (its records there differ from the local log's):
+    its commit there points into another history and is not copied; orders[0]'s is."""
+    local, remote = FakeCluster(committed={}), FakeCluster(committed={A: 40, B: 9})
+    copier = copier_of(local, remote, {"orders": ("east",)})
+    copier.dropped = lambda: {B: ("east",)}
+    await copier.copy_once()
+    assert local.commits_made == [{A: 40}]
