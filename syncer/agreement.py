@@ -30,7 +30,7 @@ from enum import StrEnum
 from syncer.batches import Batch, record_digests
 from syncer.chunks import Fetched
 from syncer.clusters import TP, Cluster
-from syncer.errors import PartitionHalted, TransientClusterError
+from syncer.errors import PartitionHalted, SyncerError, TransientClusterError
 from syncer.landed import (
     Divergence,
     Shrunk,
@@ -130,6 +130,11 @@ def with_markers(
     return digests
 
 
+def chunk_epoch(got: Fetched) -> int:
+    """The newest leader epoch among ``got``'s batches; -1 if none tells one."""
+    return max((batch.leader_epoch for batch in got.batches), default=-1)
+
+
 def _windows() -> Iterator[int]:
     """How far below the frontier each look for a local reference reaches."""
     yield from LOCAL_WINDOWS
@@ -170,6 +175,9 @@ class Agreement:
         self._passed: Fetched | None = None  # the chunk ``check`` let through last
         self._chunks: dict[str, int] = {}
         self._failures: dict[str, int] = {}  # each remote's failed fetches when last checked
+        # remote → (the leader epoch of the last batch written from it, the offset written
+        # up to): a chunk of another epoch is checked against where that epoch ends now
+        self._epochs: dict[str, tuple[int, int]] = {}
 
     def __repr__(self) -> str:
         last = "-" if self.last is None else f"{self.last.remote} to {self.last.high}"
@@ -194,6 +202,7 @@ class Agreement:
         self._passed = None
         if got.covered_end <= frontier:
             return  # nothing in it to write
+        await self._check_epoch(got)
         seen = self._chunks.get(remote, 0)
         self._chunks[remote] = seen + 1
         proof = proof_needed(remote, frontier, self.last, remote in self.checked)
@@ -226,6 +235,8 @@ class Agreement:
         if got.covered_end <= frontier:
             self._passed = None
             return True  # nothing in it to write
+        if self._epoch_moved(got):
+            return False
         if proof_needed(remote, frontier, self.last, remote in self.checked) is not Proof.CONTINUES:
             return False
         seen = self._chunks.get(remote, 0)
@@ -240,6 +251,8 @@ class Agreement:
         chunk; with a single remote, none (nobody else to compare them with)."""
         if got is not self._passed or not got.batches:
             return  # nothing of it written: the records below the frontier are the last's
+        if (epoch := chunk_epoch(got)) >= 0:
+            self._epochs[got.remote] = (epoch, got.covered_end)
         digests: dict[int, bytes] = {}
         if len(self.fetchers) > 1:
             tail = got.batches[-TAIL_BATCHES:]
@@ -274,6 +287,47 @@ class Agreement:
             if others:
                 left = f"every other remote was dropped too ({others})"
             raise PartitionHalted(f"{self.where}: {reason}; {left}")
+
+    def _epoch_moved(self, got: Fetched) -> bool:
+        """Do ``got``'s batches carry another leader epoch than the last ones written from
+        its remote (``_check_epoch`` then asks where that one ends)?"""
+        known = self._epochs.get(got.remote)
+        return known is not None and known[0] != chunk_epoch(got) >= 0
+
+    async def _check_epoch(self, got: Fetched) -> None:
+        """A remote whose leader changed since records were last written from it: its log
+        must still hold the epoch of those records up to where they were written (Kafka's
+        own consumers check so after a leader change, KIP-320). A leader elected uncleanly
+        starts its epoch at its own log end, below records the lost leader had served:
+        chunks fetched before the change and chunks of the new leader after it otherwise
+        each passed as continuing the log, two histories spliced with no comparison seeing
+        it (a review of the agreement, 2026-12-07). The remote is dropped (the partition
+        halts if it was the last one) if the epoch ends below them."""
+        remote = got.remote
+        if not self._epoch_moved(got):
+            return
+        epoch, written_to = self._epochs[remote]
+        source = self.fetchers[remote].lanes[0].cluster
+        where = f"{self.where}: where remote {remote}'s leader epoch {epoch} ends"
+        try:
+            found, end = await asyncio.wait_for(source.epoch_end(self.tp, epoch), LOOKUP_TIMEOUT_S)
+        except (SyncerError, TimeoutError, OSError) as exc:
+            self.sources.health(remote).failed(time.monotonic(), f"{type(exc).__name__}: {exc}")
+            raise CheckFailed(f"{where}: {exc}") from exc
+        if found == epoch and end >= written_to:
+            self._epochs[remote] = (chunk_epoch(got), written_to)  # it holds them still
+            return
+        at = min(end, written_to) if end >= 0 else 0
+        held = f"ends at offset {end}" if found == epoch else "is not in its log"
+        reason = (
+            f"its leader epoch {epoch}, of the records copied from it up to offset"
+            f" {written_to}, {held}: its log no longer holds them (an unclean leader"
+            " election there)"
+        )
+        divergence = Divergence(  # where its epoch ends, its records are another epoch's
+            self.where, remote, at, written_to, copied_from=remote, first=at, exact=found == epoch
+        )
+        self._disagrees(remote, reason, divergence)
 
     def _note_failures(self, remote: str) -> None:
         """A remote that failed fetches since it was checked may be back with other data (a

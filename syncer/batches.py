@@ -89,6 +89,14 @@ class Batch(NamedTuple):
         return bool(self.attributes & CONTROL_BIT)
 
     @property
+    def leader_epoch(self) -> int:
+        """The leader epoch its broker appended it in (the header's partitionLeaderEpoch);
+        -1 if not known (a batch built from v0/v1 messages, which carry none)."""
+        if self.converted_from is not None:
+            return -1
+        return int.from_bytes(self.raw[12:16], "big", signed=True)
+
+    @property
     def is_transactional(self) -> bool:
         return bool(self.attributes & TRANSACTIONAL_BIT)
 

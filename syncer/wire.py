@@ -25,6 +25,7 @@ from syncer.fetched import fetch_outcome as fetch_outcome
 from syncer.fetches import Fetches
 from syncer.produce import ProduceRequests
 from syncer.produce import ProduceResult as ProduceResult  # where clusters.py finds it
+from syncer.protocol.epochs import EpochEndRequest, epoch_end
 from syncer.retry import retried
 
 EARLIEST = -2
@@ -157,6 +158,19 @@ class WireRequests(ProduceRequests, Fetches):
                         raise error_for(code, f"{self.name}: list offsets {topic}[{partition}]")
                     out[TP(topic, partition)] = int(rest[-1])
         return out
+
+    async def epoch_end(self, tp: TP, epoch: int) -> tuple[int, int]:
+        """(the largest leader epoch at or below ``epoch`` that ``tp``'s log holds, the
+        offset where it ends), as its leader answers: the start of the epoch after it, or
+        the log end for the current one; (-1, -1) if the log holds none at or below it."""
+        node = await self.leader_for(tp)
+        seen = self.leaders.generation
+        request = EpochEndRequest(tp.topic, tp.partition, epoch)
+        code, found, end = epoch_end(await self.send(node, request))
+        self.leaders_moved([(tp.topic, code)], seen)
+        if code:
+            raise error_for(code, f"{self.name}: where leader epoch {epoch} of {tp} ends")
+        return found, end
 
     async def init_producer_id(self) -> tuple[int, int]:
         """A fresh idempotent (non-transactional) producer id and epoch."""

@@ -58,6 +58,8 @@ class LinkProxy:
         self._links: set[asyncio.Task[None]] = set()
         self.bytes = 0
         self.accepted = 0  # connections accepted so far
+        self._flowing = asyncio.Event()  # cleared by ``hold``: nothing is delivered
+        self._flowing.set()
 
     @classmethod
     def in_front_of(
@@ -90,6 +92,14 @@ class LinkProxy:
             await self._server.wait_closed()
             self._server = None
         await self.cut()
+
+    def hold(self) -> None:
+        """Deliver nothing either way until ``release``: what is sent meanwhile waits here,
+        in order, and the connections stay open (a peer that answers late, not a cut)."""
+        self._flowing.clear()
+
+    def release(self) -> None:
+        self._flowing.set()
 
     async def cut(self) -> None:
         """Drop every open connection (new ones are still accepted)."""
@@ -130,6 +140,7 @@ class LinkProxy:
                 delay = due - time.monotonic()
                 if delay > 0:
                     await asyncio.sleep(delay)
+                await self._flowing.wait()
                 writer.write(data)
                 await writer.drain()
 

@@ -24,7 +24,7 @@ from syncer.agreement import (
 from syncer.batches import Batch, filler_batches, split_batches
 from syncer.chunks import Chunk, Fetched
 from syncer.clusters import TP, FetchedPartition
-from syncer.errors import PartitionHalted
+from syncer.errors import PartitionHalted, TransientClusterError
 from syncer.holes import RemoteEnds, scan
 from syncer.landed import Changed, Divergence
 from syncer.partition import PartitionSources
@@ -91,6 +91,8 @@ class Side:
         self.name = "side"
         self.cluster = self  # as a remote's lanes: ``lanes[0].cluster``
         self.lanes = [self]
+        self.epoch_ends: dict[int, tuple[int, int]] | Exception = {}
+        self.epochs_asked: list[int] = []
 
     async def fetch(self, *args: Any, **kwargs: Any) -> Any:
         self.fetches += 1
@@ -102,6 +104,14 @@ class Side:
 
     async def leader_for(self, tp: TP) -> int:
         return 1
+
+    async def epoch_end(self, tp: TP, epoch: int) -> tuple[int, int]:
+        """Where ``epoch`` ends in this side's log (``epoch_ends``: epoch → (the largest
+        epoch it holds at or below it, its end))."""
+        self.epochs_asked.append(epoch)
+        if isinstance(self.epoch_ends, Exception):
+            raise self.epoch_ends
+        return self.epoch_ends[epoch]
 
     async def ends(self, tps: Any) -> dict[TP, tuple[int, int]]:
         return {TPX: (0, self.end)}
@@ -564,3 +574,67 @@ async def test_a_remote_dropped_while_its_continuing_chunk_is_sampled_is_not_let
     with pytest.raises(SourceDropped, match="its topic there was recreated"):
         await check.check(got, offset)
     assert check._passed is None
+
+
+def in_epoch(epoch: int, raw: bytes) -> bytes:
+    """``raw`` (one batch) as a leader of ``epoch`` appended it (outside the CRC)."""
+    return raw[:12] + epoch.to_bytes(4, "big", signed=True) + raw[16:]
+
+
+async def test_a_remote_whose_leader_epoch_moved_must_still_hold_what_was_copied() -> None:
+    """Records 10..19 were written from east in its leader epoch 5; its next chunk comes in
+    epoch 7. A leader elected cleanly starts epoch 7 at or past 20 (it has everything
+    committed): the copy goes on, asked once. One elected uncleanly starts it at its own log
+    end, below: chunks of the old leader and of the new one would each pass as continuing
+    the log, two histories spliced; the remote is dropped (here the only one: a halt)."""
+    same = build(9, [(b"k", b"same")])
+    check, sources = agreement(same, east=same)
+    first = chunk("east", in_epoch(5, build(10, [(b"k", b"e%d" % i) for i in range(10)])))
+    await check.check(first, 10)
+    check.written(first)
+    assert check.check_now(chunk("east", in_epoch(5, build(20, [(b"k", b"next")]))), 20)
+    moved = chunk("east", in_epoch(7, build(20, [(b"k", b"new leader")])))
+    assert not check.check_now(moved, 20)  # the copier's task asks where epoch 5 ends
+    sources["east"].epoch_ends = {5: (5, 20)}
+    await check.check(moved, 20)
+    assert sources["east"].epochs_asked == [5] and not check.sources.dropped
+    assert check.check_now(chunk("east", in_epoch(7, build(20, [(b"k", b"more")]))), 20)
+
+    cut, cut_sources = agreement(same, east=same)
+    await cut.check(first, 10)
+    cut.written(first)
+    cut_sources["east"].epoch_ends = {5: (5, 14)}  # the new leader had only 10..13
+    with pytest.raises(PartitionHalted, match="truncated or replaced at offset 14:"):
+        await cut.check(moved, 20)
+    assert cut.sources.dropped["east"] == (
+        "its leader epoch 5, of the records copied from it up to offset 20, ends at offset"
+        " 14: its log no longer holds them (an unclean leader election there)"
+    )
+
+
+async def test_a_remote_that_holds_no_record_of_the_epoch_copied_is_dropped() -> None:
+    same = build(9, [(b"k", b"same")])
+    check, sources = agreement(same, east=same, west=same)
+    first = chunk("east", in_epoch(5, build(10, [(b"k", b"e%d" % i) for i in range(10)])))
+    await check.check(first, 10)
+    check.written(first)
+    sources["east"].epoch_ends = {5: (3, 8)}  # its log's epochs up to 5: 3, ending at 8
+    with pytest.raises(SourceDropped):
+        await check.check(chunk("east", in_epoch(7, build(20, [(b"k", b"x")]))), 20)
+    assert "is not in its log" in check.sources.dropped["east"]
+
+
+async def test_where_an_epoch_ends_is_asked_again_when_the_remote_does_not_answer() -> None:
+    same = build(9, [(b"k", b"same")])
+    check, sources = agreement(same, east=same)
+    first = chunk("east", in_epoch(5, build(10, [(b"k", b"e%d" % i) for i in range(10)])))
+    await check.check(first, 10)
+    check.written(first)
+    sources["east"].epoch_ends = TransientClusterError("east: no answer")
+    moved = chunk("east", in_epoch(7, build(20, [(b"k", b"x")])))
+    with pytest.raises(CheckFailed, match="leader epoch 5"):
+        await check.check(moved, 20)
+    assert check.sources.health("east").errors == 1 and not check.sources.dropped
+    sources["east"].epoch_ends = {5: (5, 20)}
+    await check.check(moved, 20)
+    assert not check.sources.dropped
