@@ -22,7 +22,7 @@ run: $(STAMP)
 test: $(STAMP)
 	$(BIN)/pytest -q -p no:cacheprovider --durations=25 -m "not long_multinode" tests/unit tests/integration
 
-# Eight long fault runs (marked long_multinode), which `make test` leaves out; CI
+# Nine long fault runs (marked long_multinode), which `make test` leaves out; CI
 # runs both.
 test-long: $(STAMP)
 	$(BIN)/pytest -q -p no:cacheprovider --durations=10 -m long_multinode tests/integration
