@@ -285,6 +285,11 @@ class ClusterConnection:
             return None
         return str(response.cluster_id) if response.cluster_id else None
 
+    def known_leader(self, tp: TP) -> int | None:
+        """The node the metadata names as ``tp``'s leader, if any (nothing asked)."""
+        node = self._client.cluster.leader_for_partition(tp)
+        return None if node is None or node < 0 else int(node)
+
     def leader(self, tp: TP) -> int:
         node = self._client.cluster.leader_for_partition(tp)
         if node is None or node < 0:

@@ -122,8 +122,12 @@ class PartitionWrites:
         # of what landed without a clean answer (None until the local end is first read)
         self.confirmed: int | None = None
         # the max timestamp of the last write answered as landed since the last resync:
-        # proof that the broker holds our producer state (None: not proven)
+        # proof that the broker holds our producer state (None: not proven) ...
         self.proven_at: int | None = None
+        # ... on this leader: another may have none (a replica restarted with nothing in
+        # its log keeps no producer snapshot; one that fell behind the leader's start
+        # drops its producers), so a leader change unproves it until a write lands again
+        self.proven_on: int | None = None
         # the offset the broker last refused our sequence at, until a write lands again
         self.refused_at: int | None = None
         # since when the writes wait on a refusal of the local brokers (``status.waiting``)
@@ -180,7 +184,8 @@ class PartitionWrites:
         timestamps ``sending`` sent first."""
         now_ms = int(time.time() * 1000)
         in_flight = [*(sent.max_timestamp for sent, _future in self._pending), *sending]
-        pipelined = self.state_clock.may_pipeline(self.proven_at, in_flight, now_ms)
+        proven = self.proven_at if self.local.known_leader(self.tp) == self.proven_on else None
+        pipelined = self.state_clock.may_pipeline(proven, in_flight, now_ms)
         self.status.one_at_a_time = not pipelined
         return self.max_in_flight - 1 if pipelined else 0
 
@@ -281,7 +286,7 @@ class PartitionWrites:
         # sent (or lost) leaves what lies between them to the landed check
         if self.confirmed is None or sent.base_offset <= self.confirmed:
             self.confirmed = max(self.confirmed or 0, sent.next_offset)
-        self.proven_at = sent.max_timestamp
+        self.proven_at, self.proven_on = sent.max_timestamp, self.local.known_leader(self.tp)
         self.refused_at = self.too_large = None
         if self.waiting_since is not None:
             log.info(

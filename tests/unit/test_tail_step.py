@@ -94,9 +94,13 @@ class Local:
 
     def __init__(self) -> None:
         self.end = 0
+        self.leader_now: int | None = 1
 
     async def latest(self, tps: list[TP]) -> dict[TP, int]:
         return dict.fromkeys(tps, self.end)
+
+    def known_leader(self, tp: TP) -> int | None:
+        return self.leader_now
 
     async def log_end(self, tp: TP) -> int:
         return self.end  # nothing above the high watermark

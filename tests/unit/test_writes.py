@@ -68,6 +68,7 @@ class StandInLocal:
         self.log_end_at = log_end  # the leader's log end where it lies above that
         self.log_ends_read = 0
         self.fail_next: Exception | None = None  # the next read of the end fails with it
+        self.leader_now: int | None = 1  # the node the metadata names as leader
 
     async def latest(self, tps: list[TP]) -> dict[TP, int]:
         if (error := self.fail_next) is not None:
@@ -81,6 +82,9 @@ class StandInLocal:
             self.settings_fail = None
             raise error
         return {t: {"message.timestamp.type": self.timestamp_type} for t in topics}
+
+    def known_leader(self, tp: TP) -> int | None:
+        return self.leader_now
 
     async def log_end(self, tp: TP) -> int:
         self.log_ends_read += 1
@@ -715,3 +719,24 @@ async def test_the_state_clock_read_again_is_only_ever_lowered() -> None:
     assert await lowered_state_clock(Brokers({1: "5000"}), unknown) is None  # type: ignore[arg-type]
     assert await read_state_clock(Brokers({1: "9000", 2: "7000"})) == StateClock(7000)  # type: ignore[arg-type]
     assert await read_state_clock(Brokers(None)) == StateClock(0)  # type: ignore[arg-type]
+
+
+async def test_a_leader_change_unproves_the_producer_state_until_a_write_lands_again() -> None:
+    """A write landed on node 1, proving it holds our producer state. Another leader may
+    hold none (a replica restarted with nothing in its log keeps no producer snapshot; one
+    that fell behind the leader's start drops its producers), and then accepts any
+    sequence: behind a refused write, the next ones would land early. So after a leader
+    change writes go one at a time until one lands on the new leader."""
+    writer, local, w = await started()
+    first = batch(0)
+    w.submit(first, b"")
+    writer.sent[0].set_result(ProduceResult(0, 0))
+    await w.drain(0)
+    assert w.room_now([now_ms(), now_ms()])  # proven, fresh: pipelined
+    local.leader_now = 2
+    assert not w.room_now([now_ms(), now_ms()]) and w.status.one_at_a_time
+    second = batch(10)
+    w.submit(second, b"")
+    writer.sent[1].set_result(ProduceResult(0, 10))
+    await w.drain(0)
+    assert w.room_now([now_ms(), now_ms()])  # landed on node 2: proven there
