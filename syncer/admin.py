@@ -186,9 +186,10 @@ class TopicAdmin(ClusterConnection):
             partial(self._group_state, group), what=f"{self.name}: describing {group}"
         )
 
-    async def group_user_data(self, group: str) -> dict[str, bytes]:
-        """Each member of ``group`` → the user data of its JoinGroup metadata (a consumer
-        protocol's; empty for a member of another protocol)."""
+    async def group_user_data(self, group: str) -> tuple[str, dict[str, bytes]]:
+        """``group``'s state and each member → the user data of its JoinGroup metadata (a
+        consumer protocol's; empty for a member of another protocol, and for every member
+        while the group rebalances: Kafka tells the metadata of a stable group only)."""
         return await retried(
             partial(self._group_user_data, group), what=f"{self.name}: describing {group}"
         )
@@ -219,22 +220,24 @@ class TopicAdmin(ClusterConnection):
             if m.offset >= 0
         }
 
-    async def _group_state(self, group: str) -> str:
+    async def _group_described(self, group: str) -> Any:
+        """DescribeGroups' answer for ``group``: (error, id, state, protocol type, protocol,
+        members)."""
         with _admin_errors(f"{self.name}: describing {group}"):
             admin = await self._admin_client()
             (response,) = await admin.describe_consumer_groups([group])
         (described,) = response.groups
         if described[0] in COORDINATOR_ERRORS:
             raise TransientClusterError(f"{self.name}: describing {group}: coordinator moving")
-        return str(described[2])
+        if described[0]:
+            raise error_for(described[0], f"{self.name}: describing {group}")
+        return described
 
-    async def _group_user_data(self, group: str) -> dict[str, bytes]:
-        with _admin_errors(f"{self.name}: describing {group}"):
-            admin = await self._admin_client()
-            (response,) = await admin.describe_consumer_groups([group])
-        (described,) = response.groups
-        if described[0] in COORDINATOR_ERRORS:
-            raise TransientClusterError(f"{self.name}: describing {group}: coordinator moving")
+    async def _group_state(self, group: str) -> str:
+        return str((await self._group_described(group))[2])
+
+    async def _group_user_data(self, group: str) -> tuple[str, dict[str, bytes]]:
+        described = await self._group_described(group)
         told: dict[str, bytes] = {}
         for member in described[5]:
             member_id, metadata = member[0], member[-2]  # v4 adds the instance id after the id
@@ -242,7 +245,7 @@ class TopicAdmin(ClusterConnection):
                 told[str(member_id)] = ConsumerProtocolMemberMetadata.decode(metadata).user_data
             except Exception:  # a member of another protocol tells nothing
                 told[str(member_id)] = b""
-        return told
+        return str(described[2]), told
 
     async def _commit_offsets(
         self, group: str, offsets: Mapping[TP, int], metadata: Mapping[TP, str]

@@ -26,6 +26,7 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from functools import partial
 
 from syncer.batches import Batch, record_digests
 from syncer.chunks import Fetched
@@ -42,6 +43,7 @@ from syncer.landed import (
 )
 from syncer.lanes import Lanes
 from syncer.partition import PartitionSources
+from syncer.retry import retried
 
 log = logging.getLogger(__name__)
 
@@ -292,7 +294,7 @@ class Agreement:
         """Do ``got``'s batches carry another leader epoch than the last ones written from
         its remote (``_check_epoch`` then asks where that one ends)?"""
         known = self._epochs.get(got.remote)
-        return known is not None and known[0] != chunk_epoch(got) >= 0
+        return known is not None and chunk_epoch(got) > known[0]
 
     async def _check_epoch(self, got: Fetched) -> None:
         """A remote whose leader changed since records were last written from it: its log
@@ -309,13 +311,21 @@ class Agreement:
         epoch, written_to = self._epochs[remote]
         source = self.fetchers[remote].lanes[0].cluster
         where = f"{self.where}: where remote {remote}'s leader epoch {epoch} ends"
+        asked = partial(source.epoch_end, self.tp, epoch)  # a leader that moved: asked again
         try:
-            found, end = await asyncio.wait_for(source.epoch_end(self.tp, epoch), LOOKUP_TIMEOUT_S)
+            found, end = await asyncio.wait_for(
+                retried(asked, what=where, give_up_after_s=LOOKUP_TIMEOUT_S), LOOKUP_TIMEOUT_S
+            )
         except (SyncerError, TimeoutError, OSError) as exc:
             self.sources.health(remote).failed(time.monotonic(), f"{type(exc).__name__}: {exc}")
             raise CheckFailed(f"{where}: {exc}") from exc
         if found == epoch and end >= written_to:
-            self._epochs[remote] = (chunk_epoch(got), written_to)  # it holds them still
+            return  # it holds them still (``written`` notes the new epoch)
+        if found < 0 and end < 0:  # no epochs kept (Kafka 2.8, message format before 0.11)
+            log.info("%s: it keeps no leader epochs: compared with the local log", where)
+            self.checked.discard(remote)  # the record below the frontier is compared
+            self.last = None
+            self._epochs.pop(remote, None)
             return
         at = min(end, written_to) if end >= 0 else 0
         held = f"ends at offset {end}" if found == epoch else "is not in its log"

@@ -299,6 +299,12 @@ def _catch_up(args: argparse.Namespace) -> int:
                     print(f"syncer: {status.error}", file=sys.stderr)
             for topic, reason in syncer.refused.items():
                 print(f"syncer: topic {topic} refused: {reason}", file=sys.stderr)
+            if syncer.group_offsets_left_to is not None:
+                print(
+                    f"syncer: consumer group offsets left to the running members of group"
+                    f" {syncer.group_offsets_left_to} (one of them copies them)",
+                    file=sys.stderr,
+                )
             for line in _group_lines(syncer.offsets.groups, summary):
                 print(f"syncer: {line}", file=sys.stderr)
         print(summary.line(), file=sys.stderr)

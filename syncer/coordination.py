@@ -128,14 +128,10 @@ class GapStickyAssignor(AbstractPartitionAssignor):  # type: ignore[misc]
         self.refused: tuple[str, int] | None = None
         # told the topics given out whose partitions the leader's metadata does not know
         self.on_unknown: Callable[[set[str]], None] = lambda topics: None
-        # this member assigned the partitions at the last join: the group's leader (one per
-        # generation), which alone copies consumer group offsets (``OffsetCopier``)
-        self.leads = False
 
     def assign(
         self, cluster: Any, members: Mapping[str, ConsumerProtocolMemberMetadata]
     ) -> dict[str, ConsumerProtocolMemberAssignment]:
-        self.leads = True
         writers = {member: decode_writer(meta.user_data) for member, meta in members.items()}
         owning = [m for m, meta in members.items() if decode_owned(meta.user_data)]
         ours = the_groups_writer(writers, self.writer, owning)
@@ -177,7 +173,6 @@ class GapStickyAssignor(AbstractPartitionAssignor):  # type: ignore[misc]
         return plan
 
     def metadata(self, topics: Iterable[str]) -> ConsumerProtocolMemberMetadata:
-        self.leads = False  # a join: the leader is the member asked to assign
         return ConsumerProtocolMemberMetadata(
             self.version, sorted(topics), encode_owned(self.owned, self.writer)
         )

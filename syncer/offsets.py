@@ -28,13 +28,22 @@ from syncer.errors import SyncerError
 
 log = logging.getLogger(__name__)
 
-IDLE_STATES = ("Empty", "Dead")
+IDLE_STATES = ("Empty", "Dead")  # Dead: the group does not exist locally yet
 # the error code a group with members answers a commit from outside it with (Kafka's
 # ClassicGroup and ConsumerGroup validateOffsetCommit)
-UNKNOWN_MEMBER_ID = 25  # Dead: the group does not exist locally yet
+UNKNOWN_MEMBER_ID = 25
 # until the daemon's first topic refresh has named the mirrored partitions a pass copies
 # nothing, so the next one comes this soon rather than a whole interval later
 UNKNOWN_TOPICS_RETRY_S = 1.0
+
+
+def copies_offsets(mirrored: Mapping[str, int], owned: Collection[TP], may_write: bool) -> bool:
+    """Does this member of a group copy the consumer group offsets? The one that owns the
+    first partition of the first mirrored topic, while its lease holds: one member at a
+    time (a pass reads the local commit, then commits: two at once could move it back),
+    kept through a static member's restart (the coordinator hands it its partitions back
+    without a rebalance), and none while members mirror different topics."""
+    return may_write and bool(mirrored) and TP(min(mirrored), 0) in owned
 
 
 def offsets_to_commit(
@@ -72,8 +81,7 @@ class OffsetCopier:
     # why the last pass did not reach every chosen group (a remote did not list its
     # groups), or None
     failure: str | None = None
-    # whether this process copies them now: in a group, its leader alone (each member's
-    # pass reads the local commit, then commits: two at once could move it back)
+    # whether this process copies them now (in a group, one member: ``copies_offsets``)
     may_copy: Callable[[], bool] = lambda: True
     # partition → the remotes its copier dropped (another history there; only this
     # process's copiers are known): none of their offsets of it are copied

@@ -296,7 +296,8 @@ class Summary:
         groups = ""
         if self.groups is not None:
             groups = f" ◆ {self.group_offsets} group offsets committed ({self.groups} groups"
-            groups += f", {len(self.group_failures)} failed)" if self.group_failures else ")"
+            failures = len(self.group_failures)
+            groups += f", {failures} failure{'s' * (failures != 1)})" if failures else ")"
         return (
             f"summary ◆ {self.partitions} partitions ◆ {self.records} records"
             f" ◆ {self.bytes / 1e6:.1f} MB copied ◆ {self.halted} halted"

@@ -35,7 +35,7 @@ from syncer.identity import WriterIdentity, load_identity
 from syncer.lanes import Lanes, fetch_sizes
 from syncer.metrics import Instruments
 from syncer.mirroring import MirroredTopics
-from syncer.offsets import OffsetCopier
+from syncer.offsets import OffsetCopier, copies_offsets
 from syncer.partition import PartitionSources
 from syncer.ratelimit import ByteRate
 from syncer.retry import retried
@@ -51,6 +51,11 @@ if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
 log = logging.getLogger(__name__)
+
+# a catch-up beside a group that is rebalancing waits this long for it to settle before
+# reading how its members write (DescribeGroups tells their metadata only then)
+REBALANCE_WAIT_S = 15.0
+SETTLED_STATES = ("Stable", "Empty", "Dead")
 
 # a topic refresh that failed (the local or a remote cluster away) is tried again after this,
 # doubling while it keeps failing, up to the refresh interval: at start no partition is
@@ -102,6 +107,9 @@ class Syncer:
         self.instruments = Instruments(registry)
         self.registry = self.instruments.attach(self.snapshot)
         self._grouped = False  # run() shares partitions through the group; catch_up() does not
+        # a catch-up beside the running members of its group leaves the group offsets to
+        # them (two copiers could move a commit back): the group, or None
+        self.group_offsets_left_to: str | None = None
         mirrored_now = lambda: dict(self.topics.mirror)  # noqa: E731
         self.offsets = OffsetCopier(
             config.groups, self.local, self.remotes, mirrored_now, lambda: self.topics.sources
@@ -116,8 +124,12 @@ class Syncer:
         }
 
     def _copies_group_offsets(self) -> bool:
-        """A catch-up copies them; in a group, only its leader (``OffsetCopier.may_copy``)."""
-        return not self._grouped or self.member is None or self.member.assignor.leads
+        """In a group, one member copies them (``copies_offsets``); a catch-up does unless
+        the group's members run beside it (``group_offsets_left_to``)."""
+        if not self._grouped or self.member is None:
+            return self.group_offsets_left_to is None
+        member = self.member
+        return copies_offsets(self.topics.mirror, member.assigned, member.may_write())
 
     @property
     def refused(self) -> dict[str, str]:
@@ -295,10 +307,19 @@ class Syncer:
         identity = self._identity
         assert identity is not None, "started"
         own = writer_of(self.config.name, identity.producer_id, identity.producer_epoch)
+        deadline = time.monotonic() + REBALANCE_WAIT_S
         try:
-            told = await self.local.group_user_data(group)
+            state, told = await self.local.group_user_data(group)
+            while state not in SETTLED_STATES and time.monotonic() < deadline:
+                await asyncio.sleep(1.0)  # metadata is told only once the group is stable
+                state, told = await self.local.group_user_data(group)
         except SyncerError as exc:
             log.warning("group %s: reading how its members write: %s; not checked", group, exc)
+            return
+        if told:
+            self.group_offsets_left_to = group
+        if state not in SETTLED_STATES:
+            log.warning("group %s: still %s: how its members write not checked", group, state)
             return
         others = writing_otherwise({m: decode_writer(data) for m, data in told.items()}, own)
         if others:

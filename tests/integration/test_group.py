@@ -369,7 +369,15 @@ async def test_a_member_configured_as_another_deployment_gets_nothing_and_exits_
         typo.stderr
     )
     assert "summary ◆" not in typo.stderr and "Traceback" not in typo.stderr
-    group.path = tmp_path / "syncer.yaml"
+    # and one with the group's own name copies, leaving the group offsets to the running
+    # members (two copiers of them could move a commit back)
+    group.path = tmp_path / "offsets.yaml"
+    group.path.write_text(yaml.safe_dump({**group.raw, "groups": {"include": [".*"]}}))
     same = await asyncio.to_thread(run_cli, "catch-up", "-c", str(group.path), "--no-progress")
     assert same.returncode == 0, same.stderr
+    assert (
+        f"syncer: consumer group offsets left to the running members of group {group.name}"
+        in same.stderr
+    )
+    group.path = tmp_path / "syncer.yaml"
     await group.finish(producing)

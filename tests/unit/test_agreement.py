@@ -24,7 +24,7 @@ from syncer.agreement import (
 from syncer.batches import Batch, filler_batches, split_batches
 from syncer.chunks import Chunk, Fetched
 from syncer.clusters import TP, FetchedPartition
-from syncer.errors import PartitionHalted, TransientClusterError
+from syncer.errors import ClusterError, PartitionHalted
 from syncer.holes import RemoteEnds, scan
 from syncer.landed import Changed, Divergence
 from syncer.partition import PartitionSources
@@ -598,7 +598,8 @@ async def test_a_remote_whose_leader_epoch_moved_must_still_hold_what_was_copied
     sources["east"].epoch_ends = {5: (5, 20)}
     await check.check(moved, 20)
     assert sources["east"].epochs_asked == [5] and not check.sources.dropped
-    assert check.check_now(chunk("east", in_epoch(7, build(20, [(b"k", b"more")]))), 20)
+    check.written(moved)  # written in epoch 7 now: its next chunks ask nothing
+    assert check.check_now(chunk("east", in_epoch(7, build(21, [(b"k", b"more")]))), 21)
 
     cut, cut_sources = agreement(same, east=same)
     await cut.check(first, 10)
@@ -630,7 +631,7 @@ async def test_where_an_epoch_ends_is_asked_again_when_the_remote_does_not_answe
     first = chunk("east", in_epoch(5, build(10, [(b"k", b"e%d" % i) for i in range(10)])))
     await check.check(first, 10)
     check.written(first)
-    sources["east"].epoch_ends = TransientClusterError("east: no answer")
+    sources["east"].epoch_ends = ClusterError("east: not authorized")  # asked again later
     moved = chunk("east", in_epoch(7, build(20, [(b"k", b"x")])))
     with pytest.raises(CheckFailed, match="leader epoch 5"):
         await check.check(moved, 20)
@@ -638,3 +639,38 @@ async def test_where_an_epoch_ends_is_asked_again_when_the_remote_does_not_answe
     sources["east"].epoch_ends = {5: (5, 20)}
     await check.check(moved, 20)
     assert not check.sources.dropped
+
+
+async def test_a_remote_that_keeps_no_leader_epochs_is_compared_with_the_local_log() -> None:
+    """Kafka 2.8 keeps no leader epochs for a topic of a message format before 0.11 and
+    answers (-1, -1) with no error: that tells nothing, so the chunk is compared with the
+    local log instead (here equal: let through) rather than the remote dropped."""
+    same = build(9, [(b"k", b"same")])
+    check, sources = agreement(same, east=same)
+    first = chunk("east", in_epoch(5, build(10, [(b"k", b"e%d" % i) for i in range(10)])))
+    await check.check(first, 10)
+    check.written(first)
+    sources["east"].raw = build(19, [(b"k", b"e9")])
+    sources["east"].epoch_ends = {5: (-1, -1)}
+    fetches = sources["east"].fetches
+    await check.check(chunk("east", in_epoch(7, build(20, [(b"k", b"x")]))), 20)
+    assert not check.sources.dropped and sources["east"].fetches == fetches + 1
+
+
+async def test_a_chunk_of_an_older_epoch_than_the_last_written_asks_nothing() -> None:
+    """After a resync the frontier may fall back below where a newer epoch began: a chunk of
+    the older epoch again is no leader change (and relabelling what was written by it made
+    a later, newer chunk ask where the older epoch ends, below what was written: a false
+    drop)."""
+    same = build(9, [(b"k", b"same")])
+    check, sources = agreement(same, east=same)
+    spanning = chunk(
+        "east",
+        in_epoch(5, build(10, [(b"k", b"a")] * 5)) + in_epoch(6, build(15, [(b"k", b"b")] * 5)),
+    )
+    await check.check(spanning, 10)
+    check.written(spanning)  # epoch 6, to 20
+    older = chunk("east", in_epoch(5, build(12, [(b"k", b"a")] * 3)))
+    assert check.check_now(older, 12)
+    assert check.check_now(chunk("east", in_epoch(6, build(20, [(b"k", b"c")]))), 20)
+    assert sources["east"].epochs_asked == []

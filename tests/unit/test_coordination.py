@@ -529,16 +529,6 @@ def test_an_assignment_round_trips_through_the_consumer_protocol() -> None:
     assert [len(assignors[m].owned) for m in ("m1", "m2", "m3")] == [2, 2, 2]
 
 
-def test_the_member_that_assigned_at_the_last_join_alone_leads() -> None:
-    """The group's leader alone copies consumer group offsets (``Syncer._copies_group_
-    offsets``): one per generation, the member the coordinator asked to assign."""
-    assignors = {"m1": GapStickyAssignor(), "m2": GapStickyAssignor()}
-    join(assignors, ["t"], leader="m1")
-    assert [a.leads for a in assignors.values()] == [True, False]
-    join(assignors, ["t"], leader="m2")  # the next generation's leader is m2: m1 is not
-    assert [a.leads for a in assignors.values()] == [False, True]
-
-
 def test_only_subscribed_topics_are_assigned_and_junk_user_data_owns_nothing() -> None:
     leader = GapStickyAssignor()
     members = {

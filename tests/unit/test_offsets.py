@@ -10,7 +10,7 @@ import pytest
 from syncer.clusters import TP
 from syncer.config import Config, GroupsConfig
 from syncer.errors import TransientClusterError
-from syncer.offsets import OffsetCopier, offsets_to_commit
+from syncer.offsets import OffsetCopier, copies_offsets, offsets_to_commit
 
 A, B, C, D = (TP("orders", p) for p in range(4))
 
@@ -221,11 +221,22 @@ async def test_each_offset_is_committed_with_the_metadata_committed_with_it_remo
     assert local.metadata == [{A: "at 40", B: "at 7"}]
 
 
-async def test_a_member_that_is_not_the_groups_leader_copies_no_offsets() -> None:
+def test_in_a_group_the_owner_of_the_first_partition_copies_offsets_while_its_lease_holds() -> None:
     """Each pass reads the local commit, then commits: two members copying at once could
     move a commit back (one reads the remote's 200 while the other commits its 300, then
-    commits 200), and a consumer moving over would read 200..300 again. In a group only
-    its leader copies them."""
+    commits 200), and a consumer moving over would read 200..300 again. One member copies
+    them: the owner of the first partition of the first mirrored topic (which a static
+    member restarted keeps, where the group's leader, asked to assign at a join, is not
+    asked again), while its lease holds."""
+    mirrored = {"orders": 4, "audit": 2}
+    assert copies_offsets(mirrored, {TP("audit", 0), A}, may_write=True)
+    assert not copies_offsets(mirrored, {TP("audit", 1), A}, may_write=True)
+    assert not copies_offsets(mirrored, {TP("audit", 0)}, may_write=False)  # lease lapsed
+    assert not copies_offsets({}, {TP("audit", 0)}, may_write=True)
+
+
+async def test_a_member_that_does_not_copy_offsets_asks_nothing() -> None:
+    """``may_copy`` False: no pass reads or commits anything."""
     local, remote = FakeCluster(committed={}), FakeCluster()
     copier = copier_of(local, remote, {"orders": ("east",)})
     leads = False

@@ -234,7 +234,7 @@ def test_the_summary_counts_group_offsets_and_names_each_group_not_copied() -> N
         "remote north did not list its groups: x",
         "group ops: copying its offsets failed: no answer",
     )
-    assert "◆ 4 group offsets committed (3 groups, 2 failed) ◆" in summary.line()
+    assert "◆ 4 group offsets committed (3 groups, 2 failures) ◆" in summary.line()
     assert _catch_up_exit_code(summary) == ExitCode.HALTED
     assert _group_lines(groups, summary) == [
         "remote north did not list its groups: x",
